@@ -1,0 +1,207 @@
+"""The ``sluice`` command line.
+
+Heavy libraries (pyspark, dbt, great_expectations) are imported inside the commands, so
+``sluice --help`` and config errors answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from python_ingest.config import Settings, load_settings
+from python_ingest.exceptions import SluiceError
+
+log = logging.getLogger("sluice")
+
+
+def _session(settings: Settings) -> Any:
+    from python_ingest.spark import build_session
+
+    return build_session(settings)
+
+
+def _ensure_broker(settings: Settings) -> None:
+    from python_ingest import broker
+
+    if settings.broker.embedded and broker.start(settings):
+        print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    """Ingest new messages of one job (or all) into its raw table."""
+    from python_ingest.jobs import run_ingest
+
+    names = sorted(settings.jobs) if args.all else [args.job]
+    jobs = [settings.job(n) for n in names]  # unknown names fail before anything starts
+    _ensure_broker(settings)
+    spark = _session(settings)
+    for job in jobs:
+        result = run_ingest(spark, settings, job, accept_data_loss=args.accept_data_loss)
+        if result.up_to_date:
+            print(f"{job.name}: up to date, nothing new on {job.topic}")
+        else:
+            print(f"{job.name}: batch {result.batch_id}: read {result.read}, landed "
+                  f"{result.landed} in {job.raw_table}, {result.errors} errors in "
+                  f"{job.raw_error_table}; {result.plan.remaining} messages left for later runs")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    """Print each job's checkpoint and lag per partition, and its last runs."""
+    from python_ingest.jobs import job_status
+
+    names = [args.job] if args.job else sorted(settings.jobs)
+    jobs = [settings.job(n) for n in names]
+    spark = _session(settings)
+    for job in jobs:
+        status = job_status(spark, settings, job, runs=args.runs)
+        if args.json:
+            print(json.dumps(status, default=str, indent=2))
+            continue
+        print(f"job {job.name}  topic {job.topic}  raw table {job.raw_table}")
+        if status.get("broker_error"):
+            print(f"  broker: {status['broker_error']}")
+        print("  partition  checkpoint  end  lag")
+        for p in status["partitions"]:
+            print(f"  {p['partition']:>9}  {p['checkpoint']!s:>10}  {p['end']!s:>3}  {p['lag']!s}")
+        print(f"  last batch {status['batch_id']}, total lag {status['lag']}")
+        print("  last runs:")
+        for run in status["runs"]:
+            counts = " ".join(f"{k}={v}" for k, v in sorted((run["counts"] or {}).items()))
+            print(f"    {run['started_at']:%Y-%m-%d %H:%M:%S}  {run['outcome']:<10} batch "
+                  f"{run['batch_id']!s:<5} {run['duration_s']:.1f}s  {counts}"
+                  + (f"  error: {run['error']}" if run["error"] else ""))
+    return 0
+
+
+def cmd_broker(args: argparse.Namespace, settings: Settings) -> int:
+    """Start, stop or check the embedded broker."""
+    from python_ingest import broker
+
+    bootstrap = settings.broker.bootstrap_servers
+    if args.action == "start":
+        started = broker.start(settings)
+        print(f"broker {'started' if started else 'already running'} on {bootstrap}")
+    elif args.action == "stop":
+        stopped = broker.stop(settings)
+        print(f"broker {'stopped' if stopped else 'was not running'} (data kept in "
+              f"{settings.broker.data_dir})")
+    else:
+        up = broker.is_up(bootstrap)
+        print(f"broker on {bootstrap}: {'up' if up else 'down'}")
+        return 0 if up else 1
+    return 0
+
+
+def cmd_demo_produce(args: argparse.Namespace, settings: Settings) -> int:
+    """Produce demo changelog events for the trips table."""
+    from python_ingest import broker, demo
+
+    _ensure_broker(settings)
+    bootstrap = settings.broker.bootstrap_servers
+    broker.ensure_topic(bootstrap, args.topic, demo.DEMO_PARTITIONS)
+    start = _demo_next_trip_id(settings, args.topic)
+    generator = demo.TripsGenerator(demo.trips_schema(settings.root), seed=args.seed or start,
+                                    first_trip_id=start)
+    sent = demo.produce(bootstrap, args.topic, generator.events(args.events))
+    print(f"produced {sent} demo events to {args.topic} on {bootstrap}")
+    return 0
+
+
+def _demo_next_trip_id(settings: Settings, topic: str) -> int:
+    """New demo trips continue after those already produced (keeps runs distinct)."""
+    from python_ingest.kafka_io import partition_offsets
+
+    total = sum(p.end for p in partition_offsets(settings.broker.bootstrap_servers, topic))
+    return total + 1
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    """What `make run` does: broker, demo events, one run of every job, a summary."""
+    produce_args = argparse.Namespace(topic="demo.trips", events=args.events, seed=None)
+    cmd_demo_produce(produce_args, settings)
+    ingest_args = argparse.Namespace(all=True, job=None, accept_data_loss=False)
+    cmd_ingest(ingest_args, settings)
+    spark = _session(settings)
+    print("\nsummary")
+    for job in settings.jobs.values():
+        raw = spark.table(job.raw_table).count()
+        errors = spark.table(job.raw_error_table).count()
+        print(f"  {job.raw_table}: {raw} rows   {job.raw_error_table}: {errors} rows")
+    print("see 'sluice status' for checkpoints and runs")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sluice",
+        description="Land change data (Kafka changelog events) in Iceberg tables on Spark, "
+                    "exactly once.",
+        epilog="Config: sluice.yml in the current folder, or --config / $SLUICE_CONFIG; "
+               "environment variables SLUICE_* override it (see README).")
+    parser.add_argument("--config", help="config file (default: ./sluice.yml or $SLUICE_CONFIG)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Callable[[argparse.Namespace, Settings], int], help_text: str
+            ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    ingest = add("ingest", cmd_ingest, "Ingest new Kafka messages of a job into raw.<table>.")
+    target = ingest.add_mutually_exclusive_group(required=True)
+    target.add_argument("job", nargs="?", help="job name from the config")
+    target.add_argument("--all", action="store_true", help="every job in the config")
+    ingest.add_argument("--accept-data-loss", action="store_true",
+                        help="continue from the earliest offset when the checkpoint's offsets "
+                             "are gone (the loss is recorded in the run)")
+
+    status = add("status", cmd_status, "Show checkpoints, lag per partition and last runs.")
+    status.add_argument("job", nargs="?", help="job name (default: all jobs)")
+    status.add_argument("--runs", type=int, default=5, help="how many runs to list (default 5)")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+
+    brk = add("broker", cmd_broker, "Start, stop or check the embedded Kafka broker (noida-db).")
+    brk.add_argument("action", choices=("start", "stop", "status"))
+
+    demo_p = add("demo", cmd_demo, "Run the demo: broker, demo events, ingestion, summary.")
+    demo_p.add_argument("--events", type=int, default=20_000, help="events to produce")
+    demo_sub = demo_p.add_subparsers(dest="demo_command", metavar="SUBCOMMAND")
+    produce = demo_sub.add_parser("produce", help="only produce demo changelog events",
+                                  description="Produce demo changelog events for 'trips'.")
+    produce.add_argument("--events", type=int, default=20_000, help="how many (default 20000)")
+    produce.add_argument("--topic", default="demo.trips", help="topic (default demo.trips)")
+    produce.add_argument("--seed", type=int, help="random seed (default: derived from the topic)")
+    produce.set_defaults(func=cmd_demo_produce)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    for noisy in ("kafka", "py4j", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if not args.verbose else logging.INFO)
+    try:
+        settings = load_settings(args.config)
+        return int(args.func(args, settings))
+    except SluiceError as exc:
+        print(f"sluice: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("sluice: interrupted; the last committed checkpoint stays in place",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

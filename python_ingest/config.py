@@ -1,0 +1,307 @@
+"""Configuration: one YAML file (``sluice.yml``) plus environment variables.
+
+Precedence, highest first: environment variables, the config file, built-in defaults. The
+defaults are the embedded set-up (local Spark, a Hadoop Iceberg catalog under ``.sluice/``,
+the embedded noida-db broker), so the same code runs on a cluster by changing config only.
+
+Every value is validated here, before any data moves; a bad value raises ConfigError naming
+the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from python_ingest.exceptions import ConfigError
+
+CONFIG_ENV = "SLUICE_CONFIG"
+DEFAULT_CONFIG_FILE = "sluice.yml"
+
+READERS = ("kafka-python", "confluent-kafka")
+VALUE_FORMATS = ("avro", "confluent-avro")
+STARTING_OFFSETS = ("earliest", "latest")
+DATA_LOSS_POLICIES = ("fail", "accept")
+CATALOG_TYPES = ("hadoop", "hive", "rest")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
+          "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4,
+          "tb": 1000**4, "tib": 1024**4}
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """Where Spark runs and any extra Spark conf."""
+
+    master: str = "local[2]"
+    app_name: str = "sluice"
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """The Iceberg catalog all sluice tables live in (it becomes Spark's default catalog)."""
+
+    name: str = "sluice"
+    type: str = "hadoop"
+    warehouse: str = ".sluice/warehouse"
+    uri: str | None = None
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The Kafka cluster; ``embedded`` means sluice starts a local noida-db broker itself."""
+
+    bootstrap_servers: str = "127.0.0.1:19092"
+    embedded: bool = True
+    data_dir: str = ".sluice/broker"
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """One table's ingestion: which topic, how to decode it, and how much to take per run."""
+
+    name: str
+    topic: str
+    schema: str
+    row_key: tuple[str, ...]
+    ref_key: str = "_ref_key"
+    value_format: str = "avro"
+    schema_ids: Mapping[int, str] = field(default_factory=dict)
+    starting_offsets: str = "earliest"
+    max_records: int = 5_000_000
+    max_bytes: int = 2 * 1024**3
+    records_per_task: int = 250_000
+    on_data_loss: str = "fail"
+    reader: str = "kafka-python"
+    read_timeout_s: float = 60.0
+
+    @property
+    def raw_table(self) -> str:
+        return f"raw.{self.name}"
+
+    @property
+    def raw_error_table(self) -> str:
+        return f"errors.{self.name}__raw"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a sluice process needs, resolved from file, environment and defaults."""
+
+    root: Path
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    catalog: CatalogConfig = field(default_factory=CatalogConfig)
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    jobs: Mapping[str, JobConfig] = field(default_factory=dict)
+    state_dir: str = ".sluice"
+
+    def path(self, relative: str) -> Path:
+        """Resolve a path from config against the project root."""
+        p = Path(relative).expanduser()
+        return p if p.is_absolute() else self.root / p
+
+    def job(self, name: str) -> JobConfig:
+        if name not in self.jobs:
+            known = ", ".join(sorted(self.jobs)) or "none"
+            raise ConfigError("jobs", f"no job named '{name}'", f"known jobs: {known}")
+        return self.jobs[name]
+
+
+def parse_size(value: Any, field_name: str) -> int:
+    """Parse a byte size such as ``256MiB``, ``1GB`` or ``1048576``."""
+    if isinstance(value, bool):
+        raise ConfigError(field_name, f"expected a size like '256MiB', got {value!r}")
+    if isinstance(value, int):
+        size = value
+    else:
+        m = _SIZE.match(str(value))
+        if not m or m.group(2) is None and not str(value).strip():
+            raise ConfigError(field_name, f"expected a size like '256MiB', got {value!r}")
+        unit = (m.group(2) or "").lower()
+        if unit not in _UNITS:
+            raise ConfigError(field_name, f"unknown size unit in {value!r}", "use B, KiB, MiB, GiB")
+        size = int(float(m.group(1)) * _UNITS[unit])
+    if size <= 0:
+        raise ConfigError(field_name, f"must be positive, got {value!r}")
+    return size
+
+
+def _positive_int(value: Any, field_name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(field_name, f"expected a positive whole number, got {value!r}")
+    return value
+
+
+def _choice(value: Any, choices: tuple[str, ...], field_name: str) -> str:
+    if value not in choices:
+        raise ConfigError(field_name, f"{value!r} is not one of {', '.join(choices)}")
+    return str(value)
+
+
+def _mapping(value: Any, field_name: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(field_name, f"expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _check_keys(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}", "unknown setting",
+                          f"allowed: {', '.join(sorted(allowed))}")
+
+
+def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
+    """Validate one job's mapping from the config file into a JobConfig."""
+    where = f"jobs.{name}"
+    if not _NAME.match(name):
+        raise ConfigError(where, "job names are lowercase letters, digits and underscores",
+                          "the name becomes the table name raw.<name>")
+    _check_keys(raw, {f.name for f in JobConfig.__dataclass_fields__.values()} - {"name"}, where)
+    for required in ("topic", "schema", "row_key"):
+        if not raw.get(required):
+            raise ConfigError(f"{where}.{required}", "is required")
+    row_key = raw["row_key"]
+    row_key = (row_key,) if isinstance(row_key, str) else tuple(row_key)
+    if not row_key or not all(isinstance(c, str) and c for c in row_key):
+        raise ConfigError(f"{where}.row_key", "expected a column name or a list of them")
+    schema = str(raw["schema"])
+    schema_path = Path(schema) if Path(schema).is_absolute() else root / schema
+    if not schema_path.is_file():
+        raise ConfigError(f"{where}.schema", f"schema file {schema_path} does not exist")
+    ids = {}
+    for key, path in _mapping(raw.get("schema_ids"), f"{where}.schema_ids").items():
+        try:
+            ids[int(key)] = str(path)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}.schema_ids", f"schema id {key!r} is not a number") from exc
+    job = JobConfig(
+        name=name,
+        topic=str(raw["topic"]),
+        schema=schema,
+        row_key=row_key,
+        ref_key=str(raw.get("ref_key", "_ref_key")),
+        value_format=_choice(raw.get("value_format", "avro"), VALUE_FORMATS,
+                             f"{where}.value_format"),
+        schema_ids=ids,
+        starting_offsets=_choice(raw.get("starting_offsets", "earliest"), STARTING_OFFSETS,
+                                 f"{where}.starting_offsets"),
+        max_records=_positive_int(raw.get("max_records", JobConfig.max_records),
+                                  f"{where}.max_records"),
+        max_bytes=parse_size(raw.get("max_bytes", JobConfig.max_bytes), f"{where}.max_bytes"),
+        records_per_task=_positive_int(raw.get("records_per_task", JobConfig.records_per_task),
+                                       f"{where}.records_per_task"),
+        on_data_loss=_choice(raw.get("on_data_loss", "fail"), DATA_LOSS_POLICIES,
+                             f"{where}.on_data_loss"),
+        reader=_choice(raw.get("reader", "kafka-python"), READERS, f"{where}.reader"),
+        read_timeout_s=float(raw.get("read_timeout_s", JobConfig.read_timeout_s)),
+    )
+    # The schema must parse and contain the key columns: checked here, before data moves.
+    from python_ingest.changelog import ChangelogSchema
+
+    ChangelogSchema.load(job, root)
+    return job
+
+
+def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    """Apply SLUICE_* environment variables on top of the file's values."""
+    simple = {
+        "SLUICE_SPARK_MASTER": ("spark", "master"),
+        "SLUICE_CATALOG_NAME": ("catalog", "name"),
+        "SLUICE_CATALOG_TYPE": ("catalog", "type"),
+        "SLUICE_CATALOG_URI": ("catalog", "uri"),
+        "SLUICE_WAREHOUSE": ("catalog", "warehouse"),
+        "SLUICE_BOOTSTRAP_SERVERS": ("broker", "bootstrap_servers"),
+        "SLUICE_BROKER_DATA_DIR": ("broker", "data_dir"),
+    }
+    for var, (section, key) in simple.items():
+        if env.get(var):
+            data.setdefault(section, {})[key] = env[var]
+    if env.get("SLUICE_BROKER_EMBEDDED"):
+        value = env["SLUICE_BROKER_EMBEDDED"].strip().lower()
+        if value not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError("SLUICE_BROKER_EMBEDDED", f"expected true or false, got {value!r}")
+        data.setdefault("broker", {})["embedded"] = value in ("true", "1", "yes")
+    if env.get("SLUICE_SPARK_CONF"):
+        conf = dict(data.setdefault("spark", {}).get("conf") or {})
+        for item in env["SLUICE_SPARK_CONF"].split(";"):
+            if not item.strip():
+                continue
+            if "=" not in item:
+                raise ConfigError("SLUICE_SPARK_CONF", f"expected key=value;..., got {item!r}")
+            k, v = item.split("=", 1)
+            conf[k.strip()] = v.strip()
+        data["spark"]["conf"] = conf
+
+
+def load_settings(path: str | os.PathLike[str] | None = None,
+                  env: Mapping[str, str] | None = None) -> Settings:
+    """Load settings from ``path`` (or $SLUICE_CONFIG, or ./sluice.yml) and the environment."""
+    env = os.environ if env is None else env
+    chosen = path or env.get(CONFIG_ENV)
+    if chosen:
+        config_file = Path(chosen)
+        if not config_file.is_file():
+            raise ConfigError(CONFIG_ENV if not path else "--config",
+                              f"config file {config_file} does not exist")
+    else:
+        config_file = Path.cwd() / DEFAULT_CONFIG_FILE
+    root = config_file.resolve().parent if config_file.is_file() else Path.cwd()
+    data: dict[str, Any] = {}
+    if config_file.is_file():
+        try:
+            loaded = yaml.safe_load(config_file.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(str(config_file), f"not valid YAML: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(str(config_file), "the top level must be a mapping")
+        data = json.loads(json.dumps(loaded))  # deep copy with plain types
+    _env_overrides(data, env)
+    _check_keys(data, {"spark", "catalog", "broker", "jobs", "state_dir"}, "config")
+
+    spark_raw = _mapping(data.get("spark"), "spark")
+    _check_keys(spark_raw, {"master", "app_name", "conf"}, "spark")
+    spark = SparkConfig(
+        master=str(spark_raw.get("master", SparkConfig.master)),
+        app_name=str(spark_raw.get("app_name", SparkConfig.app_name)),
+        conf={str(k): str(v) for k, v in _mapping(spark_raw.get("conf"), "spark.conf").items()},
+    )
+    cat_raw = _mapping(data.get("catalog"), "catalog")
+    _check_keys(cat_raw, {"name", "type", "warehouse", "uri"}, "catalog")
+    catalog = CatalogConfig(
+        name=str(cat_raw.get("name", CatalogConfig.name)),
+        type=_choice(cat_raw.get("type", CatalogConfig.type), CATALOG_TYPES, "catalog.type"),
+        warehouse=str(cat_raw.get("warehouse", CatalogConfig.warehouse)),
+        uri=cat_raw.get("uri"),
+    )
+    if catalog.type in ("hive", "rest") and not catalog.uri:
+        raise ConfigError("catalog.uri", f"a {catalog.type} catalog needs a uri")
+    if not _NAME.match(catalog.name):
+        raise ConfigError("catalog.name", "use lowercase letters, digits and underscores")
+    broker_raw = _mapping(data.get("broker"), "broker")
+    _check_keys(broker_raw, {"bootstrap_servers", "embedded", "data_dir"}, "broker")
+    embedded = broker_raw.get("embedded", BrokerConfig.embedded)
+    if not isinstance(embedded, bool):
+        raise ConfigError("broker.embedded", f"expected true or false, got {embedded!r}")
+    broker = BrokerConfig(
+        bootstrap_servers=str(broker_raw.get("bootstrap_servers", BrokerConfig.bootstrap_servers)),
+        embedded=embedded,
+        data_dir=str(broker_raw.get("data_dir", BrokerConfig.data_dir)),
+    )
+    jobs = {
+        str(name): parse_job(str(name), _mapping(raw, f"jobs.{name}"), root)
+        for name, raw in _mapping(data.get("jobs"), "jobs").items()
+    }
+    return Settings(root=root, spark=spark, catalog=catalog, broker=broker, jobs=jobs,
+                    state_dir=str(data.get("state_dir", ".sluice")))

@@ -1,0 +1,66 @@
+"""Every error sluice raises on purpose, each with a message that says what to do.
+
+The CLI prints these without a traceback: they are the user's to act on, not bugs.
+"""
+
+from __future__ import annotations
+
+
+class SluiceError(Exception):
+    """Base of all errors sluice raises for the user to act on."""
+
+
+class ConfigError(SluiceError):
+    """The configuration is invalid; raised before any data moves."""
+
+    def __init__(self, field: str, problem: str, hint: str = "") -> None:
+        self.field = field
+        message = f"config error in '{field}': {problem}"
+        if hint:
+            message += f" ({hint})"
+        super().__init__(message)
+
+
+class SetupError(SluiceError):
+    """Something set-up should have provided is missing (jars, broker binary, ...)."""
+
+
+class BrokerError(SluiceError):
+    """The Kafka broker could not be reached or answered with an error."""
+
+
+class DataLossError(SluiceError):
+    """The checkpoint points below the earliest offset the broker still retains."""
+
+    def __init__(self, topic: str, partition: int, checkpoint: int, earliest: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.missing = (checkpoint, earliest)
+        super().__init__(
+            f"data loss on topic '{topic}' partition {partition}: the checkpoint is at offset "
+            f"{checkpoint} but the broker's earliest retained offset is {earliest}, so offsets "
+            f"{checkpoint}..{earliest - 1} ({earliest - checkpoint} messages) are gone. "
+            "To accept the loss and continue from the earliest offset, set "
+            "'on_data_loss: accept' on the job or pass --accept-data-loss; the loss is "
+            "recorded in the run."
+        )
+
+
+class OffsetResetError(SluiceError):
+    """The checkpoint is beyond the end of the partition (topic deleted and recreated?)."""
+
+    def __init__(self, topic: str, partition: int, checkpoint: int, end: int) -> None:
+        super().__init__(
+            f"topic '{topic}' partition {partition}: the checkpoint is at offset {checkpoint} "
+            f"but the partition ends at {end}. The topic was probably deleted and recreated. "
+            "Nothing was read. Reset the job's checkpoint deliberately (drop the raw table, or "
+            "point the job at a new topic) once you know which data the lake should hold."
+        )
+
+
+class ReadError(SluiceError):
+    """A work unit could not be read completely from the broker."""
+
+
+class PipelineError(SluiceError):
+    """A pipeline step (dbt, the fork, the merge) failed; checkpoints after it did not move."""

@@ -1,0 +1,179 @@
+"""Talking to Kafka: partition offsets for the planner, and reading one offset range.
+
+kafka-python is the default client; confluent-kafka is the faster alternative (job option
+``reader: confluent-kafka``). Range reading runs inside Spark tasks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from python_ingest.exceptions import BrokerError, ReadError
+
+# Some Kafka-protocol brokers (noida-db) ignore fetch max_bytes and answer with the whole
+# backlog, so the clients must accept large responses.
+MAX_RESPONSE_BYTES = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """What the broker holds for one partition: [earliest, end)."""
+
+    partition: int
+    earliest: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Message:
+    key: bytes | None
+    value: bytes | None
+    offset: int
+    timestamp_ms: int
+
+
+def _admin_consumer(bootstrap: str) -> Any:
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
+
+    try:
+        return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             request_timeout_ms=30000)
+    except KafkaError as exc:
+        raise BrokerError(f"cannot reach the Kafka broker at {bootstrap}: {exc}. Is it running? "
+                          "For the embedded broker run 'sluice broker start'.") from exc
+
+
+def partition_offsets(bootstrap: str, topic: str) -> list[PartitionOffsets]:
+    """Earliest and end offsets of every partition of ``topic``."""
+    from kafka import TopicPartition
+
+    consumer = _admin_consumer(bootstrap)
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            raise BrokerError(f"topic '{topic}' does not exist on {bootstrap}: produce to it "
+                              "first (for the demo: 'sluice demo produce')")
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        earliest = consumer.beginning_offsets(tps)
+        end = consumer.end_offsets(tps)
+        return [PartitionOffsets(tp.partition, earliest[tp], end[tp]) for tp in tps]
+    finally:
+        consumer.close()
+
+
+def sample_message_bytes(bootstrap: str, topic: str, starts: dict[int, int],
+                         sample: int = 100) -> float | None:
+    """Average key+value size of up to ``sample`` messages per partition from ``starts``."""
+    sizes: list[int] = []
+    for partition, start in starts.items():
+        for message in read_range("kafka-python", bootstrap, topic, partition, start,
+                                  start + sample, timeout_s=10, tolerate_short=True):
+            sizes.append(len(message.key or b"") + len(message.value or b""))
+    return sum(sizes) / len(sizes) if sizes else None
+
+
+def read_range(reader: str, bootstrap: str, topic: str, partition: int, start: int, end: int,
+               timeout_s: float, tolerate_short: bool = False) -> Iterator[Message]:
+    """Yield the messages with offsets in [start, end) of one partition, in offset order.
+
+    Raises ReadError when the range cannot be read to its end within ``timeout_s`` of no
+    progress (unless ``tolerate_short``, used for sampling).
+    """
+    if start >= end:
+        return
+    if reader == "confluent-kafka":
+        yield from _read_confluent(bootstrap, topic, partition, start, end, timeout_s,
+                                   tolerate_short)
+    else:
+        yield from _read_kafka_python(bootstrap, topic, partition, start, end, timeout_s,
+                                      tolerate_short)
+
+
+def _short_read(topic: str, partition: int, position: int, end: int, timeout_s: float) -> ReadError:
+    return ReadError(f"topic '{topic}' partition {partition}: no progress at offset {position} "
+                     f"for {timeout_s:.0f}s while reading up to offset {end}; the broker may be "
+                     "down or the range was deleted. Nothing was committed; rerun the job.")
+
+
+def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, end: int,
+                       timeout_s: float, tolerate_short: bool) -> Iterator[Message]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             group_id=None, fetch_max_bytes=MAX_RESPONSE_BYTES,
+                             max_partition_fetch_bytes=MAX_RESPONSE_BYTES,
+                             receive_buffer_bytes=4 * 1024 * 1024)
+    tp = TopicPartition(topic, partition)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        position = start
+        last_progress = time.monotonic()
+        while position < end:
+            batch = consumer.poll(timeout_ms=500, max_records=50_000).get(tp, [])
+            for record in batch:
+                if record.offset >= end:
+                    position = end
+                    break
+                yield Message(record.key, record.value, record.offset, record.timestamp)
+            position = max(position, consumer.position(tp) or position)
+            if batch:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > timeout_s:
+                if tolerate_short:
+                    return
+                raise _short_read(topic, partition, position, end, timeout_s)
+    finally:
+        consumer.close()
+
+
+def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end: int,
+                    timeout_s: float, tolerate_short: bool) -> Iterator[Message]:
+    import confluent_kafka as ck
+
+    consumer = ck.Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "sluice-reader",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "receive.message.max.bytes": MAX_RESPONSE_BYTES,
+        "fetch.max.bytes": MAX_RESPONSE_BYTES - 1_000_000,
+        "queued.max.messages.kbytes": 512 * 1024,
+    })
+    try:
+        consumer.assign([ck.TopicPartition(topic, partition, start)])
+        position = start
+        last_progress = time.monotonic()
+        while position < end:
+            messages = consumer.consume(20_000, timeout=0.5)
+            progressed = False
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == ck.KafkaError._PARTITION_EOF:
+                        continue
+                    raise ReadError(f"topic '{topic}' partition {partition}: {error.str()}")
+                offset = message.offset()
+                progressed = True
+                if offset >= end:
+                    position = end
+                    break
+                position = offset + 1
+                yield Message(message.key(), message.value(), offset, message.timestamp()[1])
+            if progressed:
+                last_progress = time.monotonic()
+            elif position < end:
+                # Offsets can have gaps (transaction markers): the client knows its position.
+                (tp,) = consumer.position([ck.TopicPartition(topic, partition)])
+                if tp.offset is not None and tp.offset > position:
+                    position = min(end, tp.offset)
+                if time.monotonic() - last_progress > timeout_s:
+                    if tolerate_short:
+                        return
+                    raise _short_read(topic, partition, position, end, timeout_s)
+    finally:
+        consumer.close()
