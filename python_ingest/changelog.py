@@ -105,17 +105,30 @@ class ChangelogSchema:
     @classmethod
     def load(cls, job: JobConfig, root: Path) -> ChangelogSchema:
         """Parse and check the job's schema files; raises ConfigError naming what is wrong."""
-        avro = _read_schema(root, job.schema, f"jobs.{job.name}.schema")
+        writers = {sid: _read_schema(root, path, f"jobs.{job.name}.schema_ids.{sid}")
+                   for sid, path in job.schema_ids.items()}
+        if job.schema_registry:
+            writers.update(registry_schemas(root, job.schema_registry, job.name))
+        if job.value_format == "confluent-avro" and not writers:
+            raise ConfigError(f"jobs.{job.name}.schema_ids",
+                              "value_format confluent-avro needs the writer schema of each id",
+                              "map ids to .avsc files, e.g. {1: schemas/trips.avsc}, or set "
+                              "schema_registry to a folder of <id>.avsc files")
+        if job.schema:
+            avro = _read_schema(root, job.schema, f"jobs.{job.name}.schema")
+        else:  # the newest registered version reads all older ones
+            avro = writers[max(writers)]
         if avro.get("type") != "record":
             raise ConfigError(f"jobs.{job.name}.schema", "the top-level Avro type must be a record")
         fields = {f["name"]: f["type"] for f in avro["fields"]}
+        source = job.schema or job.schema_registry
         for column in job.row_key:
             if column not in fields:
                 raise ConfigError(f"jobs.{job.name}.row_key",
-                                  f"column '{column}' is not in the schema {job.schema}")
+                                  f"column '{column}' is not in the schema {source}")
         if job.ref_key not in fields:
             raise ConfigError(f"jobs.{job.name}.ref_key",
-                              f"field '{job.ref_key}' is not in the schema {job.schema}",
+                              f"field '{job.ref_key}' is not in the schema {source}",
                               "every changelog event needs a ref key (a long)")
         if _spark_type(fields[job.ref_key], job.ref_key) not in ("bigint", "int"):
             raise ConfigError(f"jobs.{job.name}.ref_key", f"field '{job.ref_key}' must be a long")
@@ -126,12 +139,6 @@ class ChangelogSchema:
         if clash:
             raise ConfigError(f"jobs.{job.name}.schema",
                               f"column '{clash[0]}' starts with '_', reserved for sluice's columns")
-        writers = {sid: _read_schema(root, path, f"jobs.{job.name}.schema_ids.{sid}")
-                   for sid, path in job.schema_ids.items()}
-        if job.value_format == "confluent-avro" and not writers:
-            raise ConfigError(f"jobs.{job.name}.schema_ids",
-                              "value_format confluent-avro needs the writer schema of each id",
-                              "map ids to .avsc files, e.g. {1: schemas/trips.avsc}")
         return cls(avro=avro, payload=payload, row_key=job.row_key, ref_key=job.ref_key,
                    writer_schemas=writers, confluent=job.value_format == "confluent-avro")
 
@@ -151,6 +158,20 @@ def combined_ddl(schema: ChangelogSchema) -> str:
     cols = list(schema.raw_columns())
     cols += [(n, t) for n, t in RAW_ERROR_COLUMNS if n not in dict(cols)]
     return ", ".join(f"`{n}` {t}" for n, t in cols)
+
+
+def registry_schemas(root: Path, folder: str, job_name: str) -> dict[int, dict[str, Any]]:
+    """The schema versions in a registry folder: ``<id>.avsc`` files, id a positive integer."""
+    path = Path(folder) if Path(folder).is_absolute() else root / folder
+    found = {}
+    for file in sorted(path.glob("*.avsc")):
+        if not file.stem.isdigit() or int(file.stem) <= 0:
+            raise ConfigError(f"jobs.{job_name}.schema_registry",
+                              f"{file.name} is not named <id>.avsc with a positive integer id")
+        found[int(file.stem)] = _read_schema(root, str(file), f"jobs.{job_name}.schema_registry")
+    if not found:
+        raise ConfigError(f"jobs.{job_name}.schema_registry", f"no <id>.avsc files in {path}")
+    return found
 
 
 def _read_schema(root: Path, path: str, field_name: str) -> dict[str, Any]:

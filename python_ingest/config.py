@@ -71,8 +71,9 @@ class JobConfig:
 
     name: str
     topic: str
-    schema: str
+    schema: str | None
     row_key: tuple[str, ...]
+    schema_registry: str | None = None
     ref_key: str = "_ref_key"
     value_format: str = "avro"
     schema_ids: Mapping[int, str] = field(default_factory=dict)
@@ -103,6 +104,7 @@ class Settings:
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     jobs: Mapping[str, JobConfig] = field(default_factory=dict)
     state_dir: str = ".sluice"
+    sources: Mapping[str, SourceConfig] = field(default_factory=dict)
 
     def path(self, relative: str) -> Path:
         """Resolve a path from config against the project root."""
@@ -114,6 +116,12 @@ class Settings:
             known = ", ".join(sorted(self.jobs)) or "none"
             raise ConfigError("jobs", f"no job named '{name}'", f"known jobs: {known}")
         return self.jobs[name]
+
+    def source(self, name: str) -> SourceConfig:
+        if name not in self.sources:
+            known = ", ".join(sorted(self.sources)) or "none"
+            raise ConfigError("sources", f"no source named '{name}'", f"known sources: {known}")
+        return self.sources[name]
 
 
 def parse_size(value: Any, field_name: str) -> int:
@@ -169,17 +177,29 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
         raise ConfigError(where, "job names are lowercase letters, digits and underscores",
                           "the name becomes the table name raw.<name>")
     _check_keys(raw, {f.name for f in JobConfig.__dataclass_fields__.values()} - {"name"}, where)
-    for required in ("topic", "schema", "row_key"):
+    for required in ("topic", "row_key"):
         if not raw.get(required):
             raise ConfigError(f"{where}.{required}", "is required")
+    if not raw.get("schema") and not raw.get("schema_registry"):
+        raise ConfigError(f"{where}.schema", "is required (or schema_registry, a folder of "
+                          "<id>.avsc files, with value_format confluent-avro)")
     row_key = raw["row_key"]
     row_key = (row_key,) if isinstance(row_key, str) else tuple(row_key)
     if not row_key or not all(isinstance(c, str) and c for c in row_key):
         raise ConfigError(f"{where}.row_key", "expected a column name or a list of them")
-    schema = str(raw["schema"])
-    schema_path = Path(schema) if Path(schema).is_absolute() else root / schema
-    if not schema_path.is_file():
-        raise ConfigError(f"{where}.schema", f"schema file {schema_path} does not exist")
+    schema = str(raw["schema"]) if raw.get("schema") else None
+    if schema is not None:
+        schema_path = Path(schema) if Path(schema).is_absolute() else root / schema
+        if not schema_path.is_file():
+            raise ConfigError(f"{where}.schema", f"schema file {schema_path} does not exist")
+    registry = str(raw["schema_registry"]) if raw.get("schema_registry") else None
+    if registry is not None:
+        registry_path = Path(registry) if Path(registry).is_absolute() else root / registry
+        if not registry_path.is_dir():
+            raise ConfigError(f"{where}.schema_registry", f"folder {registry_path} does not exist")
+        if raw.get("value_format", "avro") != "confluent-avro":
+            raise ConfigError(f"{where}.value_format", "a schema_registry needs confluent-avro "
+                              "(messages that carry their schema id)")
     ids = {}
     for key, path in _mapping(raw.get("schema_ids"), f"{where}.schema_ids").items():
         try:
@@ -191,6 +211,7 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
         topic=str(raw["topic"]),
         schema=schema,
         row_key=row_key,
+        schema_registry=registry,
         ref_key=str(raw.get("ref_key", "_ref_key")),
         value_format=_choice(raw.get("value_format", "avro"), VALUE_FORMATS,
                              f"{where}.value_format"),
@@ -212,6 +233,108 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
 
     ChangelogSchema.load(job, root)
     return job
+
+
+SOURCE_KINDS = ("mariadb", "mysql")
+START_FROM = ("current", "earliest")
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """A MySQL-family server whose binlog ``sluice tap`` reads (see docs/binlog-tap.md)."""
+
+    name: str
+    kind: str = "mariadb"
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "sluice"
+    password: str | None = None
+    password_env: str | None = None
+    include: tuple[str, ...] = ("*.*",)
+    exclude: tuple[str, ...] = ()
+    topic_prefix: str | None = None
+    partitions: int = 4
+    data_center: str | None = None
+    schema_registry: str | None = None
+    server_id: int = 4201
+    heartbeat_s: float = 1.0
+    checkpoint_interval_s: float = 1.0
+    start_from: str = "current"
+    bootstrap_chunk_rows: int = 10_000
+    bootstrap_workers: int = 2
+
+    @property
+    def topic_base(self) -> str:
+        return self.topic_prefix or self.name
+
+    def secret(self) -> str:
+        """The password: ``password_env`` names an environment variable, else ``password``."""
+        if self.password_env:
+            value = os.environ.get(self.password_env)
+            if value is None:
+                raise ConfigError(f"sources.{self.name}.password_env",
+                                  f"environment variable {self.password_env} is not set")
+            return value
+        return self.password or ""
+
+
+def _positive_float(value: Any, field_name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(field_name, f"expected a positive number, got {value!r}")
+    return float(value)
+
+
+def _patterns(value: Any, field_name: str) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and "." in i for i in items):
+        raise ConfigError(field_name, f"expected 'db.table' patterns (globs), got {value!r}",
+                          "for example ['shop.*', 'crm.customers']")
+    return tuple(items)
+
+
+def parse_source(name: str, raw: Mapping[str, Any]) -> SourceConfig:
+    """Validate one binlog source's mapping from the config file into a SourceConfig."""
+    where = f"sources.{name}"
+    if not _NAME.match(name):
+        raise ConfigError(where, "source names are lowercase letters, digits and underscores")
+    _check_keys(raw, {f.name for f in SourceConfig.__dataclass_fields__.values()} - {"name"},
+                where)
+    d = SourceConfig
+    for text in ("host", "user", "password", "password_env", "topic_prefix", "data_center",
+                 "schema_registry"):
+        if text in raw and not isinstance(raw[text], str):
+            raise ConfigError(f"{where}.{text}", f"expected text, got {raw[text]!r}")
+    port = _positive_int(raw.get("port", d.port), f"{where}.port")
+    if port > 65535:
+        raise ConfigError(f"{where}.port", f"not a TCP port: {port}")
+    return SourceConfig(
+        name=name,
+        kind=_choice(raw.get("kind", d.kind), SOURCE_KINDS, f"{where}.kind"),
+        host=raw.get("host", d.host),
+        port=port,
+        user=raw.get("user", d.user),
+        password=raw.get("password"),
+        password_env=raw.get("password_env"),
+        include=_patterns(raw.get("include", list(d.include)), f"{where}.include"),
+        exclude=_patterns(raw.get("exclude", []), f"{where}.exclude"),
+        topic_prefix=raw.get("topic_prefix"),
+        partitions=_positive_int(raw.get("partitions", d.partitions), f"{where}.partitions"),
+        data_center=raw.get("data_center"),
+        schema_registry=raw.get("schema_registry"),
+        server_id=_positive_int(raw.get("server_id", d.server_id), f"{where}.server_id"),
+        heartbeat_s=_positive_float(raw.get("heartbeat_s", d.heartbeat_s),
+                                    f"{where}.heartbeat_s"),
+        checkpoint_interval_s=_positive_float(
+            raw.get("checkpoint_interval_s", d.checkpoint_interval_s),
+            f"{where}.checkpoint_interval_s"),
+        start_from=_choice(raw.get("start_from", d.start_from), START_FROM,
+                           f"{where}.start_from"),
+        bootstrap_chunk_rows=_positive_int(raw.get("bootstrap_chunk_rows",
+                                                   d.bootstrap_chunk_rows),
+                                           f"{where}.bootstrap_chunk_rows"),
+        bootstrap_workers=_positive_int(raw.get("bootstrap_workers", d.bootstrap_workers),
+                                        f"{where}.bootstrap_workers"),
+    )
 
 
 def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
@@ -268,7 +391,7 @@ def load_settings(path: str | os.PathLike[str] | None = None,
             raise ConfigError(str(config_file), "the top level must be a mapping")
         data = json.loads(json.dumps(loaded))  # deep copy with plain types
     _env_overrides(data, env)
-    _check_keys(data, {"spark", "catalog", "broker", "jobs", "state_dir"}, "config")
+    _check_keys(data, {"spark", "catalog", "broker", "jobs", "state_dir", "sources"}, "config")
 
     spark_raw = _mapping(data.get("spark"), "spark")
     _check_keys(spark_raw, {"master", "app_name", "conf"}, "spark")
@@ -303,5 +426,9 @@ def load_settings(path: str | os.PathLike[str] | None = None,
         str(name): parse_job(str(name), _mapping(raw, f"jobs.{name}"), root)
         for name, raw in _mapping(data.get("jobs"), "jobs").items()
     }
+    sources = {
+        str(name): parse_source(str(name), _mapping(raw, f"sources.{name}"))
+        for name, raw in _mapping(data.get("sources"), "sources").items()
+    }
     return Settings(root=root, spark=spark, catalog=catalog, broker=broker, jobs=jobs,
-                    state_dir=str(data.get("state_dir", ".sluice")))
+                    state_dir=str(data.get("state_dir", ".sluice")), sources=sources)

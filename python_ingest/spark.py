@@ -34,6 +34,8 @@ def spark_conf(settings: Settings) -> dict[str, str]:
             "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         prefix: "org.apache.iceberg.spark.SparkCatalog",
         f"{prefix}.type": cat.type,
+        # Other processes (tap, CLI runs, dbt) commit to the same tables: always read fresh.
+        f"{prefix}.cache-enabled": "false",
         "spark.sql.defaultCatalog": cat.name,
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "4",

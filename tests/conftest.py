@@ -1,0 +1,129 @@
+"""Shared fixtures: a real noida-db broker process, one real SparkSession with Iceberg, and
+per-test jobs on their own topics and tables.
+
+Everything starts here and stops at the end of the session; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+STATE_DIR = REPO / ".sluice"  # where `make setup` put the relocated Jackson jar
+_counter = itertools.count(1)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sluice")
+
+
+@pytest.fixture(scope="session")
+def broker(workdir: Path) -> Iterator[str]:
+    """A real noida-db broker process on a free loopback port; yields its bootstrap address."""
+    import noida_db
+
+    binary = Path(noida_db.__file__).parent / "noida-db"
+    os.chmod(binary, 0o755)
+    port = free_port()
+    data = workdir / "broker"
+    data.mkdir()
+    subprocess.run([str(binary), "up", "--only", "kafka", "--kafka-port", str(port),
+                    "--data-dir", str(data)], check=True, capture_output=True)
+    bootstrap = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    yield bootstrap
+    subprocess.run([str(binary), "down", "--data-dir", str(data)], capture_output=True)
+
+
+def write_config(path: Path, workdir: Path, bootstrap: str, jobs: dict[str, Any],
+                 **extra: Any) -> Path:
+    """Write a sluice.yml for tests: shared warehouse, the test broker, the given jobs."""
+    config = {
+        "spark": {"master": "local[2]"},
+        "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(workdir / "warehouse")},
+        "broker": {"bootstrap_servers": bootstrap, "embedded": False},
+        "state_dir": str(STATE_DIR),
+        "jobs": jobs,
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="session")
+def base_settings(workdir: Path, broker: str) -> Any:
+    from python_ingest.config import load_settings
+
+    return load_settings(write_config(workdir / "sluice.yml", workdir, broker, {}), env={})
+
+
+@pytest.fixture(scope="session")
+def spark(base_settings: Any) -> Iterator[Any]:
+    """One real SparkSession with the Iceberg catalog for the whole test session."""
+    from python_ingest.spark import build_session
+
+    session = build_session(base_settings)
+    yield session
+    session.stop()
+
+
+def trips_job(topic: str, **overrides: Any) -> dict[str, Any]:
+    job = {"topic": topic, "schema": str(REPO / "schemas" / "trips.avsc"),
+           "row_key": ["trip_id"], "ref_key": "_ref_key"}
+    job.update(overrides)
+    return job
+
+
+@pytest.fixture
+def job_name(request: pytest.FixtureRequest) -> str:
+    """A job (and topic, and table) name unique to this test."""
+    base = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:40]
+    return f"{base}_{next(_counter)}"
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path, workdir: Path, broker: str) -> Any:
+    """Build Settings for this test's jobs: make_settings({name: trips_job(topic), ...})."""
+    from python_ingest.config import load_settings
+
+    def build(jobs: dict[str, Any], **extra: Any) -> Any:
+        path = write_config(tmp_path / "sluice.yml", workdir, broker, jobs, **extra)
+        return load_settings(path, env={})
+
+    return build
+
+
+def sluice_cmd(config: Path, *args: str, env: dict[str, str] | None = None,
+               timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the real `sluice` CLI in its own process (its own JVM)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "python_ingest.cli", "--config", str(config),
+                           *args], capture_output=True, text=True, env=full_env,
+                          timeout=timeout, cwd=REPO)

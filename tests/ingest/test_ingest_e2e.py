@@ -1,0 +1,202 @@
+"""Kafka → raw Iceberg, end to end: a real noida-db broker, real Spark, real Iceberg tables."""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import TopicPartition
+from kafka.admin import KafkaAdminClient
+
+from python_ingest import broker as broker_mod
+from python_ingest import demo
+from python_ingest.exceptions import DataLossError
+from python_ingest.jobs import run_ingest
+from python_ingest.runs import last_runs
+from python_ingest.tables import read_checkpoint
+from tests.conftest import REPO, sluice_cmd, trips_job
+
+pytestmark = pytest.mark.e2e
+
+
+def produce(bootstrap: str, topic: str, count: int, seed: int = 1, first_trip_id: int = 1,
+            malformed_rate: float = 0.02) -> list[demo.Event]:
+    broker_mod.ensure_topic(bootstrap, topic, 4)
+    gen = demo.TripsGenerator(demo.trips_schema(REPO), seed=seed, first_trip_id=first_trip_id,
+                              malformed_rate=malformed_rate)
+    events = list(gen.events(count))
+    assert demo.produce(bootstrap, topic, iter(events)) == count
+    return events
+
+
+def expected_ref_keys(events: list[demo.Event]) -> Counter[int]:
+    return Counter(e.record["_ref_key"] for e in events if e.kind != "malformed" and e.record)
+
+
+def raw_state(spark: Any, job: Any) -> tuple[Counter[int], int, int]:
+    raw = spark.table(job.raw_table)
+    errors = spark.table(job.raw_error_table)
+    coords = raw.select("_kafka_partition", "_kafka_offset").union(
+        errors.select("_kafka_partition", "_kafka_offset"))
+    assert coords.count() == coords.distinct().count(), "a message landed twice"
+    refs = Counter(r["_ref_key"] for r in raw.select("_ref_key").collect())
+    return refs, raw.count(), errors.count()
+
+
+@pytest.mark.parametrize("reader", ["kafka-python", "confluent-kafka"])
+def test_lands_exactly_what_was_produced_then_only_new_offsets(
+        spark: Any, broker: str, make_settings: Any, job_name: str, reader: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name, reader=reader)})
+    job = settings.job(job_name)
+    first = produce(broker, job.topic, 3000, seed=11)
+
+    result = run_ingest(spark, settings, job)
+    malformed = sum(e.kind == "malformed" for e in first)
+    assert malformed > 0
+    assert (result.read, result.landed, result.errors) == (3000, 3000 - malformed, malformed)
+    refs, raw_rows, error_rows = raw_state(spark, job)
+    assert (raw_rows, error_rows) == (3000 - malformed, malformed)
+    assert refs == expected_ref_keys(first)
+    checkpoint = read_checkpoint(spark, job.raw_table)
+    ends = {p: o for p, o in _end_offsets(broker, job.topic).items()}
+    assert checkpoint is not None and dict(checkpoint.offsets) == ends
+    assert checkpoint.batch_id == 1
+
+    second = produce(broker, job.topic, 500, seed=12, first_trip_id=10_000)
+    result = run_ingest(spark, settings, job)
+    assert result.read == 500 and result.batch_id == 2
+    refs, raw_rows, error_rows = raw_state(spark, job)
+    assert refs == expected_ref_keys(first) + expected_ref_keys(second)
+    assert raw_rows + error_rows == 3500
+    assert spark.table(job.raw_table).where("_batch_id = 2").count() == result.landed
+
+    again = run_ingest(spark, settings, job)
+    assert again.up_to_date and again.read == 0
+    runs = last_runs(spark, job.name, 3)
+    assert [r["outcome"] for r in runs] == ["up-to-date", "succeeded", "succeeded"]
+    assert runs[1]["counts"]["read"] == runs[1]["counts"]["landed"] + \
+        runs[1]["counts"]["decode_errors"] == 500
+
+
+def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    from python_ingest.kafka_io import partition_offsets
+
+    return {p.partition: p.end for p in partition_offsets(bootstrap, topic)}
+
+
+def test_throttled_runs_in_sequence_land_everything_once(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name, max_records=700,
+                                                  records_per_task=200)})
+    job = settings.job(job_name)
+    events = produce(broker, job.topic, 2000, seed=21)
+    reads = []
+    while True:
+        result = run_ingest(spark, settings, job)
+        if result.up_to_date:
+            break
+        reads.append(result.read)
+        assert result.read <= 700
+        assert len(result.plan.units) >= 4  # split across several Spark tasks
+    assert sum(reads) == 2000 and len(reads) == 3
+    refs, raw_rows, error_rows = raw_state(spark, job)
+    assert raw_rows + error_rows == 2000
+    assert refs == expected_ref_keys(events)
+
+
+def test_max_bytes_throttles_by_estimated_message_size(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name, max_bytes="40KiB")})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 1500, seed=22, malformed_rate=0)
+    first = run_ingest(spark, settings, job)
+    assert 0 < first.read < 1500
+    assert first.bytes <= 40 * 1024 * 1.2  # an estimate, within 20%
+    total = first.read
+    while not (result := run_ingest(spark, settings, job)).up_to_date:
+        total += result.read
+    assert total == 1500
+
+
+def test_malformed_messages_land_in_the_error_table_with_reason_and_bytes(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    events = produce(broker, job.topic, 400, seed=31, malformed_rate=0.25)
+    result = run_ingest(spark, settings, job)
+    bad = [e for e in events if e.kind == "malformed"]
+    assert result.errors == len(bad) and result.read == result.landed + result.errors
+    rows = spark.table(job.raw_error_table).collect()
+    assert Counter(_bytes(r["error_source_data"]) for r in rows) == Counter(e.value for e in bad)
+    reasons = Counter(r["error_exception"].split(":")[0] for r in rows)
+    assert set(reasons) <= {"empty message value (tombstone or null)", "Avro decode failed",
+                            "row key column 'trip_id' is null"} | {
+        r for r in reasons if "trailing bytes" in r}
+    assert all(r["_batch_id"] == 1 and r["_kafka_offset"] >= 0 for r in rows)
+
+
+def _bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def test_checkpoint_below_earliest_offset_is_a_hard_error_unless_accepted(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 200, seed=41, malformed_rate=0)
+    run_ingest(spark, settings, job)
+    produce(broker, job.topic, 400, seed=42, first_trip_id=5000, malformed_rate=0)
+    checkpoint = read_checkpoint(spark, job.raw_table)
+    assert checkpoint is not None
+    tp = TopicPartition(job.topic, 0)
+    gone_to = checkpoint.offsets[0] + 10
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    admin.delete_records({tp: gone_to})
+    admin.close()
+
+    with pytest.raises(DataLossError) as err:
+        run_ingest(spark, settings, job)
+    assert "partition 0" in str(err.value) and f"{checkpoint.offsets[0]}..{gone_to - 1}" in \
+        str(err.value)
+    assert read_checkpoint(spark, job.raw_table) == checkpoint  # nothing moved
+    assert last_runs(spark, job.name, 1)[0]["outcome"] == "failed"
+
+    result = run_ingest(spark, settings, job, accept_data_loss=True)
+    assert result.read == 400 - 10
+    run = last_runs(spark, job.name, 1)[0]
+    assert run["counts"]["lost"] == 10 and "data_loss" in run["details"]
+
+
+def test_kill_before_the_raw_commit_then_rerun_loses_and_duplicates_nothing(
+        spark: Any, broker: str, make_settings: Any, job_name: str, tmp_path: Path) -> None:
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    events = produce(broker, job.topic, 1200, seed=51, malformed_rate=0.05)
+    config = tmp_path / "sluice.yml"
+
+    killed = sluice_cmd(config, "ingest", job_name, env={"SLUICE_FAULT": "before_raw_commit"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    # The error table committed, the raw table (and its checkpoint) did not.
+    assert read_checkpoint(spark, job.raw_table) is None
+    assert spark.table(job.raw_error_table).count() > 0
+
+    rerun = sluice_cmd(config, "ingest", job_name)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    refs, raw_rows, error_rows = raw_state(spark, job)
+    malformed = sum(e.kind == "malformed" for e in events)
+    assert (raw_rows, error_rows) == (1200 - malformed, malformed)
+    assert refs == expected_ref_keys(events)
+
+
+def test_bad_config_fails_before_any_data_moves(tmp_path: Path, broker: str) -> None:
+    from tests.conftest import write_config
+
+    config = write_config(tmp_path / "sluice.yml", tmp_path, broker,
+                          {"trips": trips_job("t", max_records=-5)})
+    result = sluice_cmd(config, "ingest", "trips", timeout=60)
+    assert result.returncode == 2
+    assert "jobs.trips.max_records" in result.stderr
+    assert not (tmp_path / "warehouse").exists()
