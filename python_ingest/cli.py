@@ -180,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--topic", default="demo.trips", help="topic (default demo.trips)")
     produce.add_argument("--seed", type=int, help="random seed (default: derived from the topic)")
     produce.set_defaults(func=cmd_demo_produce)
+
+    from python_ingest.tap.commands import add_tap_commands
+
+    add_tap_commands(add)  # sluice tap, sluice bootstrap
     return parser
 
 

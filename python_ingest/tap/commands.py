@@ -1,0 +1,112 @@
+"""The ``sluice tap`` and ``sluice bootstrap`` commands (registered by python_ingest.cli)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from python_ingest.config import Settings, SourceConfig
+
+
+def job_name(db: str, table: str) -> str:
+    name = re.sub(r"[^a-z0-9_]", "_", f"{db}_{table}".lower())
+    return name if name[0].isalpha() else f"t_{name}"
+
+
+def job_configs(settings: Settings, source: SourceConfig) -> dict[str, dict[str, Any]]:
+    """A ``jobs:`` entry per tapped table (registering each table's current schema)."""
+    from python_ingest.tap import server
+    from python_ingest.tap.reader import registry_root, topic_for
+    from python_ingest.tap.registry import Registry
+
+    conn = server.connect(source)
+    try:
+        jobs = {}
+        for db, table in server.tables(conn, source):
+            shape = server.table_shape(conn, db, table)
+            folder = registry_root(settings, source) / f"{db}.{table}"
+            Registry(folder).register(shape)
+            try:
+                shown = str(folder.relative_to(settings.root))
+            except ValueError:
+                shown = str(folder)
+            jobs[job_name(db, table)] = {
+                "topic": topic_for(source, db, table),
+                "schema_registry": shown,
+                "value_format": "confluent-avro",
+                "row_key": list(shape.primary_key),
+                "ref_key": "_ref_key",
+            }
+        return jobs
+    finally:
+        conn.close()
+
+
+def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
+    """Tap a source's binlog into Kafka until stopped (SIGTERM/SIGINT stop it cleanly)."""
+    import yaml
+
+    source = settings.source(args.source)
+    if args.print_jobs:
+        print(yaml.safe_dump({"jobs": job_configs(settings, source)}, sort_keys=False), end="")
+        return 0
+    from python_ingest import broker
+    from python_ingest.tap.reader import Tap
+
+    if settings.broker.embedded and broker.start(settings):
+        print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        tap = Tap(settings, source, stop)
+        stats = tap.run(until_end=args.until_end)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    print(f"tap {source.name}: {stats.row_changes} row changes, {stats.messages} messages, "
+          f"{stats.transactions} transactions; checkpoint {tap.store.path}")
+    for table, info in sorted(tap.stopped.items()):
+        print(f"  STOPPED {table} at {info['file']}:{info['pos']}: {info['error']}")
+    return 1 if tap.stopped else 0
+
+
+def cmd_bootstrap(args: argparse.Namespace, settings: Settings) -> int:
+    """Snapshot one table into its topic and hand over to the tap."""
+    from python_ingest import broker
+    from python_ingest.tap.bootstrap import bootstrap
+
+    source = settings.source(args.source)
+    if settings.broker.embedded and broker.start(settings):
+        print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
+    bootstrap(settings, source, args.table, workers=args.workers, chunk_rows=args.chunk_rows,
+              progress=lambda line: print(line, flush=True))
+    return 0
+
+
+def add_tap_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings], int], str],
+                                   argparse.ArgumentParser]) -> None:
+    """Register ``tap`` and ``bootstrap`` on the main parser (``add`` from build_parser)."""
+    tap = add("tap", cmd_tap, "Tap a MariaDB/MySQL binlog (sources: in sluice.yml) into one "
+                              "Kafka topic per table; SIGTERM/SIGINT stop it cleanly.")
+    tap.add_argument("source", help="source name from the config's sources:")
+    tap.add_argument("--until-end", action="store_true",
+                     help="stop at the binlog's current end instead of waiting for more")
+    tap.add_argument("--print-jobs", action="store_true",
+                     help="register each tapped table's schema and print the jobs: config "
+                          "that ingests its topic, then exit")
+    boot = add("bootstrap", cmd_bootstrap, "Publish a table's current rows as a consistent "
+                                           "snapshot, then hand over to the tap.")
+    boot.add_argument("source", help="source name from the config's sources:")
+    boot.add_argument("table", help="the table as <database>.<table>")
+    boot.add_argument("--workers", type=int, help="parallel reader processes "
+                                                  "(default: the source's bootstrap_workers)")
+    boot.add_argument("--chunk-rows", type=int, help="rows per key-ordered chunk "
+                                                     "(default: the source's bootstrap_chunk_rows)")
