@@ -119,7 +119,7 @@ def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: 
     if "producer" not in _worker:
         _worker["producer"] = ChangelogProducer(bootstrap, linger_ms=20)
     producer: ChangelogProducer = _worker["producer"]
-    conn = server.connect(source, cursorclass=pymysql.cursors.SSDictCursor, autocommit=False)
+    conn = server.connect(source, autocommit=False)
     shape = table.shape
     cols = ", ".join(server.quote(c.name) for c in shape.columns)
     keys = ", ".join(server.quote(c) for c in shape.primary_key)
@@ -138,7 +138,7 @@ def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: 
         env = Envelope(f"{source.kind}-bootstrap", int(datetime.now(UTC).timestamp() * 1000),
                        source.data_center)
         ref = position.ref_key()
-        with conn.cursor() as cur:
+        with conn.cursor(pymysql.cursors.SSDictCursor) as cur:
             cur.execute(f"SELECT {cols} FROM {server.quote(shape.db)}.{server.quote(shape.table)} "
                         f"WHERE {' AND '.join(where)} ORDER BY {keys}", params)
             for raw in cur:

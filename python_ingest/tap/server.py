@@ -37,10 +37,10 @@ def connect(source: SourceConfig, **extra: Any) -> Any:
     """A pymysql connection to the source (UTC session, utf8mb4)."""
     import pymysql
 
+    options: dict[str, Any] = {"autocommit": True, "connect_timeout": 10, **extra}
     try:
         conn = pymysql.connect(host=source.host, port=source.port, user=source.user,
-                               password=source.secret(), charset="utf8mb4", autocommit=True,
-                               connect_timeout=10, **extra)
+                               password=source.secret(), charset="utf8mb4", **options)
     except pymysql.err.OperationalError as exc:
         raise SluiceError(f"cannot connect to source '{source.name}' at {source.host}:"
                           f"{source.port} as {source.user}: {exc.args[-1]}") from exc
