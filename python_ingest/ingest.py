@@ -14,33 +14,25 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from python_ingest import kafka_io
-from python_ingest.changelog import (
-    RAW_ERROR_COLUMNS,
-    ChangelogSchema,
-    DecodeError,
-    Decoder,
-    combined_ddl,
-)
+from python_ingest.changelog import RAW_ERROR_COLUMNS, ChangelogSchema
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import ReadError, SluiceError
+from python_ingest.reader import ReadSpec, output_ddl, read_units
 from python_ingest.runs import Run
 from python_ingest.tables import append_with_checkpoint, ensure_table, read_checkpoint
 from python_ingest.workunits import Checkpoint, Plan, WorkUnit, plan, start_positions
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
 FAULT_ENV = "SLUICE_FAULT"
-OUTPUT_BATCH_ROWS = 20_000
 
 
 def fault_point(name: str) -> None:
@@ -48,19 +40,6 @@ def fault_point(name: str) -> None:
     if os.environ.get(FAULT_ENV) == name:
         log.warning("fault injection: killing the process at '%s'", name)
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-@dataclass(frozen=True)
-class ReadSpec:
-    """What a Spark task needs to read and decode its work units (pickled to executors)."""
-
-    reader: str
-    bootstrap: str
-    timeout_s: float
-    schema: ChangelogSchema
-    arrow_schema: pa.Schema  # built on the driver: executors have no SparkContext
-    batch_id: int
-    ingested_at_us: int
 
 
 @dataclass(frozen=True)
@@ -78,43 +57,6 @@ class IngestResult:
     @property
     def up_to_date(self) -> bool:
         return self.batch_id is None
-
-
-def _read_units(spec: ReadSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: read each work unit row, decode, emit combined raw/error rows."""
-    import pyarrow as pa
-
-    arrow_schema = spec.arrow_schema
-    decoder = Decoder(spec.schema)
-    rows: list[dict[str, Any]] = []
-    for batch in batches:
-        for unit in batch.to_pylist():
-            for message in kafka_io.read_range(spec.reader, spec.bootstrap, unit["topic"],
-                                               unit["partition"], unit["start"], unit["end"],
-                                               spec.timeout_s):
-                coords = {
-                    "_kafka_partition": unit["partition"],
-                    "_kafka_offset": message.offset,
-                    "_kafka_timestamp": message.timestamp_ms * 1000,
-                    "_batch_id": spec.batch_id,
-                    "_ingested_at": spec.ingested_at_us,
-                    "_message_bytes": len(message.key or b"") + len(message.value or b""),
-                }
-                try:
-                    row = decoder.decode(message.value)
-                    if row["_event_ts"] is not None:
-                        row["_event_ts"] *= 1000
-                except DecodeError as exc:
-                    key = message.key.decode("utf-8", "replace") if message.key else None
-                    row = {"_row_key": key, "error_exception": str(exc),
-                           "error_source_data": message.value, "_kafka_key": message.key}
-                row.update(coords)
-                rows.append(row)
-                if len(rows) >= OUTPUT_BATCH_ROWS:
-                    yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
-                    rows = []
-    if rows:
-        yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
 
 
 class _Progress:
@@ -196,11 +138,8 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     run.batch_id = batch_id
     log.info("job %s batch %d: reading %d messages in %d work units (%d left for later runs)",
              job.name, batch_id, work.planned, len(work.units), work.remaining)
-    import pyarrow as pa
-
-    arrow_schema = schema.arrow_schema().append(pa.field("_message_bytes", pa.int64()))
     spec = ReadSpec(job.reader, settings.broker.bootstrap_servers, job.read_timeout_s, schema,
-                    arrow_schema, batch_id, int(datetime.now(UTC).timestamp() * 1_000_000))
+                    batch_id, int(datetime.now(UTC).timestamp() * 1_000_000))
     combined = _read(spark, spec, work.units)
     try:
         read, errors, size = _counts(spark, combined, len(work.units))
@@ -235,10 +174,10 @@ def _read(spark: SparkSession, spec: ReadSpec, units: tuple[WorkUnit, ...]) -> D
     from pyspark import StorageLevel
 
     rows = [(u.topic, u.partition, u.start, u.end) for u in units]
-    ddl = combined_ddl(spec.schema) + ", `_message_bytes` bigint"
+    ddl = output_ddl(spec.schema)
     tasks = spark.sparkContext.parallelize(rows, len(rows)).toDF(
         "topic string, partition int, start bigint, end bigint")
-    combined = tasks.mapInArrow(lambda batches: _read_units(spec, batches), ddl)
+    combined = tasks.mapInArrow(lambda batches: read_units(spec, batches), ddl)
     return combined.persist(StorageLevel.MEMORY_AND_DISK)
 
 

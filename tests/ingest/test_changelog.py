@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,8 @@ def test_decodes_payload_and_envelope() -> None:
     assert row["trip_id"] == 7 and row["city"] == "Zürich"
     assert row["_row_key"] == "7" and row["_ref_key"] == 99
     assert row["_changed_columns"] == ["city"] and row["_source"] == "mysql"
-    assert row["_event_ts"] == 1_700_000_000_000 and row["_is_deleted"] is False
+    assert row["_event_ts"] == datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
+    assert row["_is_deleted"] is False and row["_force_update"] is False
 
 
 def test_composite_row_key_joins_columns() -> None:
@@ -82,3 +85,28 @@ def test_schema_problems_are_config_errors(tmp_path: Path) -> None:
     job = JobConfig(name="x", topic="t", schema=str(tmp_path / "broken.avsc"), row_key=("a",))
     with pytest.raises(ConfigError, match="not a valid Avro schema"):
         ChangelogSchema.load(job, REPO)
+
+
+def test_logical_types_keep_their_values(tmp_path: Path) -> None:
+    schema = {"type": "record", "name": "typed", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "at_ms", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}]},
+        {"name": "at_us", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+        {"name": "day", "type": ["null", {"type": "int", "logicalType": "date"}]},
+        {"name": "amount", "type": ["null", {"type": "bytes", "logicalType": "decimal",
+                                             "precision": 12, "scale": 3}]},
+        {"name": "blob", "type": ["null", "bytes"]},
+        {"name": "_ref_key", "type": "long"},
+    ]}
+    (tmp_path / "typed.avsc").write_text(json.dumps(schema))
+    job = JobConfig(name="typed", topic="t", schema=str(tmp_path / "typed.avsc"), row_key=("id",))
+    values = {"id": 1, "at_ms": datetime(2024, 2, 29, 23, 59, 59, 123000, tzinfo=UTC),
+              "at_us": datetime(1999, 12, 31, 1, 2, 3, 456789, tzinfo=UTC),
+              "day": date(2020, 1, 31), "amount": Decimal("12345.678"), "blob": b"\x00\xff",
+              "_ref_key": 3}
+    row = Decoder(ChangelogSchema.load(job, REPO)).decode(encode(values, schema))
+    assert {k: row[k] for k in values if k != "_ref_key"} == {
+        k: v for k, v in values.items() if k != "_ref_key"}
+    nulls = Decoder(ChangelogSchema.load(job, REPO)).decode(encode({"id": 2, "_ref_key": 4},
+                                                                   schema))
+    assert nulls["at_ms"] is None and nulls["amount"] is None and nulls["_event_ts"] is None
