@@ -12,11 +12,17 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
-system-deps: ## install the system packages sluice needs (Java 17, jarjar) if missing
+system-deps: ## install the system packages sluice needs (Java 17, jarjar, MariaDB server) if missing
 	@if ! command -v java >/dev/null || [ ! -f /usr/share/java/jarjar.jar ]; then \
 		echo "installing Java and jarjar from Debian's packages"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			openjdk-17-jre-headless libjarjar-java >/dev/null; \
+	fi
+	@# the binlog tap's tests, demo and bench start their own private mariadbd
+	@if [ ! -x /usr/sbin/mariadbd ] || ! command -v mariadb-install-db >/dev/null; then \
+		echo "installing the MariaDB server (for the binlog tap) from Debian's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			mariadb-server >/dev/null; \
 	fi
 
 $(STAMP): requirements.lock pyproject.toml
@@ -48,10 +54,13 @@ lint: setup ## ruff and mypy
 bench: setup ## the ingestion benchmark (1M records; prints records/s and the ratio to baseline)
 	$(BIN)/python bench/ingest_bench.py
 
+bench-tap: setup ## the binlog tap benchmark (1M-row bootstrap, tap rate vs bare mysql-replication)
+	$(BIN)/python bench/tap_bench.py
+
 broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 	-$(BIN)/sluice broker stop
 
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap broker-stop clean

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from functools import partial
 from typing import Any
 
@@ -18,16 +19,59 @@ import fastavro
 from python_ingest.exceptions import BrokerError
 from python_ingest.tap.position import AckWindow
 
+_EPOCH = datetime(1970, 1, 1)
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+
+
+def _decimal_bytes(value: Decimal, scale: int) -> bytes:
+    """Avro's decimal encoding (two's complement of the unscaled value, big endian)."""
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    shift = exponent + scale
+    if shift < 0:
+        raise ValueError(f"{value} has more than {scale} decimal places")
+    unscaled = int("".join(map(str, digits)) or "0") * 10**shift
+    if sign:
+        unscaled = -unscaled
+    return unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True)
+
+
+def _micros(value: datetime) -> int:
+    """timestamp-micros of a datetime; naive ones are UTC (as fastavro reads them)."""
+    return (value - (_EPOCH if value.tzinfo is None else _EPOCH_UTC)) // _MICRO
+
 
 class Encoder:
-    """Encodes records of one schema version in the Confluent wire format."""
+    """Encodes records of one schema version in the Confluent wire format.
+
+    Decimal and timestamp values are turned into their Avro representation here, which is
+    several times faster than fastavro's own logical-type conversion.
+    """
 
     def __init__(self, schema_id: int, schema: dict[str, Any]) -> None:
         self.schema_id = schema_id
         self.parsed = fastavro.parse_schema(schema)
         self.header = struct.pack(">bI", 0, schema_id)
+        self.decimals: list[tuple[str, int]] = []
+        self.timestamps: list[str] = []
+        for f in schema["fields"]:
+            branch = f["type"][1] if isinstance(f["type"], list) else f["type"]
+            if isinstance(branch, dict) and branch.get("logicalType") == "decimal":
+                self.decimals.append((f["name"], int(branch.get("scale", 0))))
+            elif isinstance(branch, dict) and branch.get("logicalType") == "timestamp-micros":
+                self.timestamps.append(f["name"])
 
     def encode(self, record: dict[str, Any]) -> bytes:
+        """Encode ``record`` (its decimal and timestamp values are replaced in place)."""
+        for name, scale in self.decimals:
+            value = record.get(name)
+            if isinstance(value, Decimal):
+                record[name] = _decimal_bytes(value, scale)
+        for name in self.timestamps:
+            value = record.get(name)
+            if isinstance(value, datetime):
+                record[name] = _micros(value)
         out = io.BytesIO()
         out.write(self.header)
         fastavro.schemaless_writer(out, self.parsed, record)
@@ -52,7 +96,6 @@ class ChangelogProducer:
             "queue.buffering.max.kbytes": 512 * 1024,
             "message.timeout.ms": 120_000,
         })
-        self._callbacks: dict[int, Callable[[Any, Any], None]] = {}
 
     def _delivered(self, seq: int, err: Any, _msg: Any) -> None:
         self.acks.ack(seq, None if err is None else str(err))
