@@ -89,7 +89,8 @@ def main() -> int:
                 cur.execute("SET SESSION sql_log_bin = 0")  # the fill is not part of the test
                 cur.execute(f"INSERT INTO bench.items SELECT seq, CONCAT('item ', seq), "
                             f"seq / 100, seq % 97, NOW(6) - INTERVAL seq SECOND, "
-                            f"IF(seq % 3 = 0, NULL, 'ünïcode note') FROM bench.seq_1_to_{args.rows}")
+                            f"IF(seq % 3 = 0, NULL, 'ünïcode note') "
+                            f"FROM bench.seq_1_to_{args.rows}")
                 cur.execute("SET SESSION sql_log_bin = 1")
                 print(f"filled bench.items with {args.rows} rows in "
                       f"{time.monotonic() - began:.1f}s")
