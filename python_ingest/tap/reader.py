@@ -34,6 +34,17 @@ class TapError(SluiceError):
     """The tap cannot go on; its checkpoint stays at the last safe transaction end."""
 
 
+_INSIDE_TRANSACTION = ("BEGIN", "SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA START",
+                       "XA BEGIN", "XA END")
+
+
+def _ends_transaction(query: str) -> bool:
+    """Whether a query event ends a transaction: COMMIT, ROLLBACK, XA COMMIT or a DDL
+    statement (its own transaction), but not BEGIN or savepoints inside one."""
+    text = " ".join(query.split()).upper()
+    return not text.startswith(_INSIDE_TRANSACTION)
+
+
 def registry_root(settings: Settings, source: SourceConfig) -> Any:
     return settings.path(source.schema_registry or f"{settings.state_dir}/schemas/{source.name}")
 
@@ -149,8 +160,7 @@ class Tap:
                 elif isinstance(event, XidEvent):
                     self._commit(BinlogPosition(file, event.packet.log_pos))
                 elif isinstance(event, QueryEvent):
-                    query = event.query.strip().upper()
-                    if query != "BEGIN":  # COMMIT of a non-transactional engine, or DDL
+                    if _ends_transaction(event.query):
                         self._commit(BinlogPosition(file, event.packet.log_pos))
                 elif isinstance(event, MariadbGtidEvent | GtidEvent):
                     self._gtid = event.gtid

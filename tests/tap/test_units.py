@@ -34,6 +34,15 @@ def test_ref_keys_increase_across_rows_events_files_and_snapshots() -> None:
     assert unpack_ref(first[0]) == (3, 995)
 
 
+def test_transaction_ends_are_commits_and_ddl_not_savepoints() -> None:
+    from python_ingest.tap.reader import _ends_transaction
+
+    assert [_ends_transaction(q) for q in (
+        "BEGIN", "SAVEPOINT `sp`", "ROLLBACK TO `sp`", "XA END 'x'", "COMMIT", "ROLLBACK",
+        "ALTER TABLE t ADD c INT", "XA COMMIT 'x'")] == [
+        False, False, False, False, True, True, True, True]
+
+
 def test_ack_window_only_advances_over_contiguous_acks() -> None:
     window = AckWindow()
     seqs = [window.issue() for _ in range(4)]

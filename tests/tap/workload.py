@@ -96,6 +96,12 @@ class Workload:
             elif roll < 0.9:  # primary key change
                 cur.execute("UPDATE order_lines SET line_no = line_no + 100 WHERE order_id = %s "
                             "AND line_no < 100 LIMIT 1", (rng.choice(ids),))
+            elif roll < 0.92:  # a savepoint: part of the transaction rolled back
+                self._update(cur, rng.choice(ids))
+                cur.execute("SAVEPOINT before_insert")
+                self._insert(cur)
+                cur.execute("ROLLBACK TO SAVEPOINT before_insert")
+                self._insert(cur)
             elif roll < 0.95:  # a multi-table transaction with several statements
                 order_id = rng.choice(ids)
                 self._update(cur, order_id)
