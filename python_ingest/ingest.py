@@ -142,7 +142,10 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
                     batch_id, int(datetime.now(UTC).timestamp() * 1_000_000))
     combined = _read(spark, spec, work.units)
     try:
+        timer = time.monotonic()
         read, errors, size = _counts(spark, combined, len(work.units))
+        log.info("job %s batch %d: read and decoded %d messages (%d bytes) in %.1fs", job.name,
+                 batch_id, read, size, time.monotonic() - timer)
         fault_point("after_read")
         landed = read - errors
         new_checkpoint = Checkpoint(job.topic, work.next_offsets, batch_id,
@@ -154,9 +157,12 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
             append_with_checkpoint(error_rows.select(*[n for n, _ in RAW_ERROR_COLUMNS]),
                                    job.raw_error_table, new_checkpoint)
         fault_point("before_raw_commit")
-        append_with_checkpoint(
-            combined.where("error_exception is null").select(*[n for n, _ in schema.raw_columns()]),
-            job.raw_table, new_checkpoint)
+        timer = time.monotonic()
+        raw_columns = [n for n, _ in schema.raw_columns()]
+        append_with_checkpoint(combined.where("error_exception is null").select(*raw_columns),
+                               job.raw_table, new_checkpoint)
+        log.info("job %s batch %d: committed %s with checkpoint %s in %.1fs", job.name, batch_id,
+                 job.raw_table, dict(new_checkpoint.offsets), time.monotonic() - timer)
         fault_point("after_raw_commit")
     finally:
         combined.unpersist()

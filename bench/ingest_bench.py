@@ -1,0 +1,193 @@
+"""Ingestion benchmark: N Avro changelog records (about 150 B, 4 partitions), Kafka → raw Iceberg.
+
+Measured in the same run, on the same broker and data:
+  baseline  one process consuming every record with confluent-kafka and decoding it with fastavro
+            (the fastest reader available here);
+  pipeline  one `sluice ingest` run: planning, Spark tasks reading and decoding their work units,
+            the fork into raw/error rows and the Iceberg commit with the checkpoint.
+Prints records/s for both and the ratio (target: pipeline >= 60% of baseline).
+
+    .venv/bin/python bench/ingest_bench.py [--records 1000000] [--reader confluent-kafka]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import fastavro
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+TOPIC = "bench.trips"
+PARTITIONS = 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_broker(data: Path) -> tuple[str, Path]:
+    import noida_db
+
+    binary = Path(noida_db.__file__).parent / "noida-db"
+    binary.chmod(0o755)
+    port = free_port()
+    subprocess.run([str(binary), "up", "--only", "kafka", "--kafka-port", str(port),
+                    "--data-dir", str(data)], check=True, capture_output=True)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    return f"127.0.0.1:{port}", binary
+
+
+def bench_schema() -> dict:
+    """The demo trips schema plus a free-text column, so records are about 150 bytes."""
+    schema = json.loads((REPO / "schemas" / "trips.avsc").read_text())
+    schema["fields"].insert(8, {"name": "note", "type": ["null", "string"], "default": None})
+    return schema
+
+
+def produce(bootstrap: str, records: int, schema: dict) -> float:
+    """Produce ``records`` trips events; returns the average value size."""
+    import confluent_kafka as ck
+
+    from python_ingest.broker import ensure_topic
+    from python_ingest.demo import TripsGenerator
+
+    ensure_topic(bootstrap, TOPIC, PARTITIONS)
+    parsed = fastavro.parse_schema(schema)
+    gen = TripsGenerator(parsed, seed=1, malformed_rate=0.0, duplicate_rate=0.0)
+    notes = [f"rider asked for a quiet ride, luggage: {i % 4} bags, door code {i:05d}"
+             for i in range(1000)]
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
+                            "batch.num.messages": 10000, "queue.buffering.max.messages": 2_000_000})
+    total = 0
+    for i, event in enumerate(gen.events(records)):
+        assert event.record is not None
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, {**event.record, "note": notes[i % 1000]})
+        value = out.getvalue()
+        total += len(value)
+        while True:
+            try:
+                producer.produce(TOPIC, key=event.key, value=value,
+                                 partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 20000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    return total / records
+
+
+def baseline(bootstrap: str, records: int, schema: dict) -> float:
+    """One process: confluent-kafka consume + fastavro decode of every record; records/s."""
+    import confluent_kafka as ck
+
+    parsed = fastavro.parse_schema(schema)
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-baseline",
+                            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                            "receive.message.max.bytes": 1_000_000_000,
+                            "fetch.max.bytes": 999_000_000})
+    consumer.assign([ck.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    read = 0
+    started = time.perf_counter()
+    reader = fastavro.schemaless_reader
+    while read < records:
+        for message in consumer.consume(20000, timeout=2):
+            if message.error():
+                continue
+            reader(io.BytesIO(message.value()), parsed, parsed)
+            read += 1
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return read / elapsed
+
+
+def pipeline(bootstrap: str, workdir: Path, reader: str, records: int,
+             schema: dict) -> tuple[float, float, int]:
+    """One sluice ingestion run of every record; returns (records/s, session start s, landed)."""
+    import yaml
+
+    from python_ingest.config import load_settings
+    from python_ingest.jobs import run_ingest
+    from python_ingest.spark import build_session
+
+    config = workdir / "sluice.yml"
+    (workdir / "bench.avsc").write_text(json.dumps(schema))
+    config.write_text(yaml.safe_dump({
+        "catalog": {"warehouse": str(workdir / "warehouse")},
+        "broker": {"bootstrap_servers": bootstrap, "embedded": False},
+        "state_dir": str(REPO / ".sluice"),
+        "jobs": {"bench": {"topic": TOPIC, "schema": str(workdir / "bench.avsc"),
+                           "row_key": ["trip_id"], "reader": reader,
+                           "max_records": records, "records_per_task": records}},
+    }))
+    settings = load_settings(config, env={})
+    started = time.perf_counter()
+    spark = build_session(settings)
+    session_s = time.perf_counter() - started
+    job = settings.job("bench")
+    started = time.perf_counter()
+    result = run_ingest(spark, settings, job)
+    elapsed = time.perf_counter() - started
+    landed = spark.table(job.raw_table).count()
+    spark.stop()
+    return result.read / elapsed, session_s, landed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--reader", default="confluent-kafka",
+                        choices=("confluent-kafka", "kafka-python"))
+    args = parser.parse_args()
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="  %(asctime)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    logging.getLogger("kafka").setLevel(logging.WARNING)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    schema = bench_schema()
+    workdir = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
+    bootstrap, binary = start_broker(workdir / "broker")
+    try:
+        print(f"producing {args.records:,} records to {TOPIC} ({PARTITIONS} partitions) ...",
+              flush=True)
+        size = produce(bootstrap, args.records, schema)
+        print(f"  average value size {size:.0f} B", flush=True)
+        base = baseline(bootstrap, args.records, schema)
+        print(f"baseline  confluent-kafka + fastavro, one process: {base:,.0f} records/s",
+              flush=True)
+        rate, session_s, landed = pipeline(bootstrap, workdir, args.reader, args.records,
+                                           schema)
+        assert landed == args.records, f"landed {landed} of {args.records}"
+        print(f"pipeline  sluice ingest ({args.reader} reader) Kafka -> raw Iceberg: "
+              f"{rate:,.0f} records/s (Spark start-up {session_s:.1f}s not included)")
+        print(f"ratio     pipeline / baseline = {rate / base:.2f} (target >= 0.60)")
+    finally:
+        subprocess.run([str(binary), "down", "--data-dir", str(workdir / "broker")],
+                       capture_output=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
