@@ -23,7 +23,8 @@ def _binary() -> Path:
     try:
         import noida_db
     except ImportError as exc:
-        raise SetupError("the embedded broker needs the package noida-db: run 'make setup'") from exc
+        raise SetupError("the embedded broker needs the package noida-db: "
+                         "run 'make setup'") from exc
     binary = Path(noida_db.__file__).parent / "noida-db"
     if not binary.is_file():
         raise SetupError(f"noida-db binary missing at {binary}: reinstall with 'make setup'")

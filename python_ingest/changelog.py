@@ -68,7 +68,8 @@ def _spark_type(avro_type: Any, field_name: str) -> str:
     if isinstance(avro_type, list):
         branches = [t for t in avro_type if t != "null"]
         if len(branches) != 1:
-            raise ConfigError(f"schema.{field_name}", "only unions of null and one type are supported")
+            raise ConfigError(f"schema.{field_name}",
+                              "only unions of null and one type are supported")
         return _spark_type(branches[0], field_name)
     if isinstance(avro_type, str):
         if avro_type in _PRIMITIVES:

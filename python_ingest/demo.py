@@ -28,7 +28,9 @@ MALFORMED = ("garbage", "truncated", "no_row_key", "empty")
 def trips_schema(root: Path) -> dict[str, Any]:
     import json
 
-    return dict(fastavro.parse_schema(json.loads((root / "schemas" / "trips.avsc").read_text())))
+    parsed = fastavro.parse_schema(json.loads((root / "schemas" / "trips.avsc").read_text()))
+    assert isinstance(parsed, dict)
+    return parsed
 
 
 @dataclass(frozen=True)

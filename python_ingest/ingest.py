@@ -82,8 +82,9 @@ class _Progress:
             for stage_id in self.tracker.getActiveStageIds():
                 info = self.tracker.getStageInfo(stage_id)
                 if info and info.numTasks:
-                    log.info("reading: %d/%d tasks done (%d running), %.0fs", info.numCompletedTasks,
-                             info.numTasks, info.numActiveTasks, time.monotonic() - started)
+                    log.info("reading: %d/%d tasks done (%d running), %.0fs",
+                             info.numCompletedTasks, info.numTasks, info.numActiveTasks,
+                             time.monotonic() - started)
 
 
 def _spark_error(exc: Exception) -> SluiceError:

@@ -20,7 +20,8 @@ ICEBERG_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 SHADED_JACKSON_JAR = "iceberg-shaded-jackson-2.15.2.jar"
 JACKSON_JARS = ("jackson-core", "jackson-databind", "jackson-annotations")
 JARJAR_CANDIDATES = ("/usr/share/java/jarjar.jar", "/usr/share/java/jarjar-1.4.jar")
-RELOCATION_RULE = "rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1\n"
+RELOCATION_RULE = ("rule com.fasterxml.jackson.** "
+                   "org.apache.iceberg.shaded.com.fasterxml.jackson.@1\n")
 
 
 def iceberg_runtime_jar() -> Path:
@@ -28,7 +29,8 @@ def iceberg_runtime_jar() -> Path:
     try:
         import snowpark_connect_deps_iceberg as pkg
     except ImportError as exc:
-        raise SetupError("the package snowpark-connect-deps-iceberg is missing: run 'make setup'") from exc
+        raise SetupError("the package snowpark-connect-deps-iceberg is missing: "
+                         "run 'make setup'") from exc
     jar = Path(pkg.__file__).parent / "jars" / ICEBERG_JAR
     if not jar.is_file():
         raise SetupError(f"{jar} is missing from snowpark-connect-deps-iceberg: run 'make setup'")
@@ -62,7 +64,8 @@ def build_shaded_jackson(target_dir: Path) -> Path:
         raise SetupError("jarjar is not installed: run 'make setup' (apt package libjarjar-java)")
     java = shutil.which("java")
     if java is None:
-        raise SetupError("java is not installed: run 'make setup' (apt package openjdk-17-jre-headless)")
+        raise SetupError("java is not installed: run 'make setup' "
+                         "(apt package openjdk-17-jre-headless)")
     target_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         merged = Path(tmp) / "merged.jar"

@@ -157,7 +157,7 @@ def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end:
                     if error.code() == ck.KafkaError._PARTITION_EOF:
                         continue
                     raise ReadError(f"topic '{topic}' partition {partition}: {error.str()}")
-                offset = message.offset()
+                offset = message.offset() or 0
                 progressed = True
                 if offset >= end:
                     position = end

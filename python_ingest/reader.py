@@ -8,7 +8,7 @@ Per message it only decodes Avro and appends to lists; everything else is column
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -141,7 +141,7 @@ class _Emitter:
             schema=self.schema)
 
 
-def read_units(spec: ReadSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def read_units(spec: ReadSpec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: read each work unit (topic, partition, start, end) and emit rows."""
     emitter = _Emitter(spec)
     for batch in batches:

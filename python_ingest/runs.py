@@ -84,4 +84,5 @@ def last_runs(spark: SparkSession, job: str | None = None, limit: int = 10) -> l
     df = spark.table(RUNS_TABLE)
     if job:
         df = df.where(df.job == job)
-    return [r.asDict(recursive=True) for r in df.orderBy(df.started_at.desc()).limit(limit).collect()]
+    newest = df.orderBy(df.started_at.desc()).limit(limit).collect()
+    return [r.asDict(recursive=True) for r in newest]
