@@ -1,0 +1,243 @@
+{#
+    The change set of one raw batch for a lake table: one row per row key, saying what the
+    batch does to that row (_merge_action: insert, update, delete, tombstone or none), the
+    row's values afterwards, and the changes rejected because they update a row that does not
+    exist (_rejected, for the error table). The lake_merge materialization applies it.
+
+    The result equals applying the batch's changes one by one, in ref-key order, to the
+    current row (or its tombstone), where a change applies when its ref key is newer than the
+    row's current one or it is a force update:
+      * duplicates (same row key and ref key) count once;
+      * sorted by ref key, the first change that applies is followed only by changes that
+        apply too (each is newer than its predecessor), so the applied changes are a suffix;
+      * the last full row or delete in that suffix resets the row; partial updates after it
+        set only their _changed_columns; a partial update while the row does not exist is
+        rejected (it never creates a half-empty row).
+    See docs/pipeline.md for the whole semantics.
+#}
+{% macro sluice_merge_changes(changes, columns, batch_id, current=none, tombstones=none) -%}
+with
+
+changes as (
+
+    select * from {{ changes }}
+    where _batch_id = {{ batch_id }}
+
+),
+
+deduplicated as (
+
+    -- at-least-once delivery: a change (row key, ref key) may arrive more than once
+    select *
+    from (
+        select
+            *,
+            to_json(struct(*)) as _source_data,
+            row_number() over (
+                partition by _row_key, _ref_key
+                order by _kafka_partition, _kafka_offset
+            ) as _copy
+        from changes
+    )
+    where _copy = 1
+
+),
+
+batch_keys as (
+
+    select distinct _row_key from deduplicated
+
+),
+
+current_rows as (
+
+    {% if current is not none -%}
+    select
+        _row_key,
+        _ref_key as _current_ref_key,
+        not coalesce(_is_deleted, false) as _current_is_live,
+        {%- for column in columns %}
+        {{ column }} as _current__{{ column }},
+        {%- endfor %}
+        true as _is_in_target
+    from {{ current }}
+    {%- else -%}
+    select
+        _row_key,
+        _ref_key as _current_ref_key,
+        false as _current_is_live,
+        {%- for column in columns %}
+        {{ column }} as _current__{{ column }},
+        {%- endfor %}
+        true as _is_in_target
+    from changes
+    where false
+    {%- endif %}
+
+),
+
+tombstones as (
+
+    {% if tombstones is not none -%}
+    -- the newest delete of each row key
+    select _row_key, max_by(_ref_key, _batch_id) as _tombstone_ref_key
+    from {{ tombstones }}
+    group by _row_key
+    {%- else -%}
+    select _row_key, _ref_key as _tombstone_ref_key from changes where false
+    {%- endif %}
+
+),
+
+current_state as (
+
+    -- the row as it is now: its lake row, else its tombstone, else nothing
+    select
+        batch_keys._row_key,
+        coalesce(current_rows._current_ref_key, tombstones._tombstone_ref_key)
+            as _current_ref_key,
+        coalesce(current_rows._current_is_live, false) as _current_is_live,
+        coalesce(current_rows._is_in_target, false) as _is_in_target,
+        {%- for column in columns %}
+        current_rows._current__{{ column }}{% if not loop.last %},{% endif %}
+        {%- endfor %}
+    from batch_keys
+    left join current_rows on batch_keys._row_key = current_rows._row_key
+    left join tombstones on batch_keys._row_key = tombstones._row_key
+
+),
+
+sequenced as (
+
+    select
+        deduplicated.*,
+        current_state._current_ref_key,
+        current_state._current_is_live,
+        current_state._is_in_target,
+        {%- for column in columns %}
+        current_state._current__{{ column }},
+        {%- endfor %}
+        deduplicated._changed_columns is not null
+            and not deduplicated._is_deleted as _is_partial,
+        current_state._current_ref_key is null
+            or deduplicated._ref_key > current_state._current_ref_key
+            or deduplicated._force_update as _is_candidate
+    from deduplicated
+    inner join current_state on deduplicated._row_key = current_state._row_key
+
+),
+
+applicable as (
+
+    -- the first change that applies, and every newer one after it
+    select *
+    from (
+        select
+            *,
+            min(case when _is_candidate then _ref_key end)
+                over (partition by _row_key) as _first_applied_ref_key
+        from sequenced
+    )
+    where _ref_key >= _first_applied_ref_key
+
+),
+
+classified as (
+
+    -- does the row exist when a partial update reaches it? (the last full row or delete
+    -- before it decides; without one, whether it exists now)
+    select
+        *,
+        _is_partial and not coalesce(
+            last(case when not _is_partial then not _is_deleted end, true) over (
+                partition by _row_key order by _ref_key
+                rows between unbounded preceding and 1 preceding
+            ),
+            _current_is_live
+        ) as _is_rejected
+    from applicable
+
+),
+
+reset as (
+
+    select
+        *,
+        max(case when not _is_partial and not _is_rejected then _ref_key end)
+            over (partition by _row_key) as _reset_ref_key
+    from classified
+
+),
+
+folded as (
+
+    select
+        _row_key,
+        coalesce(max(_ref_key) filter (where not _is_rejected), first(_current_ref_key))
+            as _ref_key,
+        coalesce(
+            max_by(not _is_deleted, case when not _is_partial and not _is_rejected then _ref_key end),
+            first(_current_is_live)
+        ) as _is_live,
+        first(_current_is_live) as _was_live,
+        count(*) filter (where not _is_rejected) as _applied_changes,
+        {%- for column in columns %}
+        coalesce(
+            max_by(
+                named_struct('value', {{ column }}),
+                case
+                    when not _is_rejected
+                        and _ref_key >= coalesce(_reset_ref_key, _ref_key)
+                        and (not _is_partial or array_contains(_changed_columns, '{{ column }}'))
+                        then _ref_key
+                end
+            ),
+            named_struct('value', first(_current__{{ column }}))
+        ).value as {{ column }},
+        {%- endfor %}
+        max_by(_event_ts, _ref_key) filter (where not _is_rejected) as _event_ts,
+        max_by(_source, _ref_key) filter (where not _is_rejected) as _source,
+        max_by(_data_center, _ref_key) filter (where not _is_rejected) as _data_center,
+        filter(
+            collect_list(
+                case when _is_rejected then named_struct(
+                    '_ref_key', _ref_key,
+                    '_kafka_partition', _kafka_partition,
+                    '_kafka_offset', _kafka_offset,
+                    'error_source_data', _source_data
+                ) end
+            ),
+            rejected -> rejected is not null
+        ) as _rejected
+    from reset
+    group by _row_key
+
+),
+
+final as (
+
+    select
+        _row_key,
+        {%- for column in columns %}
+        {{ column }},
+        {%- endfor %}
+        _ref_key,
+        not _is_live as _is_deleted,
+        _event_ts,
+        _source,
+        _data_center,
+        cast({{ batch_id }} as bigint) as _batch_id,
+        case
+            when _applied_changes = 0 then 'none'
+            when _is_live and _was_live then 'update'
+            when _is_live then 'insert'
+            when _was_live then 'delete'
+            else 'tombstone'
+        end as _merge_action,
+        _rejected
+    from folded
+
+)
+
+select * from final
+{%- endmacro %}

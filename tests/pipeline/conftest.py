@@ -1,0 +1,55 @@
+"""A dbt project per test: the repo's macros, profile and settings plus a converter, a suite
+and a lake model for the test's own job (named after it), templated from the demo's."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def write_project(root: Path, job: str, converter: str | None = None,
+                  keep_tombstones: bool = False) -> Path:
+    """A dbt project in ``root`` for ``job``: staging stg_test__<job>, lake model <job>."""
+    for name in ("dbt_project.yml", "profiles.yml"):
+        shutil.copy(REPO / name, root / name)
+    if not (root / "macros").exists():
+        (root / "macros").symlink_to(REPO / "macros")
+    staging = root / "models" / "staging" / "test"
+    lake = root / "models" / "lake"
+    staging.mkdir(parents=True, exist_ok=True)
+    lake.mkdir(parents=True, exist_ok=True)
+    model = f"stg_test__{job}"
+    (staging / "_test__sources.yml").write_text(
+        f"version: 2\nsources:\n  - name: test\n    schema: raw\n    tables:\n"
+        f"      - name: {job}\n")
+    demo = (REPO / "models" / "staging" / "demo" / "stg_demo__trips.sql").read_text()
+    sql = converter if converter is not None else demo.replace(
+        "source('demo', 'trips')", f"source('test', '{job}')")
+    (staging / f"{model}.sql").write_text(sql)
+    (lake / "_lake__sources.yml").write_text(
+        f"version: 2\nsources:\n  - name: fork\n    schema: staging\n    tables:\n"
+        f"      - name: {model}__valid\n")
+    lake_sql = (REPO / "models" / "lake" / "trips.sql").read_text()
+    lake_sql = lake_sql.replace("stg_demo__trips", model)
+    lake_sql = lake_sql.replace("keep_tombstones=false",
+                                f"keep_tombstones={'true' if keep_tombstones else 'false'}")
+    (lake / f"{job}.sql").write_text(lake_sql)
+    (root / "expectations").mkdir(exist_ok=True)
+    shutil.copy(REPO / "expectations" / "stg_demo__trips.json",
+                root / "expectations" / f"{model}.json")
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Callable[..., Path]:
+    """project(job, converter=None, keep_tombstones=False) → the project folder (tmp_path)."""
+
+    def build(job: str, converter: str | None = None, keep_tombstones: bool = False) -> Path:
+        return write_project(tmp_path, job, converter, keep_tombstones)
+
+    return build

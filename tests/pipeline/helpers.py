@@ -1,0 +1,54 @@
+"""Helpers for pipeline tests: events built from plain dicts, and the dict oracle."""
+
+from __future__ import annotations
+
+import io
+from decimal import Decimal
+from typing import Any
+
+import fastavro
+
+from tests.conftest import REPO
+
+COLUMNS = ("trip_id", "rider_id", "driver_id", "city", "status", "fare", "distance_km")
+
+
+def schema() -> Any:
+    import json
+
+    return fastavro.parse_schema(json.loads((REPO / "schemas" / "trips.avsc").read_text()))
+
+
+def encode(parsed: Any, record: dict[str, Any]) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, parsed, record)
+    return out.getvalue()
+
+
+def lake_rows(spark: Any, table: str) -> dict[int, dict[str, Any]]:
+    """The lake table as {trip_id: source-named columns} for comparison with an oracle."""
+    rows = spark.sql(f"select trip_id, rider_id, driver_id, city_name, trip_status, "
+                     f"fare_amount, distance_km, _is_deleted from {table}").collect()
+    out = {}
+    for r in rows:
+        assert r["_is_deleted"] is False
+        out[r["trip_id"]] = {
+            "trip_id": r["trip_id"], "rider_id": r["rider_id"], "driver_id": r["driver_id"],
+            "city": r["city_name"], "status": r["trip_status"],
+            "fare": None if r["fare_amount"] is None else float(r["fare_amount"]),
+            "distance_km": None if r["distance_km"] is None else float(r["distance_km"]),
+        }
+    return out
+
+
+def as_lake(row: dict[str, Any]) -> dict[str, Any]:
+    """A source row as the converter would turn it (for oracle comparison)."""
+    def money(value: Any, places: str) -> Any:
+        return None if value is None else float(Decimal(str(value)).quantize(Decimal(places)))
+
+    return {"trip_id": row["trip_id"], "rider_id": row.get("rider_id"),
+            "driver_id": row.get("driver_id"),
+            "city": None if row.get("city") is None else row["city"].strip().title(),
+            "status": None if row.get("status") is None else row["status"].strip().lower(),
+            "fare": money(row.get("fare"), "0.01"),
+            "distance_km": money(row.get("distance_km"), "0.001")}
