@@ -11,8 +11,8 @@
     vars: sluice_batch_id (the batch), sluice_error_table, sluice_tombstone_table,
     sluice_skip (targets already committed for this batch by an earlier, interrupted run).
     config: keep_tombstones (a delete marks the row _is_deleted instead of removing it).
-    The change set stays cached as the temporary view sluice_merge__<model> for the runner's
-    counts; the runner uncaches it.
+    The change set is computed once into meta.sluice_merge__<model> (scratch, replaced by
+    every merge); the runner reads its counts from there.
 #}
 {% materialization lake_merge, adapter='spark' %}
     {%- set batch_id = var('sluice_batch_id', none) -%}
@@ -28,7 +28,7 @@
     {%- set error_table = var('sluice_error_table') -%}
     {%- set tombstone_table = var('sluice_tombstone_table') -%}
     {%- set skip = var('sluice_skip', []) -%}
-    {%- set changes_view = 'sluice_merge__' ~ this.identifier -%}
+    {%- set changes_view = 'meta.sluice_merge__' ~ this.identifier -%}
     {%- set existing = adapter.get_relation(database=this.database, schema=this.schema,
                                             identifier=this.identifier) -%}
 
@@ -40,11 +40,12 @@
     {%- set previous_constraints = run_query('set ' ~ constraint_conf).rows[0][1] -%}
     {% call statement('constraints_off') -%} set {{ constraint_conf }}=false {%- endcall %}
 
-    {% call statement('changes') -%}
-        create or replace temporary view {{ changes_view }} as {{ sql }}
+    {#- computed once and stored: the statements below change the tables it reads -#}
+    {% call statement('drop_changes') -%}
+        drop table if exists {{ changes_view }} purge
     {%- endcall %}
-    {% call statement('cache_changes') -%}
-        cache table {{ changes_view }}
+    {% call statement('changes') -%}
+        create table {{ changes_view }} using iceberg as {{ sql }}
     {%- endcall %}
 
     {#- lake columns: the change set's, without the merge's own bookkeeping -#}

@@ -9,7 +9,8 @@
     row's current one or it is a force update:
       * duplicates (same row key and ref key) count once;
       * sorted by ref key, the first change that applies is followed only by changes that
-        apply too (each is newer than its predecessor), so the applied changes are a suffix;
+        apply too (each is newer than its predecessor), so the applied changes are a suffix
+        (a rejected partial update changes nothing, so it does not start the suffix);
       * the last full row or delete in that suffix resets the row; partial updates after it
         set only their _changed_columns; a partial update while the row does not exist is
         rejected (it never creates a half-empty row).
@@ -28,6 +29,7 @@ changes as (
 deduplicated as (
 
     -- at-least-once delivery: a change (row key, ref key) may arrive more than once
+    -- (a forced re-delivery wins over a plain copy)
     select *
     from (
         select
@@ -35,7 +37,7 @@ deduplicated as (
             to_json(struct(*)) as _source_data,
             row_number() over (
                 partition by _row_key, _ref_key
-                order by _kafka_partition, _kafka_offset
+                order by _force_update desc, _kafka_partition, _kafka_offset
             ) as _copy
         from changes
     )
@@ -129,31 +131,33 @@ sequenced as (
 
 applicable as (
 
-    -- the first change that applies, and every newer one after it
-    select *
-    from (
-        select
-            *,
-            min(case when _is_candidate then _ref_key end)
-                over (partition by _row_key) as _first_applied_ref_key
-        from sequenced
-    )
-    where _ref_key >= _first_applied_ref_key
+    -- the first change that applies: newer than the current version (or forced), and not a
+    -- partial update of a row that does not exist; every newer change after it applies too
+    select
+        *,
+        coalesce(_ref_key >= min(
+            case when _is_candidate and (not _is_partial or _current_is_live) then _ref_key end
+        ) over (partition by _row_key), false) as _is_in_suffix
+    from sequenced
 
 ),
 
 classified as (
 
-    -- does the row exist when a partial update reaches it? (the last full row or delete
-    -- before it decides; without one, whether it exists now)
+    -- a partial update is rejected when the row does not exist as it reaches it: the last
+    -- full row or delete applied before it decides; before any, whether the row exists now
     select
         *,
-        _is_partial and not coalesce(
-            last(case when not _is_partial then not _is_deleted end, true) over (
-                partition by _row_key order by _ref_key
-                rows between unbounded preceding and 1 preceding
-            ),
-            _current_is_live
+        _is_partial and (
+            (_is_in_suffix and not coalesce(
+                last(case when _is_in_suffix and not _is_partial then not _is_deleted end, true)
+                    over (
+                        partition by _row_key order by _ref_key
+                        rows between unbounded preceding and 1 preceding
+                    ),
+                _current_is_live
+            ))
+            or (not _is_in_suffix and _is_candidate and not _current_is_live)
         ) as _is_rejected
     from applicable
 
@@ -163,9 +167,10 @@ reset as (
 
     select
         *,
-        max(case when not _is_partial and not _is_rejected then _ref_key end)
+        max(case when not _is_partial and _is_in_suffix then _ref_key end)
             over (partition by _row_key) as _reset_ref_key
     from classified
+    where _is_in_suffix or _is_rejected
 
 ),
 

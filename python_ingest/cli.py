@@ -121,19 +121,74 @@ def _demo_next_trip_id(settings: Settings, topic: str) -> int:
     return total + 1
 
 
-def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    """What `make run` does: broker, demo events, one run of every job, a summary."""
-    produce_args = argparse.Namespace(topic="demo.trips", events=args.events, seed=None)
-    cmd_demo_produce(produce_args, settings)
-    ingest_args = argparse.Namespace(all=True, job=None, accept_data_loss=False)
-    cmd_ingest(ingest_args, settings)
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the whole pipeline of one job (or all): ingest, staging, fork, merge, reports."""
+    from python_ingest.pipeline import run_all
+
+    names = sorted(settings.jobs) if args.all else [args.job]
+    for name in names:
+        settings.job(name)  # unknown names fail before anything starts
+    _ensure_broker(settings)
     spark = _session(settings)
-    print("\nsummary")
-    for job in settings.jobs.values():
-        raw = spark.table(job.raw_table).count()
-        errors = spark.table(job.raw_error_table).count()
-        print(f"  {job.raw_table}: {raw} rows   {job.raw_error_table}: {errors} rows")
-    print("see 'sluice status' for checkpoints and runs")
+    for result in run_all(spark, settings, names, accept_data_loss=args.accept_data_loss):
+        _print_run(result)
+    return 0
+
+
+def _print_run(result: Any) -> None:
+    counts = result.counts
+    print(f"{result.job}: {result.outcome}, run {result.run_id}, batch {result.batch_id}: "
+          f"read {counts.get('read', 0)}, landed {counts.get('landed', 0)}, decode errors "
+          f"{counts.get('decode_errors', 0)}, valid {counts.get('valid', 0)}, expectation "
+          f"errors {counts.get('expectation_errors', 0)}, inserted {counts.get('inserted', 0)}, "
+          f"updated {counts.get('updated', 0)}, deleted {counts.get('deleted', 0)}, merge "
+          f"errors {counts.get('merge_errors', 0)}")
+    if result.report:
+        print(f"  expectation report: {result.report}")
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    """What `make run` does: the full pipeline on demo data twice, then a summary per table.
+
+    The second round adds late and duplicated re-deliveries, partial updates, deletes and rows
+    that fail the expectation suite, on top of new trips.
+    """
+    from python_ingest import broker, demo
+    from python_ingest.pipeline import report_dir, run_all, table_summary
+
+    _ensure_broker(settings)
+    bootstrap = settings.broker.bootstrap_servers
+    broker.ensure_topic(bootstrap, demo.DEMO_TOPIC, demo.DEMO_PARTITIONS)
+    start = _demo_next_trip_id(settings, demo.DEMO_TOPIC)
+    generator = demo.TripsGenerator(demo.trips_schema(settings.root), seed=start,
+                                    first_trip_id=start)
+    spark = _session(settings)
+    names = sorted(settings.jobs)
+    results = []
+    for round_no in (1, 2):
+        if round_no == 1:
+            events = list(generator.events(args.events))
+        else:
+            generator.invalid_rate = 0.02
+            events = list(generator.late_events(args.events // 10))
+            events += list(generator.events(args.events // 2))
+        sent = demo.produce(bootstrap, demo.DEMO_TOPIC, iter(events))
+        kinds: dict[str, int] = {}
+        for event in events:
+            kinds[event.kind] = kinds.get(event.kind, 0) + 1
+        print(f"\nround {round_no}: produced {sent} events to {demo.DEMO_TOPIC} ("
+              + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")")
+        for result in run_all(spark, settings, names):
+            _print_run(result)
+            results.append(result)
+    print("\nsummary (rows per table)")
+    for result in results[-len(names):]:
+        if result.tables is None:
+            continue
+        for table, rows in table_summary(spark, result.tables).items():
+            print(f"  {table:<40} {rows:>8}")
+        print(f"  expectation reports: {report_dir(settings, result.job) / 'index.html'}")
+    print("see 'sluice status' for checkpoints and runs, docs/pipeline.md for what happened")
     return 0
 
 
@@ -168,10 +223,20 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--runs", type=int, default=5, help="how many runs to list (default 5)")
     status.add_argument("--json", action="store_true", help="machine-readable output")
 
+    run = add("run", cmd_run, "Run a job's pipeline: ingest, staging (dbt), fork (Great "
+                              "Expectations), merge into the lake table, reports.")
+    run_target = run.add_mutually_exclusive_group(required=True)
+    run_target.add_argument("job", nargs="?", help="job name from the config")
+    run_target.add_argument("--all", action="store_true", help="every job in the config")
+    run.add_argument("--accept-data-loss", action="store_true",
+                     help="continue from the earliest offset when the checkpoint's offsets "
+                          "are gone (the loss is recorded in the run)")
+
     brk = add("broker", cmd_broker, "Start, stop or check the embedded Kafka broker (noida-db).")
     brk.add_argument("action", choices=("start", "stop", "status"))
 
-    demo_p = add("demo", cmd_demo, "Run the demo: broker, demo events, ingestion, summary.")
+    demo_p = add("demo", cmd_demo, "Run the demo: broker, demo events, the full pipeline "
+                                    "twice, a summary.")
     demo_p.add_argument("--events", type=int, default=20_000, help="events to produce")
     demo_sub = demo_p.add_subparsers(dest="demo_command", metavar="SUBCOMMAND")
     produce = demo_sub.add_parser("produce", help="only produce demo changelog events",

@@ -197,4 +197,5 @@ def with_commit_properties(spark: SparkSession, properties: Mapping[str, str],
         java_props, Task(), jvm.java.lang.Class.forName("java.lang.RuntimeException"))
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["value"]  # type: ignore[no-any-return]
+    result: T = outcome["value"]
+    return result

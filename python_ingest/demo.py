@@ -39,7 +39,7 @@ class Event:
 
     key: bytes | None
     value: bytes | None
-    kind: str  # create, update, partial, delete, duplicate, malformed
+    kind: str  # create, update, partial, delete, duplicate, malformed, invalid, late
     record: dict[str, Any] | None = None
 
 
@@ -52,10 +52,13 @@ class TripsGenerator:
     first_trip_id: int = 1
     malformed_rate: float = 0.01
     duplicate_rate: float = 0.05
+    invalid_rate: float = 0.0  # new trips that fail the expectation suite (never in .rows)
+    history_size: int = 5_000  # recent events kept for late re-delivery (late_events)
     rng: random.Random = field(init=False)
     rows: dict[int, dict[str, Any]] = field(default_factory=dict)
     next_trip_id: int = field(init=False)
     ref: int = field(init=False)
+    history: list[Event] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -114,6 +117,8 @@ class TripsGenerator:
                 event = Event(last.key, last.value, "duplicate", last.record)
             elif roll < self.duplicate_rate + self.malformed_rate:
                 event = self._malformed()
+            elif roll < self.duplicate_rate + self.malformed_rate + self.invalid_rate:
+                event = self._invalid()
             elif not self.rows or roll < 0.45:
                 trip_id = self.next_trip_id
                 self.next_trip_id += 1
@@ -127,7 +132,28 @@ class TripsGenerator:
             produced += 1
             if event.kind != "malformed":
                 last = event
+            if event.kind in ("create", "update", "partial", "delete"):
+                self.history.append(event)
+                del self.history[:-self.history_size]
             yield event
+
+    def late_events(self, count: int) -> Iterator[Event]:
+        """Re-deliver ``count`` earlier events (late and duplicated: older ref keys than the
+        rows' current ones, so the merge must ignore them)."""
+        for _ in range(min(count, len(self.history))):
+            event = self.rng.choice(self.history)
+            yield Event(event.key, event.value, "late", event.record)
+
+    def _invalid(self) -> Event:
+        """A new trip whose values fail the demo suite (negative fare or unknown status)."""
+        trip_id = self.next_trip_id
+        self.next_trip_id += 1
+        row = self._new_row(trip_id)
+        if self.rng.random() < 0.5:
+            row["fare"] = -round(self.rng.uniform(1, 50), 2)
+        else:
+            row["status"] = "teleported"
+        return self._event("invalid", {**row, **self._envelope()})
 
     def _change(self, trip_id: int) -> Event:
         rng = self.rng

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,7 +101,8 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
         if suite is None:
             log.warning("no expectation suite %s: every row of %s is valid", suite_file,
                         staging_table)
-            failures, quality, report = None, [], None
+            failures, report = None, None
+            quality: list[dict[str, Any]] = []
         else:
             failures, quality, report = _validate(spark, batch, suite, report_dir)
         error_rows = _error_rows(batch, failures)
@@ -127,10 +129,14 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
 def _validate(spark: SparkSession, batch: DataFrame, suite: dict[str, Any],
               report_dir: Path) -> tuple[DataFrame, list[dict[str, Any]], str | None]:
     """Run the suite on the batch; failing (row id, expectation, column) rows, figures, docs."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no phoning home
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     import great_expectations as gx
     from great_expectations.checkpoint import UpdateDataDocsAction
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
     report_dir.mkdir(parents=True, exist_ok=True)
     context.add_data_docs_site(site_name="sluice", site_config={
         "class_name": "SiteBuilder",
@@ -159,6 +165,8 @@ def _validate(spark: SparkSession, batch: DataFrame, suite: dict[str, Any],
     for run_result in outcome.run_results.values():
         for result in run_result.results:
             config = result.expectation_config
+            if config is None:
+                continue
             column = str(config.kwargs.get("column", ""))
             label = _label(config.type, config.kwargs)
             figures = result.result or {}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import JobConfig, Settings
-from python_ingest.dbt_runner import Dbt, JobModels, with_commit_properties
+from python_ingest.dbt_runner import Dbt, JobModels, project_dir, with_commit_properties
 from python_ingest.exceptions import PipelineError, SluiceError
 from python_ingest.fork import ERROR_COLUMNS, fork, suite_path
 from python_ingest.ingest import fault_point, ingest
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MERGE_STEP = "merge"
-CONSTRAINTS_CONF = "spark.sql.constraintPropagation.enabled"
 TOMBSTONE_COLUMNS = (("_row_key", "string"), ("_ref_key", "bigint"), ("_batch_id", "bigint"))
 STEP_COUNTS = ("read", "landed", "decode_errors", "valid", "expectation_errors", "inserted",
                "updated", "deleted", "merge_errors")
@@ -142,8 +141,9 @@ def _max_batch(spark: SparkSession, table: str) -> int:
 def _fork(spark: SparkSession, settings: Settings, tables: JobTables, run: Run) -> str | None:
     if not table_exists(spark, tables.staging):
         return None
-    result = fork(spark, tables.staging, tables.valid, tables.errors,
-                  suite_path(settings.root, tables.models.staging), report_dir(settings, tables.job))
+    suite = suite_path(project_dir(settings), tables.models.staging)
+    result = fork(spark, tables.staging, tables.valid, tables.errors, suite,
+                  report_dir(settings, tables.job))
     run.count("valid", result.valid)
     run.count("expectation_errors", result.errors)
     run.details["fork"] = {"batches": [result.batch_from + 1, result.batch_to],
@@ -189,23 +189,17 @@ def _merge(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None:
 def _merge_batch(spark: SparkSession, dbt: Dbt, tables: JobTables, batch_id: int,
                  skip: list[str]) -> dict[str, int]:
     """One dbt run of the lake model for one batch, committing the merge checkpoint."""
-    assert tables.models.lake is not None
+    lake_model = tables.models.lake
+    assert lake_model is not None
     variables = {"sluice_batch_id": batch_id, "sluice_error_table": tables.errors,
                  "sluice_tombstone_table": tables.tombstones, "sluice_skip": skip}
-    view = f"sluice_merge__{tables.models.lake}"
+    changes = f"meta.sluice_merge__{tables.models.lake}"
     with_commit_properties(spark, {property_name(MERGE_STEP): str(batch_id)},
-                           lambda: dbt.run(tables.models.lake, variables, single_threaded=True))
-    constraints = spark.conf.get(CONSTRAINTS_CONF)
-    spark.conf.set(CONSTRAINTS_CONF, "false")  # see macros/materialization_lake_merge.sql
-    try:
-        actions = dict(spark.sql(f"select _merge_action, count(*) from {view} group by 1")
-                       .collect())
-        rejected = spark.sql(f"select coalesce(sum(size(_rejected)), 0) from {view}"
-                             ).collect()[0][0]
-    finally:
-        spark.conf.set(CONSTRAINTS_CONF, constraints)
-        spark.sql(f"uncache table if exists {view}")
-        spark.sql(f"drop view if exists {view}")
+                           lambda: dbt.run(lake_model, variables, single_threaded=True))
+    actions: dict[str, int] = dict(
+        spark.sql(f"select _merge_action, count(*) from {changes} group by 1").collect())
+    rejected = spark.sql(f"select coalesce(sum(size(_rejected)), 0) from {changes}"
+                         ).collect()[0][0]
     if step_checkpoint(spark, tables.lake or "", MERGE_STEP) < batch_id:
         raise PipelineError(f"the merge of batch {batch_id} into {tables.lake} committed "
                             "without its checkpoint; nothing after it was merged")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from python_ingest import broker as broker_mod
-from python_ingest.demo import produce, Event
+from python_ingest.demo import Event, produce
 from python_ingest.pipeline import run_job
 from python_ingest.step_checkpoints import step_checkpoint
 from tests.conftest import trips_job
@@ -26,7 +26,8 @@ def _event(parsed: Any, trip_id: int, ref: int, **fields: Any) -> Event:
 
 
 @pytest.mark.e2e
-def test_fork_routes_failing_rows_and_reconciles(spark: Any, broker: str, make_settings: Any, project: Any,
+def test_fork_routes_failing_rows_and_reconciles(spark: Any, broker: str, make_settings: Any,
+                                                 project: Any,
                                                  job_name: str) -> None:
     parsed = schema()
     project(job_name)
