@@ -1,10 +1,13 @@
 """The ingestion step: Kafka work units → raw.<table> and errors.<table>__raw, exactly once.
 
-A run plans its work units from the raw table's checkpoint, has Spark tasks read and decode
-their ranges (each task talks to Kafka itself), forks the result into raw rows and error
-rows, and commits each table with the new checkpoint in the same Iceberg commit. The error
-table commits first; rows it already holds (a crash between the two commits) are filtered by
-its own checkpoint on the rerun, so neither table gets duplicates or gaps.
+A run plans its work units from the raw table's checkpoint and reads them in one pass: Spark
+tasks read and decode their ranges (each task talks to Kafka itself) and the raw rows go
+straight into the raw table, whose commit carries the new checkpoint. Error rows come back to
+the driver with the tasks' counts and go into the error table in a second commit, made every
+run (empty if the batch had no errors), carrying the same checkpoint. If the process dies
+between the two commits, the error table's checkpoint is a batch behind the raw table's, and
+the next run first re-reads that batch's range (the raw checkpoint records where the batch
+began) for its error rows. So neither table gets duplicates or gaps.
 """
 
 from __future__ import annotations
@@ -14,25 +17,34 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from python_ingest import kafka_io
 from python_ingest.changelog import RAW_ERROR_COLUMNS, ChangelogSchema
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import ReadError, SluiceError
-from python_ingest.reader import ReadSpec, output_ddl, read_units
+from python_ingest.reader import (
+    ERROR_BUDGET_BYTES,
+    ReadSpec,
+    TaskReport,
+    TaskReportParam,
+    read_units,
+)
 from python_ingest.runs import Run
 from python_ingest.tables import append_with_checkpoint, ensure_table, read_checkpoint
 from python_ingest.workunits import Checkpoint, Plan, WorkUnit, plan, start_positions
 
 if TYPE_CHECKING:
+    from pyspark import Accumulator
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
 FAULT_ENV = "SLUICE_FAULT"
+# Error-row bytes a work unit may send back to the driver; beyond it the unit is re-read.
+error_budget_bytes = ERROR_BUDGET_BYTES
 
 
 def fault_point(name: str) -> None:
@@ -62,9 +74,8 @@ class IngestResult:
 class _Progress:
     """Logs read progress (tasks done of all) while a long Spark job runs."""
 
-    def __init__(self, spark: SparkSession, total_units: int, interval_s: float = 5.0) -> None:
+    def __init__(self, spark: SparkSession, interval_s: float = 5.0) -> None:
         self.tracker = spark.sparkContext.statusTracker()
-        self.total = total_units
         self.interval = interval_s
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
@@ -82,7 +93,7 @@ class _Progress:
             for stage_id in self.tracker.getActiveStageIds():
                 info = self.tracker.getStageInfo(stage_id)
                 if info and info.numTasks:
-                    log.info("reading: %d/%d tasks done (%d running), %.0fs",
+                    log.info("reading and landing: %d/%d tasks done (%d running), %.0fs",
                              info.numCompletedTasks, info.numTasks, info.numActiveTasks,
                              time.monotonic() - started)
 
@@ -121,7 +132,10 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     ensure_table(spark, job.raw_table, schema.raw_columns())
     ensure_table(spark, job.raw_error_table, RAW_ERROR_COLUMNS)
     checkpoint = read_checkpoint(spark, job.raw_table)
-    error_checkpoint = read_checkpoint(spark, job.raw_error_table)
+    error_checkpoint = _catch_up_errors(spark, settings, job, schema, checkpoint, run)
+    if checkpoint is not None and error_checkpoint is not None:
+        # the error commit carries the bytes per message the raw commit could not know yet
+        checkpoint = replace(checkpoint, bytes_per_message=error_checkpoint.bytes_per_message)
     work = plan_run(settings, job, checkpoint, accept_data_loss)
     run.details["work_units"] = [u.__dict__ for u in work.units]
     run.details["checkpoint_from"] = dict(work.start)
@@ -140,79 +154,107 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     log.info("job %s batch %d: reading %d messages in %d work units (%d left for later runs)",
              job.name, batch_id, work.planned, len(work.units), work.remaining)
     spec = ReadSpec(job.reader, settings.broker.bootstrap_servers, job.read_timeout_s, schema,
-                    batch_id, int(datetime.now(UTC).timestamp() * 1_000_000))
-    combined = _read(spark, spec, work.units)
-    try:
-        timer = time.monotonic()
-        read, errors, size = _counts(spark, combined, len(work.units))
-        log.info("job %s batch %d: read and decoded %d messages (%d bytes) in %.1fs", job.name,
-                 batch_id, read, size, time.monotonic() - timer)
-        fault_point("after_read")
-        landed = read - errors
-        new_checkpoint = Checkpoint(job.topic, work.next_offsets, batch_id,
-                                    (size / read) if read else
-                                    (checkpoint.bytes_per_message if checkpoint else None))
-        error_rows = _already_committed(combined.where("error_exception is not null"),
-                                        error_checkpoint, work)
-        if errors:
-            append_with_checkpoint(error_rows.select(*[n for n, _ in RAW_ERROR_COLUMNS]),
-                                   job.raw_error_table, new_checkpoint)
-        fault_point("before_raw_commit")
-        timer = time.monotonic()
-        raw_columns = [n for n, _ in schema.raw_columns()]
-        append_with_checkpoint(combined.where("error_exception is null").select(*raw_columns),
-                               job.raw_table, new_checkpoint)
-        log.info("job %s batch %d: committed %s with checkpoint %s in %.1fs", job.name, batch_id,
-                 job.raw_table, dict(new_checkpoint.offsets), time.monotonic() - timer)
-        fault_point("after_raw_commit")
-    finally:
-        combined.unpersist()
-    run.count("read", read)
+                    batch_id, int(datetime.now(UTC).timestamp() * 1_000_000),
+                    error_budget_bytes=error_budget_bytes)
+    report = spark.sparkContext.accumulator(TaskReport(), TaskReportParam())
+    timer = time.monotonic()
+    new_checkpoint = Checkpoint(job.topic, work.next_offsets, batch_id,
+                                checkpoint.bytes_per_message if checkpoint else None, work.start)
+    _commit_raw(spark, _read(spark, spec, work.units, report), job, new_checkpoint)
+    totals: TaskReport = report.value
+    if totals.read:
+        new_checkpoint = replace(new_checkpoint, bytes_per_message=totals.bytes / totals.read)
+    log.info("job %s batch %d: read %d messages (%d bytes), committed %s with checkpoint %s "
+             "in %.1fs", job.name, batch_id, totals.read, totals.bytes, job.raw_table,
+             dict(new_checkpoint.offsets), time.monotonic() - timer)
+    fault_point("after_raw_commit")
+    _commit_errors(spark, settings, job, schema, spec, totals, new_checkpoint)
+    fault_point("after_error_commit")
+    landed = totals.read - totals.errors
+    run.count("read", totals.read)
     run.count("landed", landed)
-    run.count("decode_errors", errors)
-    run.count("bytes", size)
+    run.count("decode_errors", totals.errors)
+    run.count("bytes", totals.bytes)
     run.details["checkpoint_to"] = dict(new_checkpoint.offsets)
     log.info("job %s batch %d: read %d, landed %d in %s, %d errors in %s", job.name, batch_id,
-             read, landed, job.raw_table, errors, job.raw_error_table)
-    return IngestResult(batch_id, read, landed, errors, size, work, new_checkpoint)
+             totals.read, landed, job.raw_table, totals.errors, job.raw_error_table)
+    return IngestResult(batch_id, totals.read, landed, totals.errors, totals.bytes, work,
+                        new_checkpoint)
 
 
-def _read(spark: SparkSession, spec: ReadSpec, units: tuple[WorkUnit, ...]) -> DataFrame:
-    from pyspark import StorageLevel
-
+def _read(spark: SparkSession, spec: ReadSpec, units: tuple[WorkUnit, ...],
+          report: Accumulator[TaskReport] | None) -> DataFrame:
+    """The reader tasks' output as a DataFrame (lazy: it reads when written)."""
+    if not units:
+        return spark.createDataFrame([], spec.output_ddl())
     rows = [(u.topic, u.partition, u.start, u.end) for u in units]
-    ddl = output_ddl(spec.schema)
     tasks = spark.sparkContext.parallelize(rows, len(rows)).toDF(
         "topic string, partition int, start bigint, end bigint")
-    combined = tasks.mapInArrow(lambda batches: read_units(spec, batches), ddl)
-    return combined.persist(StorageLevel.MEMORY_AND_DISK)
+    return tasks.mapInArrow(lambda batches: read_units(spec, batches, report),
+                            spec.output_ddl())
 
 
-def _counts(spark: SparkSession, combined: DataFrame, units: int) -> tuple[int, int, int]:
-    """Read everything (one Spark job) and count messages, error rows and bytes."""
-    from pyspark.sql import functions as F
-
-    with _Progress(spark, units):
+def _commit_raw(spark: SparkSession, raw_rows: DataFrame, job: JobConfig,
+                checkpoint: Checkpoint) -> None:
+    """Read, decode and append the raw rows in one Spark job, with the checkpoint."""
+    with _Progress(spark):
         try:
-            row = combined.agg(
-                F.count(F.lit(1)).alias("read"),
-                F.count("error_exception").alias("errors"),
-                F.coalesce(F.sum("_message_bytes"), F.lit(0)).alias("bytes"),
-            ).collect()[0]
+            append_with_checkpoint(raw_rows, job.raw_table, checkpoint)
+        except SluiceError:
+            raise
         except Exception as exc:  # Py4JJavaError / PythonException from a task
             raise _spark_error(exc) from exc
-    return int(row["read"]), int(row["errors"]), int(row["bytes"])
 
 
-def _already_committed(errors: DataFrame, error_checkpoint: Checkpoint | None,
-                       work: Plan) -> DataFrame:
-    """Drop error rows the error table already holds (committed before a crash)."""
-    if error_checkpoint is None:
-        return errors
-    ahead = {p: o for p, o in error_checkpoint.offsets.items()
-             if p in work.start and o > work.start[p]}
-    for partition, offset in ahead.items():
-        log.info("error table already holds partition %d up to offset %d: skipping those rows",
-                 partition, offset)
-        errors = errors.where(f"not (_kafka_partition = {partition} and _kafka_offset < {offset})")
-    return errors
+def _commit_errors(spark: SparkSession, settings: Settings, job: JobConfig,
+                   schema: ChangelogSchema, spec: ReadSpec, totals: TaskReport,
+                   checkpoint: Checkpoint) -> None:
+    """Append the batch's error rows (maybe none), with the batch's checkpoint."""
+    frames = [_error_frame(spark, [])]
+    if totals.error_rows:
+        frames = [_error_frame(spark, totals.error_rows)]
+    if totals.overflowed:
+        units = tuple(WorkUnit(*unit) for unit in totals.overflowed)
+        log.info("job %s: %d work units had too many error rows to collect; re-reading them "
+                 "for their error rows", job.name, len(units))
+        frames.append(_read(spark, replace(spec, mode="errors"), units, None))
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame)
+    append_with_checkpoint(rows, job.raw_error_table, checkpoint)
+
+
+def _error_frame(spark: SparkSession, rows: list[tuple[Any, ...]]) -> DataFrame:
+    """Error rows collected from the tasks (timestamps as µs) as a DataFrame."""
+    ddl = ", ".join(f"`{n}` {t}" for n, t in RAW_ERROR_COLUMNS)
+    timestamps = [i for i, (_, t) in enumerate(RAW_ERROR_COLUMNS) if t == "timestamp"]
+    converted = [tuple(datetime.fromtimestamp(v / 1_000_000, UTC) if i in timestamps else v
+                       for i, v in enumerate(row)) for row in rows]
+    return spark.createDataFrame(converted, ddl)
+
+
+def _catch_up_errors(spark: SparkSession, settings: Settings, job: JobConfig,
+                     schema: ChangelogSchema, checkpoint: Checkpoint | None,
+                     run: Run) -> Checkpoint | None:
+    """Give the error table the error rows of the last raw batch if it lacks them.
+
+    That happens only when a run died between its raw commit and its error commit. The raw
+    checkpoint says where the batch began; the offsets are read again (Kafka offsets never
+    change) and only their error rows are kept. Returns the error table's checkpoint.
+    """
+    error_checkpoint = read_checkpoint(spark, job.raw_error_table)
+    if checkpoint is None or (error_checkpoint is not None
+                              and error_checkpoint.batch_id >= checkpoint.batch_id):
+        return error_checkpoint
+    units = tuple(WorkUnit(job.topic, p, checkpoint.batch_start.get(p, end), end)
+                  for p, end in sorted(checkpoint.offsets.items())
+                  if checkpoint.batch_start.get(p, end) < end)
+    log.warning("job %s: the error table lacks batch %d (the last run stopped between its "
+                "commits); re-reading %d work units for its error rows", job.name,
+                checkpoint.batch_id, len(units))
+    spec = ReadSpec(job.reader, settings.broker.bootstrap_servers, job.read_timeout_s, schema,
+                    checkpoint.batch_id, int(datetime.now(UTC).timestamp() * 1_000_000),
+                    mode="errors")
+    append_with_checkpoint(_read(spark, spec, units, None), job.raw_error_table, checkpoint)
+    run.details["recovered_error_batch"] = checkpoint.batch_id
+    return checkpoint

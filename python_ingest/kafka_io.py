@@ -76,9 +76,30 @@ def sample_message_bytes(bootstrap: str, topic: str, starts: dict[int, int],
     return sum(sizes) / len(sizes) if sizes else None
 
 
+@dataclass(frozen=True)
+class MessageBatch:
+    """Consecutive messages of one partition, as columns (cheaper than an object each)."""
+
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    offsets: list[int]
+    timestamps_ms: list[int]
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
 def read_range(reader: str, bootstrap: str, topic: str, partition: int, start: int, end: int,
                timeout_s: float, tolerate_short: bool = False) -> Iterator[Message]:
-    """Yield the messages with offsets in [start, end) of one partition, in offset order.
+    """Yield the messages with offsets in [start, end) of one partition, in offset order."""
+    for batch in read_batches(reader, bootstrap, topic, partition, start, end, timeout_s,
+                              tolerate_short):
+        yield from map(Message, batch.keys, batch.values, batch.offsets, batch.timestamps_ms)
+
+
+def read_batches(reader: str, bootstrap: str, topic: str, partition: int, start: int, end: int,
+                 timeout_s: float, tolerate_short: bool = False) -> Iterator[MessageBatch]:
+    """Yield the messages with offsets in [start, end) of one partition, in batches.
 
     Raises ReadError when the range cannot be read to its end within ``timeout_s`` of no
     progress (unless ``tolerate_short``, used for sampling).
@@ -100,7 +121,7 @@ def _short_read(topic: str, partition: int, position: int, end: int, timeout_s: 
 
 
 def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, end: int,
-                       timeout_s: float, tolerate_short: bool) -> Iterator[Message]:
+                       timeout_s: float, tolerate_short: bool) -> Iterator[MessageBatch]:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
@@ -114,16 +135,17 @@ def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, e
         position = start
         last_progress = time.monotonic()
         while position < end:
-            batch = consumer.poll(timeout_ms=500, max_records=50_000).get(tp, [])
-            for record in batch:
-                if record.offset >= end:
-                    position = end
-                    break
-                yield Message(record.key, record.value, record.offset, record.timestamp)
-            position = max(position, consumer.position(tp) or position)
-            if batch:
+            records = consumer.poll(timeout_ms=500, max_records=50_000).get(tp, [])
+            if records and records[-1].offset >= end:
+                records = [r for r in records if r.offset < end]
+                position = end
+            if records:
+                yield MessageBatch([r.key for r in records], [r.value for r in records],
+                                   [r.offset for r in records], [r.timestamp for r in records])
                 last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > timeout_s:
+            position = max(position, consumer.position(tp) or position)
+            if not records and position < end and \
+                    time.monotonic() - last_progress > timeout_s:
                 if tolerate_short:
                     return
                 raise _short_read(topic, partition, position, end, timeout_s)
@@ -132,7 +154,7 @@ def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, e
 
 
 def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end: int,
-                    timeout_s: float, tolerate_short: bool) -> Iterator[Message]:
+                    timeout_s: float, tolerate_short: bool) -> Iterator[MessageBatch]:
     import confluent_kafka as ck
 
     consumer = ck.Consumer({
@@ -150,21 +172,20 @@ def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end:
         last_progress = time.monotonic()
         while position < end:
             messages = consumer.consume(20_000, timeout=0.5)
-            progressed = False
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == ck.KafkaError._PARTITION_EOF:
-                        continue
-                    raise ReadError(f"topic '{topic}' partition {partition}: {error.str()}")
-                offset = message.offset() or 0
-                progressed = True
-                if offset >= end:
-                    position = end
-                    break
-                position = offset + 1
-                yield Message(message.key(), message.value(), offset, message.timestamp()[1])
-            if progressed:
+            if any(m.error() is not None for m in messages):
+                for m in messages:
+                    error = m.error()
+                    if error is not None and error.code() != ck.KafkaError._PARTITION_EOF:
+                        raise ReadError(f"topic '{topic}' partition {partition}: {error.str()}")
+                messages = [m for m in messages if m.error() is None]
+            if messages and (messages[-1].offset() or 0) >= end:
+                messages = [m for m in messages if (m.offset() or 0) < end]
+                position = end
+            if messages:
+                offsets = [m.offset() or 0 for m in messages]
+                yield MessageBatch([m.key() for m in messages], [m.value() for m in messages],
+                                   offsets, [m.timestamp()[1] for m in messages])
+                position = max(position, offsets[-1] + 1)
                 last_progress = time.monotonic()
             elif position < end:
                 # Offsets can have gaps (transaction markers): the client knows its position.

@@ -23,10 +23,12 @@ class Checkpoint:
     offsets: Mapping[int, int] = field(default_factory=dict)
     batch_id: int = 0
     bytes_per_message: float | None = None
+    batch_start: Mapping[int, int] = field(default_factory=dict)  # where this batch began
 
     def to_json(self) -> str:
         return json.dumps({"topic": self.topic, "batch_id": self.batch_id,
                            "offsets": {str(p): o for p, o in sorted(self.offsets.items())},
+                           "batch_start": {str(p): o for p, o in sorted(self.batch_start.items())},
                            "bytes_per_message": self.bytes_per_message}, sort_keys=True)
 
     @classmethod
@@ -34,7 +36,8 @@ class Checkpoint:
         data = json.loads(text)
         return cls(topic=data["topic"], batch_id=int(data["batch_id"]),
                    offsets={int(p): int(o) for p, o in data["offsets"].items()},
-                   bytes_per_message=data.get("bytes_per_message"))
+                   bytes_per_message=data.get("bytes_per_message"),
+                   batch_start={int(p): int(o) for p, o in data.get("batch_start", {}).items()})
 
 
 @dataclass(frozen=True)

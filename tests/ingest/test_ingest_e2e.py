@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections import Counter
 from pathlib import Path
@@ -121,8 +122,13 @@ def test_max_bytes_throttles_by_estimated_message_size(
     assert total == 1500
 
 
+@pytest.mark.parametrize("budget", [None, 100], ids=["collected", "re-read"])
 def test_malformed_messages_land_in_the_error_table_with_reason_and_bytes(
-        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+        spark: Any, broker: str, make_settings: Any, job_name: str, budget: int | None,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "python_ingest.ingest")
+    if budget is not None:  # error rows beyond the budget are re-read instead of collected
+        monkeypatch.setattr("python_ingest.ingest.error_budget_bytes", budget)
     settings = make_settings({job_name: trips_job(job_name)})
     job = settings.job(job_name)
     events = produce(broker, job.topic, 400, seed=31, malformed_rate=0.25)
@@ -136,6 +142,7 @@ def test_malformed_messages_land_in_the_error_table_with_reason_and_bytes(
                             "row key column 'trip_id' is null"} | {
         r for r in reasons if "trailing bytes" in r}
     assert all(r["_batch_id"] == 1 and r["_kafka_offset"] >= 0 for r in rows)
+    assert ("for their error rows" in caplog.text) == (budget is not None)
 
 
 def _bytes(value: Any) -> bytes | None:
@@ -170,25 +177,38 @@ def test_checkpoint_below_earliest_offset_is_a_hard_error_unless_accepted(
     assert run["counts"]["lost"] == 10 and "data_loss" in run["details"]
 
 
-def test_kill_before_the_raw_commit_then_rerun_loses_and_duplicates_nothing(
-        spark: Any, broker: str, make_settings: Any, job_name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fault", ["after_raw_commit", "after_error_commit"])
+def test_kill_between_or_after_the_commits_then_rerun_loses_and_duplicates_nothing(
+        spark: Any, broker: str, make_settings: Any, job_name: str, tmp_path: Path,
+        fault: str) -> None:
     settings = make_settings({job_name: trips_job(job_name)})
     job = settings.job(job_name)
     events = produce(broker, job.topic, 1200, seed=51, malformed_rate=0.05)
+    malformed = sum(e.kind == "malformed" for e in events)
     config = tmp_path / "sluice.yml"
 
-    killed = sluice_cmd(config, "ingest", job_name, env={"SLUICE_FAULT": "before_raw_commit"})
+    killed = sluice_cmd(config, "ingest", job_name, env={"SLUICE_FAULT": fault})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    # The error table committed, the raw table (and its checkpoint) did not.
-    assert read_checkpoint(spark, job.raw_table) is None
-    assert spark.table(job.raw_error_table).count() > 0
+    raw_checkpoint = read_checkpoint(spark, job.raw_table)
+    assert raw_checkpoint is not None and raw_checkpoint.batch_id == 1
+    assert spark.table(job.raw_table).count() == 1200 - malformed
+    error_checkpoint = read_checkpoint(spark, job.raw_error_table)
+    if fault == "after_raw_commit":  # the raw table committed, the error table did not
+        assert error_checkpoint is None and spark.table(job.raw_error_table).count() == 0
+    else:
+        assert error_checkpoint == raw_checkpoint.__class__(
+            **{**raw_checkpoint.__dict__, "bytes_per_message": error_checkpoint.bytes_per_message})
 
+    more = produce(broker, job.topic, 300, seed=52, first_trip_id=9000, malformed_rate=0.05)
     rerun = sluice_cmd(config, "ingest", job_name)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     refs, raw_rows, error_rows = raw_state(spark, job)
-    malformed = sum(e.kind == "malformed" for e in events)
-    assert (raw_rows, error_rows) == (1200 - malformed, malformed)
-    assert refs == expected_ref_keys(events)
+    malformed += sum(e.kind == "malformed" for e in more)
+    assert (raw_rows, error_rows) == (1500 - malformed, malformed)
+    assert refs == expected_ref_keys(events) + expected_ref_keys(more)
+    assert {r["_batch_id"] for r in spark.table(job.raw_error_table).collect()} == {1, 2}
+    final = read_checkpoint(spark, job.raw_error_table)
+    assert final is not None and final.batch_id == 2
 
 
 def test_bad_config_fails_before_any_data_moves(tmp_path: Path, broker: str) -> None:
