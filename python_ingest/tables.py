@@ -3,7 +3,7 @@
 A checkpoint is a snapshot summary property of the table it belongs to, written by the same
 commit as the rows it covers: data and checkpoint move together or not at all. Reading it back
 walks the table's current snapshot ancestry, newest first, to the last snapshot carrying it
-(maintenance commits such as compaction carry none).
+(maintenance commits such as compaction carry none; an expired parent ends the walk).
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ TABLE_PROPERTIES = {
 
 
 def table_exists(spark: SparkSession, table: str) -> bool:
-    namespace, name = table.split(".", 1)
-    return bool(spark.sql(f"show tables in {namespace} like '{name}'").count())
+    return bool(spark.catalog.tableExists(table))
 
 
 def ensure_table(spark: SparkSession, table: str, columns: Iterable[tuple[str, str]]) -> None:
@@ -51,16 +50,23 @@ def ensure_table(spark: SparkSession, table: str, columns: Iterable[tuple[str, s
 
 
 def read_checkpoint(spark: SparkSession, table: str) -> Checkpoint | None:
-    """The checkpoint of the newest snapshot in the table's current history that has one."""
+    """The checkpoint of the newest snapshot in the table's current history that has one.
+
+    Walks the snapshot parents with Iceberg's Java API: milliseconds, where a query on the
+    metadata tables costs a Spark job.
+    """
     if not table_exists(spark, table):
         return None
-    rows = spark.sql(
-        f"select s.summary['{CHECKPOINT_PROPERTY}'] as checkpoint "
-        f"from {table}.history h join {table}.snapshots s on h.snapshot_id = s.snapshot_id "
-        f"where h.is_current_ancestor and s.summary['{CHECKPOINT_PROPERTY}'] is not null "
-        "order by h.made_current_at desc, s.committed_at desc limit 1"
-    ).collect()
-    return Checkpoint.from_json(rows[0]["checkpoint"]) if rows else None
+    iceberg = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(  # type: ignore[union-attr]
+        spark._jsparkSession, table)
+    snapshot = iceberg.currentSnapshot()
+    while snapshot is not None:
+        text = snapshot.summary().get(CHECKPOINT_PROPERTY)
+        if text is not None:
+            return Checkpoint.from_json(text)
+        parent = snapshot.parentId()
+        snapshot = iceberg.snapshot(parent) if parent is not None else None
+    return None
 
 
 def append_with_checkpoint(df: DataFrame, table: str, checkpoint: Checkpoint,
