@@ -66,9 +66,11 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         print(f"job {job.name}  topic {job.topic}  raw table {job.raw_table}")
         if status.get("broker_error"):
             print(f"  broker: {status['broker_error']}")
-        print("  partition  checkpoint  end  lag")
+        print(f"  {'partition':>9}  {'checkpoint':>12}  {'earliest':>12}  {'end':>12}  "
+              f"{'lag':>10}")
         for p in status["partitions"]:
-            print(f"  {p['partition']:>9}  {p['checkpoint']!s:>10}  {p['end']!s:>3}  {p['lag']!s}")
+            print(f"  {p['partition']:>9}  {p['checkpoint']!s:>12}  {p['earliest']:>12}  "
+                  f"{p['end']:>12}  {p['lag']:>10}")
         print(f"  last batch {status['batch_id']}, total lag {status['lag']}")
         print("  last runs:")
         for run in status["runs"]:
@@ -258,8 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
-    for noisy in ("kafka", "py4j", "urllib3"):
+    for noisy in ("py4j", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING if not args.verbose else logging.INFO)
+    # kafka-python logs connection chatter (even as ERROR on a normal close); sluice itself
+    # reports broker problems as errors that say what to do.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL if not args.verbose else logging.INFO)
     try:
         settings = load_settings(args.config)
         return int(args.func(args, settings))
