@@ -132,3 +132,47 @@ def test_kill_between_steps_then_rerun(spark: Any, broker: str, make_settings: A
     assert Counter((k[0], k[1]) for k in errors.elements() if k[2] == "fork") == \
         expected_errors
     assert not [k for k in errors if k[2] == "merge"]
+
+
+@pytest.mark.e2e
+def test_failing_converter_fails_the_run_with_dbts_message_and_moves_nothing_after_it(
+        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from python_ingest import cli
+    from python_ingest.dbt_runner import Dbt
+    from python_ingest.runs import last_runs
+
+    root = project(job_name)
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    broker_mod.ensure_topic(broker, job.topic, 1)
+    generator = _generator(seed=71)
+    demo.produce(broker, job.topic, generator.events(120))
+    first = run_job(spark, settings, job, dbt=Dbt(settings))
+    assert first.outcome == "succeeded" and first.tables is not None
+    tables = first.tables
+    assert tables.lake is not None
+    checkpoints = _checkpoints(spark, tables)
+    assert set(checkpoints.values()) == {1}
+    lake = lake_rows(spark, tables.lake)
+    errors = _error_keys(spark, tables.errors)
+    valid = spark.table(tables.valid).count()
+
+    model = root / "models" / "staging" / "test" / f"stg_test__{job_name}.sql"
+    model.write_text(model.read_text().replace("initcap(trim(city))",
+                                               "initcap(trim(no_such_column))"))
+    demo.produce(broker, job.topic, generator.events(60))
+    # the real CLI, in this process (its session is the test's: no second JVM)
+    code = cli.main(["--config", str(tmp_path / "sluice.yml"), "run", job_name])
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr
+    assert f"sluice: error: dbt run --select stg_test__{job_name} failed" in stderr
+    assert "no_such_column" in stderr and "UNRESOLVED_COLUMN" in stderr  # Spark's, via dbt
+
+    # ingestion committed batch 2; nothing after the converter moved
+    assert _checkpoints(spark, tables) == {**checkpoints, "raw": 2}
+    assert lake_rows(spark, tables.lake) == lake
+    assert _error_keys(spark, tables.errors) == errors
+    assert spark.table(tables.valid).count() == valid
+    run = last_runs(spark, job_name, 1)[0]
+    assert run["outcome"] == "failed" and "no_such_column" in run["error"]
