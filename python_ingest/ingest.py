@@ -160,6 +160,7 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     timer = time.monotonic()
     new_checkpoint = Checkpoint(job.topic, work.next_offsets, batch_id,
                                 checkpoint.bytes_per_message if checkpoint else None, work.start)
+    fault_point("before_raw_commit")
     _commit_raw(spark, _read(spark, spec, work.units, report), job, new_checkpoint)
     totals: TaskReport = report.value
     if totals.read:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from kafka.admin import KafkaAdminClient
 
 from python_ingest import broker as broker_mod
 from python_ingest import demo
-from python_ingest.exceptions import DataLossError
+from python_ingest.exceptions import DataLossError, OffsetResetError
 from python_ingest.jobs import run_ingest
 from python_ingest.runs import last_runs
 from python_ingest.tables import read_checkpoint
@@ -177,8 +178,9 @@ def test_checkpoint_below_earliest_offset_is_a_hard_error_unless_accepted(
     assert run["counts"]["lost"] == 10 and "data_loss" in run["details"]
 
 
-@pytest.mark.parametrize("fault", ["after_raw_commit", "after_error_commit"])
-def test_kill_between_or_after_the_commits_then_rerun_loses_and_duplicates_nothing(
+@pytest.mark.parametrize("fault", ["before_raw_commit", "after_raw_commit",
+                                   "after_error_commit"])
+def test_kill_around_the_commits_then_rerun_loses_and_duplicates_nothing(
         spark: Any, broker: str, make_settings: Any, job_name: str, tmp_path: Path,
         fault: str) -> None:
     settings = make_settings({job_name: trips_job(job_name)})
@@ -190,14 +192,19 @@ def test_kill_between_or_after_the_commits_then_rerun_loses_and_duplicates_nothi
     killed = sluice_cmd(config, "ingest", job_name, env={"SLUICE_FAULT": fault})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     raw_checkpoint = read_checkpoint(spark, job.raw_table)
-    assert raw_checkpoint is not None and raw_checkpoint.batch_id == 1
-    assert spark.table(job.raw_table).count() == 1200 - malformed
     error_checkpoint = read_checkpoint(spark, job.raw_error_table)
-    if fault == "after_raw_commit":  # the raw table committed, the error table did not
-        assert error_checkpoint is None and spark.table(job.raw_error_table).count() == 0
-    else:
-        assert error_checkpoint == raw_checkpoint.__class__(
-            **{**raw_checkpoint.__dict__, "bytes_per_message": error_checkpoint.bytes_per_message})
+    raw_rows = spark.table(job.raw_table).count()
+    error_rows = spark.table(job.raw_error_table).count()
+    if fault == "before_raw_commit":  # planned, about to read: nothing committed
+        assert (raw_checkpoint, error_checkpoint, raw_rows, error_rows) == (None, None, 0, 0)
+    elif fault == "after_raw_commit":  # the raw table committed, the error table did not
+        assert raw_checkpoint is not None and raw_checkpoint.batch_id == 1
+        assert (error_checkpoint, raw_rows, error_rows) == (None, 1200 - malformed, 0)
+    else:  # both committed, with the same checkpoint (the error one knows the bytes)
+        assert raw_checkpoint is not None and error_checkpoint is not None
+        assert replace(error_checkpoint, bytes_per_message=None) == \
+            replace(raw_checkpoint, bytes_per_message=None)
+        assert (raw_rows, error_rows) == (1200 - malformed, malformed)
 
     more = produce(broker, job.topic, 300, seed=52, first_trip_id=9000, malformed_rate=0.05)
     rerun = sluice_cmd(config, "ingest", job_name)
@@ -206,9 +213,27 @@ def test_kill_between_or_after_the_commits_then_rerun_loses_and_duplicates_nothi
     malformed += sum(e.kind == "malformed" for e in more)
     assert (raw_rows, error_rows) == (1500 - malformed, malformed)
     assert refs == expected_ref_keys(events) + expected_ref_keys(more)
-    assert {r["_batch_id"] for r in spark.table(job.raw_error_table).collect()} == {1, 2}
+    batches = {1} if fault == "before_raw_commit" else {1, 2}  # one batch took everything
+    assert {r["_batch_id"] for r in spark.table(job.raw_error_table).collect()} == batches
     final = read_checkpoint(spark, job.raw_error_table)
-    assert final is not None and final.batch_id == 2
+    assert final is not None and final.batch_id == max(batches)
+
+
+def test_topic_recreated_below_the_checkpoint_is_a_hard_error_and_moves_nothing(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 400, seed=61, malformed_rate=0)
+    run_ingest(spark, settings, job)
+    before = read_checkpoint(spark, job.raw_table)
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    admin.delete_topics([job.topic])
+    admin.close()
+    produce(broker, job.topic, 40, seed=62, malformed_rate=0)  # recreated, far fewer offsets
+    with pytest.raises(OffsetResetError, match="recreated"):
+        run_ingest(spark, settings, job)
+    assert read_checkpoint(spark, job.raw_table) == before
+    assert spark.table(job.raw_table).count() == 400
 
 
 def test_bad_config_fails_before_any_data_moves(tmp_path: Path, broker: str) -> None:
