@@ -64,3 +64,15 @@ class ReadError(SluiceError):
 
 class PipelineError(SluiceError):
     """A pipeline step (dbt, the fork, the merge) failed; checkpoints after it did not move."""
+
+
+class CheckpointLostError(SluiceError):
+    """A table holds rows but no snapshot in its history carries sluice's checkpoint."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(
+            f"table {table} holds rows but no snapshot in its current history carries a sluice "
+            "checkpoint: maintenance (expire_snapshots after a compaction) probably removed it. "
+            "Nothing was read, so nothing is duplicated. When expiring snapshots, keep the "
+            "newest one with the 'sluice.checkpoint' property (docs/architecture.md, "
+            "Maintenance); to start the table over deliberately, drop it.")

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from python_ingest.exceptions import CheckpointLostError
 from python_ingest.workunits import Checkpoint
 
 if TYPE_CHECKING:
@@ -59,13 +60,15 @@ def read_checkpoint(spark: SparkSession, table: str) -> Checkpoint | None:
         return None
     iceberg = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(  # type: ignore[union-attr]
         spark._jsparkSession, table)
-    snapshot = iceberg.currentSnapshot()
+    current = snapshot = iceberg.currentSnapshot()
     while snapshot is not None:
         text = snapshot.summary().get(CHECKPOINT_PROPERTY)
         if text is not None:
             return Checkpoint.from_json(text)
         parent = snapshot.parentId()
         snapshot = iceberg.snapshot(parent) if parent is not None else None
+    if current is not None and int(current.summary().get("total-records") or 0) > 0:
+        raise CheckpointLostError(table)  # starting over would duplicate every row
     return None
 
 

@@ -15,7 +15,7 @@ from kafka.admin import KafkaAdminClient
 
 from python_ingest import broker as broker_mod
 from python_ingest import demo
-from python_ingest.exceptions import DataLossError, OffsetResetError
+from python_ingest.exceptions import CheckpointLostError, DataLossError, OffsetResetError
 from python_ingest.jobs import run_ingest
 from python_ingest.runs import last_runs
 from python_ingest.tables import read_checkpoint
@@ -234,6 +234,25 @@ def test_topic_recreated_below_the_checkpoint_is_a_hard_error_and_moves_nothing(
         run_ingest(spark, settings, job)
     assert read_checkpoint(spark, job.raw_table) == before
     assert spark.table(job.raw_table).count() == 400
+
+
+def test_compaction_keeps_the_checkpoint_and_losing_it_stops_runs(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name, records_per_task=100)})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 600, seed=71, malformed_rate=0)
+    run_ingest(spark, settings, job)
+    checkpoint = read_checkpoint(spark, job.raw_table)
+    spark.sql(f"call sluice.system.rewrite_data_files(table => '{job.raw_table}', "
+              "options => map('rewrite-all', 'true'))").collect()
+    assert read_checkpoint(spark, job.raw_table) == checkpoint  # walks past the rewrite
+    assert run_ingest(spark, settings, job).up_to_date
+
+    spark.sql(f"call sluice.system.expire_snapshots(table => '{job.raw_table}', "
+              "older_than => timestamp '2999-01-01 00:00:00', retain_last => 1)").collect()
+    with pytest.raises(CheckpointLostError, match="expire"):
+        run_ingest(spark, settings, job)
+    assert spark.table(job.raw_table).count() == 600
 
 
 def test_bad_config_fails_before_any_data_moves(tmp_path: Path, broker: str) -> None:
