@@ -1,0 +1,26 @@
+{#
+    A converter that converts nothing: every column of the raw source (the payload columns
+    and sluice's own), only the raw batches the staging table does not hold yet. For tapped
+    tables (`sluice tap <source> --scaffold`), whose columns already carry the source's names
+    and types. `select *` is resolved when the model runs, so a column the source table gains
+    reaches staging with the next run (on_schema_change: append_new_columns adds it).
+    _changed_columns passes through as is: staging names are the source names.
+#}
+{% macro sluice_passthrough(source_relation) -%}
+with
+
+source as (
+
+    select * from {{ source_relation }}
+    {{ sluice_new_batches() }}
+
+),
+
+passed_through as (
+
+    select * from source
+
+)
+
+select * from passed_through
+{%- endmacro %}

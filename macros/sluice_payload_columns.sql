@@ -1,0 +1,22 @@
+{#
+    The row's own columns of a relation (every column but sluice's changelog and bookkeeping
+    columns), read from the catalog when the model runs: a lake model built on them merges the
+    columns the staging table has now, including columns added since the model was written.
+    Empty at parse time (nothing to read yet) and when the relation does not exist.
+#}
+{% macro sluice_payload_columns(relation) -%}
+    {%- if not execute -%}
+        {{ return([]) }}
+    {%- endif -%}
+    {%- set sluice_columns = ['_row_key', '_ref_key', '_changed_columns', '_source', '_event_ts',
+                              '_is_deleted', '_force_update', '_data_center', '_kafka_partition',
+                              '_kafka_offset', '_kafka_timestamp', '_batch_id', '_ingested_at',
+                              '_merged_at'] -%}
+    {%- set columns = [] -%}
+    {%- for column in adapter.get_columns_in_relation(relation) -%}
+        {%- if column.name | lower not in sluice_columns -%}
+            {%- do columns.append(column.name) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(columns) }}
+{%- endmacro %}
