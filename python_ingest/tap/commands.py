@@ -54,6 +54,8 @@ def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
     if args.print_jobs:
         print(yaml.safe_dump({"jobs": job_configs(settings, source)}, sort_keys=False), end="")
         return 0
+    if args.scaffold:
+        return _scaffold(args, settings, source)
     from python_ingest import broker
     from python_ingest.tap.reader import Tap
 
@@ -76,6 +78,33 @@ def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
     for table, info in sorted(tap.stopped.items()):
         print(f"  STOPPED {table} at {info['file']}:{info['pos']}: {info['error']}")
     return 1 if tap.stopped else 0
+
+
+def _scaffold(args: argparse.Namespace, settings: Settings, source: SourceConfig) -> int:
+    """Write each tapped table's dbt models and suite, and add its job to the config."""
+    import os
+    from pathlib import Path
+
+    import yaml
+
+    from python_ingest.config import CONFIG_ENV, DEFAULT_CONFIG_FILE
+    from python_ingest.dbt_runner import project_dir
+    from python_ingest.tap.scaffold import scaffold
+
+    config = Path(args.config or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
+    project = project_dir(settings)
+    result = scaffold(settings, source, project, config if config.is_file() else None)
+    for path in result.written:
+        print(f"wrote {path.relative_to(project) if path.is_relative_to(project) else path}")
+    if result.kept:
+        print(f"kept {len(result.kept)} existing file(s) as they are")
+    if config.is_file():
+        added = ", ".join(result.jobs_added) or "none (all present)"
+        print(f"jobs added to {config}: {added}")
+    else:
+        print(yaml.safe_dump({"jobs": result.jobs}, sort_keys=False), end="")
+    print(f"next: `sluice run --all` (or `sluice run <job>`) after `sluice tap {source.name}`")
+    return 0
 
 
 def cmd_bootstrap(args: argparse.Namespace, settings: Settings) -> int:
@@ -102,6 +131,10 @@ def add_tap_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings]
     tap.add_argument("--print-jobs", action="store_true",
                      help="register each tapped table's schema and print the jobs: config "
                           "that ingests its topic, then exit")
+    tap.add_argument("--scaffold", action="store_true",
+                     help="for each tapped table write a generic staging converter, lake model "
+                          "and expectation suite into the dbt project and add its job to the "
+                          "config (idempotent), then exit")
     boot = add("bootstrap", cmd_bootstrap, "Publish a table's current rows as a consistent "
                                            "snapshot, then hand over to the tap.")
     boot.add_argument("source", help="source name from the config's sources:")
