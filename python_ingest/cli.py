@@ -191,7 +191,9 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
             print(f"  {table:<40} {rows:>8}")
         print(f"  expectation reports: {report_dir(settings, result.job) / 'index.html'}")
     print("see 'sluice status' for checkpoints and runs, docs/pipeline.md for what happened")
-    return 0
+    from python_ingest.tap.demo import run_binlog_demo
+
+    return 0 if run_binlog_demo(spark, settings) else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
