@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import JobConfig, Settings
-from python_ingest.dbt_runner import Dbt, JobModels, project_dir, with_commit_properties
+from python_ingest.dbt_runner import Dbt, JobModels, with_commit_properties
 from python_ingest.exceptions import PipelineError, SluiceError
 from python_ingest.fork import ERROR_COLUMNS, fork, suite_path
 from python_ingest.ingest import fault_point, ingest
@@ -104,7 +104,7 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
         fault_point("after_ingest")
         _staging(spark, dbt, tables, run)
         fault_point("after_staging")
-        report = _fork(spark, settings, tables, run)
+        report = _fork(spark, settings, dbt.project, tables, run)
         fault_point("after_fork")
         _merge(spark, dbt, tables, run)
         fault_point("after_merge")
@@ -138,10 +138,11 @@ def _max_batch(spark: SparkSession, table: str) -> int:
     return int(value) if value is not None else 0
 
 
-def _fork(spark: SparkSession, settings: Settings, tables: JobTables, run: Run) -> str | None:
+def _fork(spark: SparkSession, settings: Settings, project: Path, tables: JobTables,
+          run: Run) -> str | None:
     if not table_exists(spark, tables.staging):
         return None
-    suite = suite_path(project_dir(settings), tables.models.staging)
+    suite = suite_path(project, tables.models.staging)  # the suites beside dbt's project
     result = fork(spark, tables.staging, tables.valid, tables.errors, suite,
                   report_dir(settings, tables.job))
     run.count("valid", result.valid)
