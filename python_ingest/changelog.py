@@ -146,21 +146,6 @@ class ChangelogSchema:
     def raw_columns(self) -> tuple[tuple[str, str], ...]:
         return self.payload + RAW_META_COLUMNS
 
-    def output_arrow_schema(self) -> pa.Schema:
-        """Arrow schema of what a reader task emits: raw columns plus error columns."""
-        return arrow_schema(combined_columns(self))
-
-
-def combined_columns(schema: ChangelogSchema) -> list[tuple[str, str]]:
-    """What a reader task emits: raw columns, then the raw error table's other columns."""
-    cols = list(schema.raw_columns())
-    cols += [(n, t) for n, t in RAW_ERROR_COLUMNS if n not in dict(cols)]
-    return cols
-
-
-def combined_ddl(schema: ChangelogSchema) -> str:
-    return ", ".join(f"`{n}` {t}" for n, t in combined_columns(schema))
-
 
 def registry_schemas(root: Path, folder: str, job_name: str) -> dict[int, dict[str, Any]]:
     """The schema versions in a registry folder: ``<id>.avsc`` files, id a positive integer."""

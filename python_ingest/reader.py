@@ -98,7 +98,6 @@ class _Chunk:
     keys: list[bytes | None] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
     timestamps: list[int] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
     failed: list[tuple[int, str, bytes | None, bytes | None, int]] = field(
         default_factory=list)  # (offset, reason, key, value, timestamp ms)
 
