@@ -214,27 +214,24 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    ingest = add("ingest", cmd_ingest, "Ingest new Kafka messages of a job into raw.<table>.")
-    target = ingest.add_mutually_exclusive_group(required=True)
-    target.add_argument("job", nargs="?", help="job name from the config")
-    target.add_argument("--all", action="store_true", help="every job in the config")
-    ingest.add_argument("--accept-data-loss", action="store_true",
-                        help="continue from the earliest offset when the checkpoint's offsets "
-                             "are gone (the loss is recorded in the run)")
+    def add_jobs_target(p: argparse.ArgumentParser) -> None:
+        target = p.add_mutually_exclusive_group(required=True)
+        target.add_argument("job", nargs="?", help="job name from the config")
+        target.add_argument("--all", action="store_true", help="every job in the config")
+        p.add_argument("--accept-data-loss", action="store_true",
+                       help="continue from the earliest offset when the checkpoint's offsets "
+                            "are gone (the loss is recorded in the run)")
+
+    add_jobs_target(add("ingest", cmd_ingest,
+                        "Ingest new Kafka messages of a job into raw.<table>."))
 
     status = add("status", cmd_status, "Show checkpoints, lag per partition and last runs.")
     status.add_argument("job", nargs="?", help="job name (default: all jobs)")
     status.add_argument("--runs", type=int, default=5, help="how many runs to list (default 5)")
     status.add_argument("--json", action="store_true", help="machine-readable output")
 
-    run = add("run", cmd_run, "Run a job's pipeline: ingest, staging (dbt), fork (Great "
-                              "Expectations), merge into the lake table, reports.")
-    run_target = run.add_mutually_exclusive_group(required=True)
-    run_target.add_argument("job", nargs="?", help="job name from the config")
-    run_target.add_argument("--all", action="store_true", help="every job in the config")
-    run.add_argument("--accept-data-loss", action="store_true",
-                     help="continue from the earliest offset when the checkpoint's offsets "
-                          "are gone (the loss is recorded in the run)")
+    add_jobs_target(add("run", cmd_run, "Run a job's pipeline: ingest, staging (dbt), fork "
+                        "(Great Expectations), merge into the lake table, reports."))
 
     brk = add("broker", cmd_broker, "Start, stop or check the embedded Kafka broker (noida-db).")
     brk.add_argument("action", choices=("start", "stop", "status"))
