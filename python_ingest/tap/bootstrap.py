@@ -111,6 +111,20 @@ def _snapshot_position(conn: Any, kind: str) -> BinlogPosition:
     return before
 
 
+def chunk_predicate(primary_key: tuple[str, ...], chunk: Chunk) -> tuple[str, list[Any]]:
+    """SQL condition (and its parameters) selecting the rows of ``chunk``: after < key <= upto."""
+    where, params = ["1=1"], []
+    if chunk.after is not None:
+        sql, p = _greater(primary_key, chunk.after)
+        where.append(sql)
+        params += p
+    if chunk.upto is not None:
+        sql, p = _greater(primary_key, chunk.upto)
+        where.append(f"NOT {sql}")
+        params += p
+    return " AND ".join(where), params
+
+
 def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: Chunk) -> tuple[
         int, str, int]:
     """Publish one chunk's rows; returns (rows, snapshot file, snapshot position)."""
@@ -123,15 +137,7 @@ def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: 
     shape = table.shape
     cols = ", ".join(server.quote(c.name) for c in shape.columns)
     keys = ", ".join(server.quote(c) for c in shape.primary_key)
-    where, params = ["1=1"], []
-    if chunk.after is not None:
-        sql, p = _greater(shape.primary_key, chunk.after)
-        where.append(sql)
-        params += p
-    if chunk.upto is not None:
-        sql, p = _greater(shape.primary_key, chunk.upto)
-        where.append(f"NOT {sql}")
-        params += p
+    where, params = chunk_predicate(shape.primary_key, chunk)
     rows = 0
     try:
         position = _snapshot_position(conn, source.kind)
@@ -140,7 +146,7 @@ def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: 
         ref = position.ref_key()
         with conn.cursor(pymysql.cursors.SSDictCursor) as cur:
             cur.execute(f"SELECT {cols} FROM {server.quote(shape.db)}.{server.quote(shape.table)} "
-                        f"WHERE {' AND '.join(where)} ORDER BY {keys}", params)
+                        f"WHERE {where} ORDER BY {keys}", params)
             for raw in cur:
                 values = convert(table, raw)
                 record = _record(table, values, ref, env)

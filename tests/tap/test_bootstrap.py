@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from python_ingest.tap.bootstrap import _greater, chunk_bounds
+from python_ingest.tap.bootstrap import chunk_bounds, chunk_predicate
 from python_ingest.tap.server import table_shape
 from tests.tap.support import REPO
 from tests.tap.workload import Workload
@@ -24,17 +24,8 @@ def test_chunks_cover_the_key_space_in_key_order(tap_env) -> None:
         seen = []
         with conn.cursor() as cur:
             for chunk in chunks:
-                where, params = ["1=1"], []
-                if chunk.after is not None:
-                    sql, p = _greater(shape.primary_key, chunk.after)
-                    where.append(sql)
-                    params += p
-                if chunk.upto is not None:
-                    sql, p = _greater(shape.primary_key, chunk.upto)
-                    where.append(f"NOT {sql}")
-                    params += p
-                cur.execute(f"SELECT a, b FROM kv WHERE {' AND '.join(where)} ORDER BY a, b",
-                            params)
+                where, params = chunk_predicate(shape.primary_key, chunk)
+                cur.execute(f"SELECT a, b FROM kv WHERE {where} ORDER BY a, b", params)
                 rows = cur.fetchall()
                 assert len(rows) <= 64
                 seen += rows
