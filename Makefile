@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-JARS_STAMP := .sluice/jars/.built
+POMS := jvm/spark/pom.xml jvm/kafka/pom.xml
+JARS_STAMP := .sluice/jars/.resolved
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -12,11 +13,11 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
-system-deps: ## install the system packages sluice needs (Java 17, jarjar, MariaDB server) if missing
-	@if ! command -v java >/dev/null || [ ! -f /usr/share/java/jarjar.jar ]; then \
-		echo "installing Java and jarjar from Debian's packages"; \
+system-deps: ## install the system packages sluice needs (Java 17, Maven, MariaDB server) if missing
+	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
+		echo "installing Java 17 and Maven from Debian's packages"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			openjdk-17-jre-headless libjarjar-java >/dev/null; \
+			openjdk-17-jre-headless maven >/dev/null; \
 	fi
 	@# the binlog tap's tests, demo and bench start their own private mariadbd
 	@if [ ! -x /usr/sbin/mariadbd ] || ! command -v mariadb-install-db >/dev/null; then \
@@ -32,24 +33,30 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
-$(JARS_STAMP): $(STAMP)
-	$(BIN)/python -m python_ingest.jars .sluice
+# the jars pinned in jvm/*/pom.xml, from Maven Central into .sluice/jars (once; atomic)
+$(JARS_STAMP): $(STAMP) $(POMS)
+	$(BIN)/python -m python_ingest.runtime.jars resolve .sluice/jars
 	touch $(JARS_STAMP)
 
 setup: system-deps $(STAMP) $(JARS_STAMP) ## everything a fresh machine needs (idempotent)
 
-run: setup ## run the main job on the embedded default (local Spark, Iceberg, broker, demo data)
+run: setup ## run the main job on the embedded default (local Spark, Iceberg, Apache Kafka, demo data)
 	$(BIN)/sluice demo
 
-test: setup ## run all tests (unit and end-to-end, against real broker, Spark and Iceberg)
+test: setup ## run all tests (unit and end-to-end, against real Apache Kafka, Spark and Iceberg)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-quick: setup ## only the quick unit tests
 	$(BIN)/python -m pytest -m "not e2e" $(PYTEST_ARGS)
 
-lint: setup ## ruff and mypy
+LINT_WAREHOUSE := .sluice/lint-warehouse
+
+lint: setup ## ruff, mypy and sqlfluff (dbt templater: compiles the models on a scratch catalog)
 	$(BIN)/ruff check python_ingest tests bench
 	$(BIN)/mypy python_ingest
+	@# a Hadoop catalog's namespaces are folders: dbt's compile lists them, so they must exist
+	mkdir -p $(addprefix $(LINT_WAREHOUSE)/,raw errors staging lake meta dbt_test__audit)
+	SLUICE_WAREHOUSE=$(LINT_WAREHOUSE) $(BIN)/sqlfluff lint models
 
 bench: setup ## the ingestion benchmark (1M records; prints records/s and the ratio to baseline)
 	$(BIN)/python bench/ingest_bench.py

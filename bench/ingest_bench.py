@@ -20,13 +20,16 @@ import io
 import json
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import fastavro
+
+from python_ingest.kafka.broker import EmbeddedBroker, start_embedded
+from python_ingest.kafka.client import FETCH_BYTES, PARTITION_FETCH_BYTES
+from python_ingest.tables.names import JobTables
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -42,21 +45,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_broker(data: Path) -> tuple[str, Path]:
-    import noida_db
-
-    binary = Path(noida_db.__file__).parent / "noida-db"
-    binary.chmod(0o755)
-    port = free_port()
-    subprocess.run([str(binary), "up", "--only", "kafka", "--kafka-port", str(port),
-                    "--data-dir", str(data)], check=True, capture_output=True)
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    return f"127.0.0.1:{port}", binary
+def start_broker(data: Path) -> EmbeddedBroker:
+    """A private Apache Kafka broker (the embedded one) on a free port."""
+    return start_embedded(data, "127.0.0.1", free_port(), heap="1g")
 
 
 def bench_schema() -> dict:
@@ -70,8 +61,8 @@ def produce(bootstrap: str, topic: str, records: int, schema: dict) -> float:
     """Produce ``records`` trips events; returns the average value size."""
     import confluent_kafka as ck
 
-    from python_ingest.broker import ensure_topic
-    from python_ingest.demo import TripsGenerator
+    from python_ingest.demo.trips import TripsGenerator
+    from python_ingest.kafka.broker import ensure_topic
 
     ensure_topic(bootstrap, topic, PARTITIONS)
     parsed = fastavro.parse_schema(schema)
@@ -107,8 +98,9 @@ def baseline(bootstrap: str, records: int, schema: dict) -> float:
     parsed = fastavro.parse_schema(schema)
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-baseline",
                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                            "receive.message.max.bytes": 1_000_000_000,
-                            "fetch.max.bytes": 999_000_000})
+                            "fetch.max.bytes": FETCH_BYTES,
+                            "max.partition.fetch.bytes": PARTITION_FETCH_BYTES,
+                            "receive.message.max.bytes": FETCH_BYTES + 1024 * 1024})
     consumer.assign([ck.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
     read = 0
     started = time.perf_counter()
@@ -130,8 +122,8 @@ def pipeline(bootstrap: str, workdir: Path, reader: str, records: int,
     import yaml
 
     from python_ingest.config import load_settings
-    from python_ingest.jobs import run_ingest
-    from python_ingest.spark import build_session
+    from python_ingest.runtime.session import build_session
+    from python_ingest.steps.jobs import run_ingest
 
     config = workdir / "sluice.yml"
     (workdir / "bench.avsc").write_text(json.dumps(schema))
@@ -154,7 +146,7 @@ def pipeline(bootstrap: str, workdir: Path, reader: str, records: int,
         started = time.perf_counter()
         result = run_ingest(spark, settings, job_config)
         rates.append(result.read / (time.perf_counter() - started))
-        landed = spark.table(job_config.raw_table).count()
+        landed = spark.table(JobTables(job_config.name).raw).count()
         assert landed == result.read == records, f"{name}: landed {landed} of {records}"
     spark.stop()
     return rates[0], rates[1], session_s
@@ -176,7 +168,8 @@ def main() -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     schema = bench_schema()
     workdir = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
-    bootstrap, binary = start_broker(workdir / "broker")
+    kafka = start_broker(workdir / "broker")
+    bootstrap = kafka.bootstrap
     try:
         print(f"producing {args.records:,} records to each of {TOPIC} and {WARM_TOPIC} "
               f"({PARTITIONS} partitions) ...", flush=True)
@@ -195,8 +188,7 @@ def main() -> int:
         print(f"  warm (second run, same session): {warm:,.0f} records/s  "
               f"ratio {warm / base:.2f}   (target >= 0.60)")
     finally:
-        subprocess.run([str(binary), "down", "--data-dir", str(workdir / "broker")],
-                       capture_output=True)
+        kafka.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
 

@@ -24,13 +24,13 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from python_ingest import broker  # noqa: E402
 from python_ingest.config import load_settings  # noqa: E402
-from python_ingest.tap import server  # noqa: E402
-from python_ingest.tap.bootstrap import bootstrap  # noqa: E402
-from python_ingest.tap.position import CheckpointStore, TapCheckpoint  # noqa: E402
-from python_ingest.tap.reader import Tap  # noqa: E402
-from python_ingest.tap.server import LocalServer  # noqa: E402
+from python_ingest.kafka import broker  # noqa: E402
+from python_ingest.sources.binlog import server  # noqa: E402
+from python_ingest.sources.binlog.bootstrap import bootstrap  # noqa: E402
+from python_ingest.sources.binlog.position import BinlogCheckpoint, BinlogCheckpointStore  # noqa: E402
+from python_ingest.sources.binlog.server import LocalServer  # noqa: E402
+from python_ingest.sources.binlog.tap import Tap  # noqa: E402
 
 
 def free_port() -> int:
@@ -110,8 +110,8 @@ def main() -> int:
             bare_rate = rows / seconds
             print(f"mysql-replication alone: {rows} row changes in {seconds:.1f}s = "
                   f"{bare_rate:,.0f} row changes/s")
-            CheckpointStore(settings.path(settings.state_dir), "bench").save(
-                TapCheckpoint(start))
+            BinlogCheckpointStore(settings.path(settings.state_dir), "bench").save(
+                BinlogCheckpoint(start))
             began = time.monotonic()
             stats = Tap(settings, source).run(until_end=True)
             seconds = time.monotonic() - began

@@ -54,27 +54,14 @@ batch_keys as (
 current_rows as (
 
     {% if current is not none -%}
-    {#- a column the lake table does not have yet (added to the source since the last merge;
-        the materialization adds it) is null in every current row -#}
-    {%- set present = [] -%}
-    {%- set change_types = {} -%}
-    {%- if execute -%}
-        {%- for column in adapter.get_columns_in_relation(current) -%}
-            {%- do present.append(column.name | lower) -%}
-        {%- endfor -%}
-        {%- if present and columns | map('lower') | reject('in', present) | list -%}
-            {%- for column in adapter.get_columns_in_relation(changes) -%}
-                {%- do change_types.update({column.name | lower: column.dtype}) -%}
-            {%- endfor -%}
-        {%- endif -%}
-    {%- endif %}
+    {%- set missing = sluice_missing_columns(current, changes, columns) %}
     select
         _row_key,
         _ref_key as _current_ref_key,
         not coalesce(_is_deleted, false) as _current_is_live,
         {%- for column in columns %}
-        {%- if present and column | lower not in present %}
-        cast(null as {{ change_types[column | lower] }}) as _current__{{ column }},
+        {%- if column | lower in missing %}
+        cast(null as {{ missing[column | lower] }}) as _current__{{ column }},
         {%- else %}
         {{ column }} as _current__{{ column }},
         {%- endif %}

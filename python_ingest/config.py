@@ -2,7 +2,7 @@
 
 Precedence, highest first: environment variables, the config file, built-in defaults. The
 defaults are the embedded set-up (local Spark, a Hadoop Iceberg catalog under ``.sluice/``,
-the embedded noida-db broker), so the same code runs on a cluster by changing config only.
+the embedded Apache Kafka broker), so the same code runs on a cluster by changing config only.
 
 Every value is validated here, before any data moves; a bad value raises ConfigError naming
 the field.
@@ -58,11 +58,18 @@ class CatalogConfig:
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    """The Kafka cluster; ``embedded`` means sluice starts a local noida-db broker itself."""
+    """The Kafka cluster; ``embedded`` means sluice starts a local Apache Kafka broker itself.
+
+    ``heap``, ``retention_ms`` and ``retention_bytes`` apply to the embedded broker only (its
+    JVM heap and its default topic retention); an external cluster keeps its own settings.
+    """
 
     bootstrap_servers: str = "127.0.0.1:19092"
     embedded: bool = True
     data_dir: str = ".sluice/broker"
+    heap: str = "512m"
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
 
 
 @dataclass(frozen=True)
@@ -84,14 +91,6 @@ class JobConfig:
     on_data_loss: str = "fail"
     reader: str = "kafka-python"
     read_timeout_s: float = 60.0
-
-    @property
-    def raw_table(self) -> str:
-        return f"raw.{self.name}"
-
-    @property
-    def raw_error_table(self) -> str:
-        return f"errors.{self.name}__raw"
 
 
 @dataclass(frozen=True)
@@ -163,6 +162,19 @@ def _mapping(value: Any, field_name: str) -> Mapping[str, Any]:
     return value
 
 
+def _heap(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"\d+[mMgG]", value):
+        raise ConfigError("broker.heap", f"expected a JVM heap size like '512m' or '1g', "
+                          f"got {value!r}")
+    return value
+
+
+def _retention_bytes(value: Any) -> int:
+    if value == -1:
+        return -1
+    return parse_size(value, "broker.retention_bytes")
+
+
 def _check_keys(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(raw) - allowed)
     if unknown:
@@ -228,10 +240,6 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
         reader=_choice(raw.get("reader", "kafka-python"), READERS, f"{where}.reader"),
         read_timeout_s=float(raw.get("read_timeout_s", JobConfig.read_timeout_s)),
     )
-    # The schema must parse and contain the key columns: checked here, before data moves.
-    from python_ingest.changelog import ChangelogSchema
-
-    ChangelogSchema.load(job, root)
     return job
 
 
@@ -413,7 +421,8 @@ def load_settings(path: str | os.PathLike[str] | None = None,
     if not _NAME.match(catalog.name):
         raise ConfigError("catalog.name", "use lowercase letters, digits and underscores")
     broker_raw = _mapping(data.get("broker"), "broker")
-    _check_keys(broker_raw, {"bootstrap_servers", "embedded", "data_dir"}, "broker")
+    _check_keys(broker_raw, {"bootstrap_servers", "embedded", "data_dir", "heap", "retention_ms",
+                             "retention_bytes"}, "broker")
     embedded = broker_raw.get("embedded", BrokerConfig.embedded)
     if not isinstance(embedded, bool):
         raise ConfigError("broker.embedded", f"expected true or false, got {embedded!r}")
@@ -421,6 +430,11 @@ def load_settings(path: str | os.PathLike[str] | None = None,
         bootstrap_servers=str(broker_raw.get("bootstrap_servers", BrokerConfig.bootstrap_servers)),
         embedded=embedded,
         data_dir=str(broker_raw.get("data_dir", BrokerConfig.data_dir)),
+        heap=_heap(broker_raw.get("heap", BrokerConfig.heap)),
+        retention_ms=_positive_int(broker_raw.get("retention_ms", BrokerConfig.retention_ms),
+                                   "broker.retention_ms"),
+        retention_bytes=_retention_bytes(broker_raw.get("retention_bytes",
+                                                        BrokerConfig.retention_bytes)),
     )
     jobs = {
         str(name): parse_job(str(name), _mapping(raw, f"jobs.{name}"), root)

@@ -76,3 +76,19 @@ class CheckpointLostError(SluiceError):
             "Nothing was read, so nothing is duplicated. When expiring snapshots, keep the "
             "newest one with the 'sluice.checkpoint' property (docs/architecture.md, "
             "Maintenance); to start the table over deliberately, drop it.")
+
+
+class TapError(SluiceError):
+    """The tap cannot go on; its checkpoint stays at the last safe transaction end."""
+
+
+class IncompatibleSchemaChange(SluiceError):
+    """A table's columns changed in a way older readers cannot follow."""
+
+
+class UnsupportedColumn(SluiceError):
+    """A column the tap cannot represent; stops that table with this message."""
+
+
+class DecodeError(Exception):  # not a SluiceError: one record's fault, caught per record
+    """One message could not become a raw row; the message text goes to the error table."""

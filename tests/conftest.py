@@ -1,4 +1,4 @@
-"""Shared fixtures: a real noida-db broker process, one real SparkSession with Iceberg, and
+"""Shared fixtures: a real Apache Kafka broker process, one real SparkSession with Iceberg, and
 per-test jobs on their own topics and tables.
 
 Everything starts here and stops at the end of the session; nothing is mocked.
@@ -12,7 +12,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-STATE_DIR = REPO / ".sluice"  # where `make setup` put the relocated Jackson jar
+STATE_DIR = REPO / ".sluice"  # where `make setup` resolved the pinned jars
 _counter = itertools.count(1)
 
 
@@ -38,28 +37,14 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def broker(workdir: Path) -> Iterator[str]:
-    """A real noida-db broker process on a free loopback port; yields its bootstrap address."""
-    import noida_db
+    """A real Apache Kafka broker (KRaft, one node) on a free loopback port, one per test
+    session; yields its bootstrap address."""
+    from python_ingest.kafka.broker import start_embedded
 
-    binary = Path(noida_db.__file__).parent / "noida-db"
-    os.chmod(binary, 0o755)
     port = free_port()
-    data = workdir / "broker"
-    data.mkdir()
-    subprocess.run([str(binary), "up", "--only", "kafka", "--kafka-port", str(port),
-                    "--data-dir", str(data)], check=True, capture_output=True)
-    bootstrap = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-    yield bootstrap
-    subprocess.run([str(binary), "down", "--data-dir", str(data)], capture_output=True)
+    handle = start_embedded(workdir / "broker", "127.0.0.1", port, heap="512m")
+    yield f"127.0.0.1:{port}"
+    handle.stop()
 
 
 def write_config(path: Path, workdir: Path, bootstrap: str, jobs: dict[str, Any],
@@ -87,7 +72,7 @@ def base_settings(workdir: Path, broker: str) -> Any:
 @pytest.fixture(scope="session")
 def spark(base_settings: Any) -> Iterator[Any]:
     """One real SparkSession with the Iceberg catalog for the whole test session."""
-    from python_ingest.spark import build_session
+    from python_ingest.runtime.session import build_session
 
     session = build_session(base_settings)
     yield session

@@ -1,0 +1,180 @@
+"""Changelog events (DBEvents): the raw columns and the Avro schema of a job.
+
+A topic's Avro value record holds the row's own columns plus envelope fields that start with
+an underscore: ``_ref_key`` (required, long; the name is the job's ``ref_key``), and optional
+``_changed_columns`` (array of strings), ``_source``, ``_event_ts`` (ms), ``_is_deleted``,
+``_force_update`` and ``_data_center``. The row key is built from the job's ``row_key``
+columns (joined with ``|`` when composite).
+
+Decoding one message is in ``changelog.decode``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import fastavro
+
+from python_ingest.config import JobConfig, Settings
+from python_ingest.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    pass
+
+ENVELOPE = ("_changed_columns", "_source", "_event_ts", "_is_deleted", "_force_update",
+            "_data_center")
+KEY_SEPARATOR = "|"
+CONFLUENT_MAGIC = 0
+
+# Columns sluice adds to every raw row, after the payload columns, in this order.
+RAW_META_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("_row_key", "string"),
+    ("_ref_key", "bigint"),
+    ("_changed_columns", "array<string>"),
+    ("_source", "string"),
+    ("_event_ts", "timestamp"),
+    ("_is_deleted", "boolean"),
+    ("_force_update", "boolean"),
+    ("_data_center", "string"),
+    ("_kafka_partition", "int"),
+    ("_kafka_offset", "bigint"),
+    ("_kafka_timestamp", "timestamp"),
+    ("_batch_id", "bigint"),
+    ("_ingested_at", "timestamp"),
+)
+# The raw error table: what could not become a raw row, with its bytes.
+RAW_ERROR_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("_row_key", "string"),
+    ("error_exception", "string"),
+    ("error_source_data", "binary"),
+    ("_kafka_key", "binary"),
+    ("_kafka_partition", "int"),
+    ("_kafka_offset", "bigint"),
+    ("_kafka_timestamp", "timestamp"),
+    ("_batch_id", "bigint"),
+    ("_ingested_at", "timestamp"),
+)
+
+_PRIMITIVES = {"boolean": "boolean", "int": "int", "long": "bigint", "float": "float",
+               "double": "double", "string": "string", "bytes": "binary"}
+
+
+def spark_type(avro_type: Any, field_name: str) -> str:
+    """Spark SQL type of an Avro field type (nullable unions collapse to their value type)."""
+    if isinstance(avro_type, list):
+        branches = [t for t in avro_type if t != "null"]
+        if len(branches) != 1:
+            raise ConfigError(f"schema.{field_name}",
+                              "only unions of null and one type are supported")
+        return spark_type(branches[0], field_name)
+    if isinstance(avro_type, str):
+        if avro_type in _PRIMITIVES:
+            return _PRIMITIVES[avro_type]
+        raise ConfigError(f"schema.{field_name}", f"unsupported Avro type {avro_type!r}")
+    logical = avro_type.get("logicalType")
+    base = avro_type.get("type")
+    if logical in ("timestamp-millis", "timestamp-micros"):
+        return "timestamp"
+    if logical == "date":
+        return "date"
+    if logical == "decimal":
+        return f"decimal({avro_type['precision']},{avro_type.get('scale', 0)})"
+    if base == "enum":
+        return "string"
+    if base == "array":
+        return f"array<{spark_type(avro_type['items'], field_name)}>"
+    if base in _PRIMITIVES:
+        return _PRIMITIVES[base]
+    raise ConfigError(f"schema.{field_name}", f"unsupported Avro type {avro_type!r}")
+
+
+@dataclass(frozen=True)
+class ChangelogSchema:
+    """A job's reader schema, split into payload columns and envelope fields."""
+
+    avro: dict[str, Any]
+    payload: tuple[tuple[str, str], ...]  # (column, spark type)
+    row_key: tuple[str, ...]
+    ref_key: str
+    writer_schemas: dict[int, dict[str, Any]]
+    confluent: bool
+
+    @classmethod
+    def load(cls, job: JobConfig, root: Path) -> ChangelogSchema:
+        """Parse and check the job's schema files; raises ConfigError naming what is wrong."""
+        writers = {sid: _read_schema(root, path, f"jobs.{job.name}.schema_ids.{sid}")
+                   for sid, path in job.schema_ids.items()}
+        if job.schema_registry:
+            writers.update(registry_schemas(root, job.schema_registry, job.name))
+        if job.value_format == "confluent-avro" and not writers:
+            raise ConfigError(f"jobs.{job.name}.schema_ids",
+                              "value_format confluent-avro needs the writer schema of each id",
+                              "map ids to .avsc files, e.g. {1: schemas/trips.avsc}, or set "
+                              "schema_registry to a folder of <id>.avsc files")
+        if job.schema:
+            avro = _read_schema(root, job.schema, f"jobs.{job.name}.schema")
+        else:  # the newest registered version reads all older ones
+            avro = writers[max(writers)]
+        if avro.get("type") != "record":
+            raise ConfigError(f"jobs.{job.name}.schema", "the top-level Avro type must be a record")
+        fields = {f["name"]: f["type"] for f in avro["fields"]}
+        source = job.schema or job.schema_registry
+        for column in job.row_key:
+            if column not in fields:
+                raise ConfigError(f"jobs.{job.name}.row_key",
+                                  f"column '{column}' is not in the schema {source}")
+        if job.ref_key not in fields:
+            raise ConfigError(f"jobs.{job.name}.ref_key",
+                              f"field '{job.ref_key}' is not in the schema {source}",
+                              "every changelog event needs a ref key (a long)")
+        if spark_type(fields[job.ref_key], job.ref_key) not in ("bigint", "int"):
+            raise ConfigError(f"jobs.{job.name}.ref_key", f"field '{job.ref_key}' must be a long")
+        envelope = set(ENVELOPE) | {job.ref_key}
+        payload = tuple((name, spark_type(t, name)) for name, t in fields.items()
+                        if name not in envelope)
+        clash = [n for n, _ in payload if n.startswith("_")]
+        if clash:
+            raise ConfigError(f"jobs.{job.name}.schema",
+                              f"column '{clash[0]}' starts with '_', reserved for sluice's columns")
+        return cls(avro=avro, payload=payload, row_key=job.row_key, ref_key=job.ref_key,
+                   writer_schemas=writers, confluent=job.value_format == "confluent-avro")
+
+    def raw_columns(self) -> tuple[tuple[str, str], ...]:
+        return self.payload + RAW_META_COLUMNS
+
+
+def check_job_schemas(settings: Settings) -> None:
+    """Load every job's schema: raises ConfigError naming the job's field that is wrong.
+
+    Run before any data moves (the CLI does it right after reading the config)."""
+    for job in settings.jobs.values():
+        ChangelogSchema.load(job, settings.root)
+
+
+def registry_schemas(root: Path, folder: str, job_name: str) -> dict[int, dict[str, Any]]:
+    """The schema versions in a registry folder: ``<id>.avsc`` files, id a positive integer."""
+    path = Path(folder) if Path(folder).is_absolute() else root / folder
+    found = {}
+    for file in sorted(path.glob("*.avsc")):
+        if not file.stem.isdigit() or int(file.stem) <= 0:
+            raise ConfigError(f"jobs.{job_name}.schema_registry",
+                              f"{file.name} is not named <id>.avsc with a positive integer id")
+        found[int(file.stem)] = _read_schema(root, str(file), f"jobs.{job_name}.schema_registry")
+    if not found:
+        raise ConfigError(f"jobs.{job_name}.schema_registry", f"no <id>.avsc files in {path}")
+    return found
+
+
+def _read_schema(root: Path, path: str, field_name: str) -> dict[str, Any]:
+    file = Path(path) if Path(path).is_absolute() else root / path
+    try:
+        parsed = json.loads(file.read_text())
+        fastavro.parse_schema(parsed)
+    except FileNotFoundError as exc:
+        raise ConfigError(field_name, f"schema file {file} does not exist") from exc
+    except (ValueError, fastavro.schema.SchemaParseException) as exc:
+        raise ConfigError(field_name, f"{file} is not a valid Avro schema: {exc}") from exc
+    return dict(parsed)

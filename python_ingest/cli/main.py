@@ -1,0 +1,296 @@
+"""The ``sluice`` command line.
+
+Heavy libraries (pyspark, dbt, great_expectations) are imported inside the commands, so
+``sluice --help`` and config errors answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from python_ingest.changelog.schema import check_job_schemas
+from python_ingest.config import Settings, load_settings
+from python_ingest.exceptions import SluiceError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("sluice")
+
+
+def _session(settings: Settings) -> SparkSession:
+    from python_ingest.runtime.session import build_session
+
+    return build_session(settings)
+
+
+def _ensure_broker(settings: Settings) -> None:
+    from python_ingest.kafka import broker
+
+    if settings.broker.embedded and broker.start(settings):
+        print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    """Ingest new messages of one job (or all) into its raw table."""
+    from python_ingest.steps.jobs import run_ingest
+    from python_ingest.tables.names import JobTables
+
+    names = sorted(settings.jobs) if args.all else [args.job]
+    jobs = [settings.job(n) for n in names]  # unknown names fail before anything starts
+    _ensure_broker(settings)
+    spark = _session(settings)
+    for job in jobs:
+        result = run_ingest(spark, settings, job, accept_data_loss=args.accept_data_loss)
+        if result.up_to_date:
+            print(f"{job.name}: up to date, nothing new on {job.topic}")
+        else:
+            print(f"{job.name}: batch {result.batch_id}: read {result.read}, landed "
+                  f"{result.landed} in {JobTables(job.name).raw}, {result.errors} errors in "
+                  f"{JobTables(job.name).raw_errors}; {result.plan.remaining} messages left "
+                  "for later runs")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    """Print each job's checkpoint and lag per partition, and its last runs."""
+    from python_ingest.steps.jobs import job_status
+    from python_ingest.tables.names import JobTables
+
+    names = [args.job] if args.job else sorted(settings.jobs)
+    jobs = [settings.job(n) for n in names]
+    spark = _session(settings)
+    for job in jobs:
+        status = job_status(spark, settings, job, runs=args.runs)
+        if args.json:
+            print(json.dumps(status, default=str, indent=2))
+            continue
+        print(f"job {job.name}  topic {job.topic}  raw table {JobTables(job.name).raw}")
+        if status.get("broker_error"):
+            print(f"  broker: {status['broker_error']}")
+        print(f"  {'partition':>9}  {'checkpoint':>12}  {'earliest':>12}  {'end':>12}  "
+              f"{'lag':>10}")
+        for p in status["partitions"]:
+            print(f"  {p['partition']:>9}  {p['checkpoint']!s:>12}  {p['earliest']:>12}  "
+                  f"{p['end']:>12}  {p['lag']:>10}")
+        print(f"  last batch {status['batch_id']}, total lag {status['lag']}")
+        print("  last runs:")
+        for run in status["runs"]:
+            counts = " ".join(f"{k}={v}" for k, v in sorted((run["counts"] or {}).items()))
+            print(f"    {run['started_at']:%Y-%m-%d %H:%M:%S}  {run['outcome']:<10} batch "
+                  f"{run['batch_id']!s:<5} {run['duration_s']:.1f}s  {counts}"
+                  + (f"  error: {run['error']}" if run["error"] else ""))
+    return 0
+
+
+def cmd_broker(args: argparse.Namespace, settings: Settings) -> int:
+    """Start, stop or check the embedded broker."""
+    from python_ingest.kafka import broker
+
+    bootstrap = settings.broker.bootstrap_servers
+    if args.action == "start":
+        started = broker.start(settings)
+        print(f"broker {'started' if started else 'already running'} on {bootstrap}")
+    elif args.action == "stop":
+        stopped = broker.stop(settings)
+        print(f"broker {'stopped' if stopped else 'was not running'} (data kept in "
+              f"{settings.broker.data_dir})")
+    else:
+        up = broker.is_up(bootstrap)
+        state = broker.status(settings) if settings.broker.embedded else None
+        detail = ""
+        if state is not None:
+            detail = (f" (embedded Apache Kafka {state.version or '?'}"
+                      + (f", pid {state.pid}" if state.pid else ", not started by sluice")
+                      + f", data in {state.data_dir})")
+        print(f"broker on {bootstrap}: {'up' if up else 'down'}{detail}")
+        return 0 if up else 1
+    return 0
+
+
+def cmd_demo_produce(args: argparse.Namespace, settings: Settings) -> int:
+    """Produce demo changelog events for the trips table."""
+    from python_ingest.demo import trips as demo
+    from python_ingest.kafka import broker
+
+    _ensure_broker(settings)
+    bootstrap = settings.broker.bootstrap_servers
+    broker.ensure_topic(bootstrap, args.topic, demo.DEMO_PARTITIONS)
+    start = _demo_next_trip_id(settings, args.topic)
+    generator = demo.TripsGenerator(demo.trips_schema(settings.root), seed=args.seed or start,
+                                    first_trip_id=start)
+    sent = demo.produce(bootstrap, args.topic, generator.events(args.events))
+    print(f"produced {sent} demo events to {args.topic} on {bootstrap}")
+    return 0
+
+
+def _demo_next_trip_id(settings: Settings, topic: str) -> int:
+    """New demo trips continue after those already produced (keeps runs distinct)."""
+    from python_ingest.kafka.client import partition_offsets
+
+    total = sum(p.end for p in partition_offsets(settings.broker.bootstrap_servers, topic))
+    return total + 1
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the whole pipeline of one job (or all): ingest, staging, fork, merge, reports."""
+    from python_ingest.steps.pipeline import run_all
+
+    names = sorted(settings.jobs) if args.all else [args.job]
+    for name in names:
+        settings.job(name)  # unknown names fail before anything starts
+    _ensure_broker(settings)
+    spark = _session(settings)
+    for result in run_all(spark, settings, names, accept_data_loss=args.accept_data_loss):
+        _print_run(result)
+    return 0
+
+
+def _print_run(result: Any) -> None:
+    counts = result.counts
+    print(f"{result.job}: {result.outcome}, run {result.run_id}, batch {result.batch_id}: "
+          f"read {counts.get('read', 0)}, landed {counts.get('landed', 0)}, decode errors "
+          f"{counts.get('decode_errors', 0)}, valid {counts.get('valid', 0)}, expectation "
+          f"errors {counts.get('expectation_errors', 0)}, inserted {counts.get('inserted', 0)}, "
+          f"updated {counts.get('updated', 0)}, deleted {counts.get('deleted', 0)}, merge "
+          f"errors {counts.get('merge_errors', 0)}")
+    if result.report:
+        print(f"  expectation report: {result.report}")
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    """What `make run` does: the full pipeline on demo data twice, then a summary per table.
+
+    The second round adds late and duplicated re-deliveries, partial updates, deletes and rows
+    that fail the expectation suite, on top of new trips.
+    """
+    from python_ingest.demo import trips as demo
+    from python_ingest.kafka import broker
+    from python_ingest.steps.pipeline import report_dir, run_all, table_summary
+
+    _ensure_broker(settings)
+    bootstrap = settings.broker.bootstrap_servers
+    broker.ensure_topic(bootstrap, demo.DEMO_TOPIC, demo.DEMO_PARTITIONS)
+    start = _demo_next_trip_id(settings, demo.DEMO_TOPIC)
+    generator = demo.TripsGenerator(demo.trips_schema(settings.root), seed=start,
+                                    first_trip_id=start)
+    spark = _session(settings)
+    names = sorted(settings.jobs)
+    results = []
+    for round_no in (1, 2):
+        if round_no == 1:
+            events = list(generator.events(args.events))
+        else:
+            generator.invalid_rate = 0.02
+            events = list(generator.late_events(args.events // 10))
+            events += list(generator.events(args.events // 2))
+        sent = demo.produce(bootstrap, demo.DEMO_TOPIC, iter(events))
+        kinds: dict[str, int] = {}
+        for event in events:
+            kinds[event.kind] = kinds.get(event.kind, 0) + 1
+        print(f"\nround {round_no}: produced {sent} events to {demo.DEMO_TOPIC} ("
+              + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + ")")
+        for result in run_all(spark, settings, names):
+            _print_run(result)
+            results.append(result)
+    print("\nsummary (rows per table)")
+    for result in results[-len(names):]:
+        if result.tables is None:
+            continue
+        for table, rows in table_summary(spark, result.tables).items():
+            print(f"  {table:<40} {rows:>8}")
+        print(f"  expectation reports: {report_dir(settings, result.job) / 'index.html'}")
+    print("see 'sluice status' for checkpoints and runs, docs/pipeline.md for what happened")
+    from python_ingest.demo.binlog import run_binlog_demo
+
+    return 0 if run_binlog_demo(spark, settings) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sluice",
+        description="Land change data (Kafka changelog events) in Iceberg tables on Spark, "
+                    "exactly once.",
+        epilog="Config: sluice.yml in the current folder, or --config / $SLUICE_CONFIG; "
+               "environment variables SLUICE_* override it (see README).")
+    parser.add_argument("--config", help="config file (default: ./sluice.yml or $SLUICE_CONFIG)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Callable[[argparse.Namespace, Settings], int], help_text: str
+            ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    def add_jobs_target(p: argparse.ArgumentParser) -> None:
+        target = p.add_mutually_exclusive_group(required=True)
+        target.add_argument("job", nargs="?", help="job name from the config")
+        target.add_argument("--all", action="store_true", help="every job in the config")
+        p.add_argument("--accept-data-loss", action="store_true",
+                       help="continue from the earliest offset when the checkpoint's offsets "
+                            "are gone (the loss is recorded in the run)")
+
+    add_jobs_target(add("ingest", cmd_ingest,
+                        "Ingest new Kafka messages of a job into raw.<table>."))
+
+    status = add("status", cmd_status, "Show checkpoints, lag per partition and last runs.")
+    status.add_argument("job", nargs="?", help="job name (default: all jobs)")
+    status.add_argument("--runs", type=int, default=5, help="how many runs to list (default 5)")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+
+    add_jobs_target(add("run", cmd_run, "Run a job's pipeline: ingest, staging (dbt), fork "
+                        "(Great Expectations), merge into the lake table, reports."))
+
+    brk = add("broker", cmd_broker, "Start, stop or check the embedded Apache Kafka broker.")
+    brk.add_argument("action", choices=("start", "stop", "status"))
+
+    demo_p = add("demo", cmd_demo, "Run the demo: broker, demo events, the full pipeline "
+                                    "twice, a summary.")
+    demo_p.add_argument("--events", type=int, default=20_000, help="events to produce")
+    demo_sub = demo_p.add_subparsers(dest="demo_command", metavar="SUBCOMMAND")
+    produce = demo_sub.add_parser("produce", help="only produce demo changelog events",
+                                  description="Produce demo changelog events for 'trips'.")
+    produce.add_argument("--events", type=int, default=20_000, help="how many (default 20000)")
+    produce.add_argument("--topic", default="demo.trips", help="topic (default demo.trips)")
+    produce.add_argument("--seed", type=int, help="random seed (default: derived from the topic)")
+    produce.set_defaults(func=cmd_demo_produce)
+
+    from python_ingest.cli.tap import add_tap_commands
+
+    add_tap_commands(add)  # sluice tap, sluice bootstrap
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    for noisy in ("py4j", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if not args.verbose else logging.INFO)
+    # kafka-python logs connection chatter (even as ERROR on a normal close); sluice itself
+    # reports broker problems as errors that say what to do.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL if not args.verbose else logging.INFO)
+    try:
+        settings = load_settings(args.config)
+        check_job_schemas(settings)  # every job's schema parses and has its keys: before data moves
+        return int(args.func(args, settings))
+    except SluiceError as exc:
+        print(f"sluice: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("sluice: interrupted; the last committed checkpoint stays in place",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The ``sluice tap`` and ``sluice bootstrap`` commands (registered by python_ingest.cli.main)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from python_ingest.config import Settings, SourceConfig
+
+
+def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
+    """Tap a source's binlog into Kafka until stopped (SIGTERM/SIGINT stop it cleanly)."""
+    import yaml
+
+    from python_ingest.sources.binlog.jobs import job_configs
+
+    source = settings.source(args.source)
+    if args.print_jobs:
+        print(yaml.safe_dump({"jobs": job_configs(settings, source)}, sort_keys=False), end="")
+        return 0
+    if args.scaffold:
+        return _scaffold(args, settings, source)
+    from python_ingest.kafka import broker
+    from python_ingest.sources.binlog.tap import Tap
+
+    if settings.broker.embedded and broker.start(settings):
+        print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        tap = Tap(settings, source, stop)
+        stats = tap.run(until_end=args.until_end)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    print(f"tap {source.name}: {stats.row_changes} row changes, {stats.messages} messages, "
+          f"{stats.transactions} transactions; checkpoint {tap.store.path}")
+    for table, info in sorted(tap.stopped.items()):
+        print(f"  STOPPED {table} at {info['file']}:{info['pos']}: {info['error']}")
+    return 1 if tap.stopped else 0
+
+
+def _scaffold(args: argparse.Namespace, settings: Settings, source: SourceConfig) -> int:
+    """Write each tapped table's dbt models and suite, and add its job to the config."""
+    import os
+    from pathlib import Path
+
+    import yaml
+
+    from python_ingest.config import CONFIG_ENV, DEFAULT_CONFIG_FILE
+    from python_ingest.scaffold.dbt import scaffold
+    from python_ingest.steps.dbt import project_dir
+
+    config = Path(args.config or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
+    project = project_dir(settings)
+    result = scaffold(settings, source, project, config if config.is_file() else None)
+    for path in result.written:
+        print(f"wrote {path.relative_to(project) if path.is_relative_to(project) else path}")
+    if result.kept:
+        print(f"kept {len(result.kept)} existing file(s) as they are")
+    if config.is_file():
+        added = ", ".join(result.jobs_added) or "none (all present)"
+        print(f"jobs added to {config}: {added}")
+    else:
+        print(yaml.safe_dump({"jobs": result.jobs}, sort_keys=False), end="")
+    print(f"next: `sluice run --all` (or `sluice run <job>`) after `sluice tap {source.name}`")
+    return 0
+
+
+def cmd_bootstrap(args: argparse.Namespace, settings: Settings) -> int:
+    """Snapshot one table into its topic and hand over to the tap."""
+    from python_ingest.kafka import broker
+    from python_ingest.sources.binlog.bootstrap import bootstrap
+
+    source = settings.source(args.source)
+    if settings.broker.embedded and broker.start(settings):
+        print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
+    bootstrap(settings, source, args.table, workers=args.workers, chunk_rows=args.chunk_rows,
+              progress=lambda line: print(line, flush=True))
+    return 0
+
+
+def add_tap_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings], int], str],
+                                   argparse.ArgumentParser]) -> None:
+    """Register ``tap`` and ``bootstrap`` on the main parser (``add`` from build_parser)."""
+    tap = add("tap", cmd_tap, "Tap a MariaDB/MySQL binlog (sources: in sluice.yml) into one "
+                              "Kafka topic per table; SIGTERM/SIGINT stop it cleanly.")
+    tap.add_argument("source", help="source name from the config's sources:")
+    tap.add_argument("--until-end", action="store_true",
+                     help="stop at the binlog's current end instead of waiting for more")
+    tap.add_argument("--print-jobs", action="store_true",
+                     help="register each tapped table's schema and print the jobs: config "
+                          "that ingests its topic, then exit")
+    tap.add_argument("--scaffold", action="store_true",
+                     help="for each tapped table write a generic staging converter, lake model "
+                          "and expectation suite into the dbt project and add its job to the "
+                          "config (idempotent), then exit")
+    boot = add("bootstrap", cmd_bootstrap, "Publish a table's current rows as a consistent "
+                                           "snapshot, then hand over to the tap.")
+    boot.add_argument("source", help="source name from the config's sources:")
+    boot.add_argument("table", help="the table as <database>.<table>")
+    boot.add_argument("--workers", type=int, help="parallel reader processes "
+                                                  "(default: the source's bootstrap_workers)")
+    boot.add_argument("--chunk-rows", type=int, help="rows per key-ordered chunk "
+                                                     "(default: the source's bootstrap_chunk_rows)")

@@ -1,0 +1,1 @@
+"""Kafka: client helpers (offsets, reads) and the embedded Apache Kafka broker."""

@@ -1,0 +1,202 @@
+"""Talking to Kafka: partition offsets for the planner, and reading one offset range.
+
+kafka-python is the default client; confluent-kafka is the faster alternative (job option
+``reader: confluent-kafka``). Range reading runs inside Spark tasks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from python_ingest.exceptions import BrokerError, ReadError
+
+# Fetch sizes of the readers: large enough that a fetch returns tens of thousands of ~150 B
+# records (fewer round trips), small enough to bound a task's memory (one partition per task).
+PARTITION_FETCH_BYTES = 16 * 1024 * 1024
+FETCH_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """What the broker holds for one partition: [earliest, end)."""
+
+    partition: int
+    earliest: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Message:
+    key: bytes | None
+    value: bytes | None
+    offset: int
+    timestamp_ms: int
+
+
+def _admin_consumer(bootstrap: str) -> Any:
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
+
+    try:
+        return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             request_timeout_ms=30000)
+    except KafkaError as exc:
+        raise BrokerError(f"cannot reach the Kafka broker at {bootstrap}: {exc}. Is it running? "
+                          "For the embedded broker run 'sluice broker start'.") from exc
+
+
+def partition_offsets(bootstrap: str, topic: str) -> list[PartitionOffsets]:
+    """Earliest and end offsets of every partition of ``topic``."""
+    from kafka import TopicPartition
+
+    consumer = _admin_consumer(bootstrap)
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            raise BrokerError(f"topic '{topic}' does not exist on {bootstrap}: produce to it "
+                              "first (for the demo: 'sluice demo produce')")
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        earliest = consumer.beginning_offsets(tps)
+        end = consumer.end_offsets(tps)
+        return [PartitionOffsets(tp.partition, earliest[tp], end[tp]) for tp in tps]
+    finally:
+        consumer.close()
+
+
+def sample_message_bytes(bootstrap: str, topic: str, starts: dict[int, int],
+                         sample: int = 100) -> float | None:
+    """Average key+value size of up to ``sample`` messages per partition from ``starts``."""
+    sizes: list[int] = []
+    for partition, start in starts.items():
+        for message in read_range("kafka-python", bootstrap, topic, partition, start,
+                                  start + sample, timeout_s=10, tolerate_short=True):
+            sizes.append(len(message.key or b"") + len(message.value or b""))
+    return sum(sizes) / len(sizes) if sizes else None
+
+
+@dataclass(frozen=True)
+class MessageBatch:
+    """Consecutive messages of one partition, as columns (cheaper than an object each)."""
+
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    offsets: list[int]
+    timestamps_ms: list[int]
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def read_range(reader: str, bootstrap: str, topic: str, partition: int, start: int, end: int,
+               timeout_s: float, tolerate_short: bool = False) -> Iterator[Message]:
+    """Yield the messages with offsets in [start, end) of one partition, in offset order."""
+    for batch in read_batches(reader, bootstrap, topic, partition, start, end, timeout_s,
+                              tolerate_short):
+        yield from map(Message, batch.keys, batch.values, batch.offsets, batch.timestamps_ms)
+
+
+def read_batches(reader: str, bootstrap: str, topic: str, partition: int, start: int, end: int,
+                 timeout_s: float, tolerate_short: bool = False) -> Iterator[MessageBatch]:
+    """Yield the messages with offsets in [start, end) of one partition, in batches.
+
+    Raises ReadError when the range cannot be read to its end within ``timeout_s`` of no
+    progress (unless ``tolerate_short``, used for sampling).
+    """
+    if start >= end:
+        return
+    if reader == "confluent-kafka":
+        yield from _read_confluent(bootstrap, topic, partition, start, end, timeout_s,
+                                   tolerate_short)
+    else:
+        yield from _read_kafka_python(bootstrap, topic, partition, start, end, timeout_s,
+                                      tolerate_short)
+
+
+def _short_read(topic: str, partition: int, position: int, end: int, timeout_s: float) -> ReadError:
+    return ReadError(f"topic '{topic}' partition {partition}: no progress at offset {position} "
+                     f"for {timeout_s:.0f}s while reading up to offset {end}; the broker may be "
+                     "down or the range was deleted. Nothing was committed; rerun the job.")
+
+
+def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, end: int,
+                       timeout_s: float, tolerate_short: bool) -> Iterator[MessageBatch]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             group_id=None, fetch_max_bytes=FETCH_BYTES,
+                             max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
+                             receive_buffer_bytes=4 * 1024 * 1024)
+    tp = TopicPartition(topic, partition)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        position = start
+        last_progress = time.monotonic()
+        while position < end:
+            records = consumer.poll(timeout_ms=500, max_records=50_000).get(tp, [])
+            if records and records[-1].offset >= end:
+                records = [r for r in records if r.offset < end]
+                position = end
+            if records:
+                yield MessageBatch([r.key for r in records], [r.value for r in records],
+                                   [r.offset for r in records], [r.timestamp for r in records])
+                last_progress = time.monotonic()
+            position = max(position, consumer.position(tp) or position)
+            if not records and position < end and \
+                    time.monotonic() - last_progress > timeout_s:
+                if tolerate_short:
+                    return
+                raise _short_read(topic, partition, position, end, timeout_s)
+    finally:
+        consumer.close()
+
+
+def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end: int,
+                    timeout_s: float, tolerate_short: bool) -> Iterator[MessageBatch]:
+    import confluent_kafka as ck
+
+    consumer = ck.Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "sluice-reader",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "fetch.max.bytes": FETCH_BYTES,
+        "max.partition.fetch.bytes": PARTITION_FETCH_BYTES,
+        "receive.message.max.bytes": FETCH_BYTES + 1024 * 1024,
+        "queued.max.messages.kbytes": 512 * 1024,
+    })
+    try:
+        consumer.assign([ck.TopicPartition(topic, partition, start)])
+        position = start
+        last_progress = time.monotonic()
+        while position < end:
+            messages = consumer.consume(20_000, timeout=0.5)
+            if any(m.error() is not None for m in messages):
+                for m in messages:
+                    error = m.error()
+                    if error is not None and error.code() != ck.KafkaError._PARTITION_EOF:
+                        raise ReadError(f"topic '{topic}' partition {partition}: {error.str()}")
+                messages = [m for m in messages if m.error() is None]
+            if messages and (messages[-1].offset() or 0) >= end:
+                messages = [m for m in messages if (m.offset() or 0) < end]
+                position = end
+            if messages:
+                offsets = [m.offset() or 0 for m in messages]
+                yield MessageBatch([m.key() for m in messages], [m.value() for m in messages],
+                                   offsets, [m.timestamp()[1] for m in messages])
+                position = max(position, offsets[-1] + 1)
+                last_progress = time.monotonic()
+            elif position < end:
+                # Offsets can have gaps (transaction markers): the client knows its position.
+                (tp,) = consumer.position([ck.TopicPartition(topic, partition)])
+                if tp.offset is not None and tp.offset > position:
+                    position = min(end, tp.offset)
+                if time.monotonic() - last_progress > timeout_s:
+                    if tolerate_short:
+                        return
+                    raise _short_read(topic, partition, position, end, timeout_s)
+    finally:
+        consumer.close()

@@ -1,0 +1,1 @@
+"""Runtime: the SparkSession and the pinned JVM classpath it runs with."""

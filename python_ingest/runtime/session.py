@@ -1,0 +1,80 @@
+"""The one place that builds the SparkSession.
+
+The Iceberg catalog named in config becomes Spark's default catalog, so tables are addressed
+as ``raw.trips``, ``errors.trips__raw``, ``lake.trips`` by sluice and dbt alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from python_ingest.config import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+NAMESPACES = ("raw", "errors", "staging", "lake", "meta")
+
+
+def spark_conf(settings: Settings) -> dict[str, str]:
+    """The full Spark conf for these settings (also what dbt's profile passes on)."""
+    from python_ingest.runtime.jars import spark_jars  # lazy: table names need no classpath
+
+    cat = settings.catalog
+    prefix = f"spark.sql.catalog.{cat.name}"
+    conf = {
+        "spark.master": settings.spark.master,
+        "spark.app.name": settings.spark.app_name,
+        "spark.jars": ",".join(str(j) for j in spark_jars()),
+        "spark.sql.extensions":
+            "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": cat.type,
+        # Other processes (tap, CLI runs, dbt) commit to the same tables: always read fresh.
+        f"{prefix}.cache-enabled": "false",
+        "spark.sql.defaultCatalog": cat.name,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": "4g",
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.sql.warehouse.dir": str(settings.path(settings.state_dir) / "spark-warehouse"),
+        "spark.driver.extraJavaOptions":
+            f"-Dderby.system.home={settings.path(settings.state_dir)}",
+    }
+    if cat.type == "hadoop":
+        conf[f"{prefix}.warehouse"] = str(settings.path(cat.warehouse))
+    else:
+        conf[f"{prefix}.uri"] = str(cat.uri)
+        if cat.warehouse:
+            conf[f"{prefix}.warehouse"] = cat.warehouse
+    conf.update(settings.spark.conf)
+    return conf
+
+
+def build_session(settings: Settings) -> SparkSession:
+    """Create (or return the running) SparkSession with the Iceberg catalog and namespaces."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder
+    for key, value in spark_conf(settings).items():
+        builder = builder.config(key, value)
+    log.info("starting Spark (%s), catalog %s at %s", settings.spark.master,
+             settings.catalog.name, settings.catalog.warehouse)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    for namespace in NAMESPACES:
+        session.sql(f"create namespace if not exists {namespace}")
+    return session

@@ -1,0 +1,1 @@
+"""Code generation: dbt converters, lake models and suites for tapped tables."""

@@ -1,0 +1,161 @@
+"""``sluice tap <source> --scaffold``: everything a tapped table needs to reach the lake.
+
+For each table the source taps, it writes what docs/write-a-converter.md asks for, generic so
+that no SQL is written by hand and a column added to the source later flows through:
+
+    models/staging/<source>/_<source>__sources.yml   the raw tables (source <source>, schema raw)
+    models/staging/<source>/stg_<source>__<job>.sql  {{ sluice_passthrough(source(...)) }}
+    models/lake/<source>/<job>.sql                   {{ sluice_merge_all_columns(ref(...)) }}
+    expectations/stg_<source>__<job>.json            not null on the primary key columns
+
+and adds the table's job (topic, schema registry, confluent-avro, row key = primary key) to the
+config file's ``jobs:``. Idempotent: files that exist are kept as they are (a user may have
+edited them), jobs already in the config are not touched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from python_ingest.config import Settings, SourceConfig, load_settings
+from python_ingest.exceptions import SluiceError
+
+
+@dataclass
+class ScaffoldResult:
+    """What the scaffold wrote, kept as it was, and which jobs it added to the config."""
+
+    written: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
+    jobs_added: list[str] = field(default_factory=list)
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def dbt_name(name: str) -> str:
+    """A dbt-safe identifier from a sluice source name."""
+    cleaned = re.sub(r"[^a-z0-9_]", "_", name.lower())
+    return cleaned if cleaned[:1].isalpha() else f"s_{cleaned}"
+
+
+def staging_model(source: str, job: str) -> str:
+    return f"stg_{dbt_name(source)}__{job}"
+
+
+def _write(path: Path, text: str, result: ScaffoldResult) -> None:
+    if path.exists():
+        result.kept.append(path)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    result.written.append(path)
+
+
+def _sources_yml(path: Path, source: str, db_tables: dict[str, str],
+                 result: ScaffoldResult) -> None:
+    """The dbt source <source> with one table per job; adds missing tables to an existing one."""
+    name = dbt_name(source)
+    data: dict[str, Any] = {"version": 2, "sources": []}
+    if path.exists():
+        data = yaml.safe_load(path.read_text()) or data
+    entry = next((s for s in data.setdefault("sources", []) if s.get("name") == name), None)
+    if entry is None:
+        entry = {"name": name, "description": f"Changelog events of the tables sluice's tap "
+                 f"reads from source '{source}', one raw table per job.", "schema": "raw",
+                 "tables": []}
+        data["sources"].append(entry)
+    present = {t.get("name") for t in entry.setdefault("tables", [])}
+    missing = [job for job in db_tables if job not in present]
+    if not missing:
+        result.kept.append(path)
+        return
+    for job in missing:
+        entry["tables"].append({
+            "name": job, "description": f"Changelog of {db_tables[job]} (tap).",
+            "columns": [{"name": "_row_key", "data_tests": ["not_null"]},
+                        {"name": "_ref_key", "data_tests": ["not_null"]}]})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# Written by `sluice tap " + source + " --scaffold` (tables are added, "
+                    "never removed).\n" + yaml.safe_dump(data, sort_keys=False))
+    result.written.append(path)
+
+
+def _suite(model: str, db_table: str, key: list[str]) -> str:
+    expectations = [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": c}}
+                    for c in [*key, "_row_key", "_ref_key"]]
+    return json.dumps({"name": model, "meta": {"notes": f"Minimal suite of {db_table} (tap): "
+                       "the primary key is never null. Add the table's own rules here."},
+                       "expectations": expectations}, indent=2) + "\n"
+
+
+def add_jobs_to_config(config: Path, jobs: dict[str, dict[str, Any]]) -> list[str]:
+    """Add the jobs missing from the config file's ``jobs:`` (text edit: comments stay)."""
+    current = (yaml.safe_load(config.read_text()) or {}).get("jobs") or {}
+    missing = {n: j for n, j in jobs.items() if n not in current}
+    if not missing:
+        return []
+    text = config.read_text()
+    lines = text.splitlines()
+    top = [i for i, line in enumerate(lines) if re.match(r"jobs:\s*(\{\}\s*)?(#.*)?$", line)]
+    block = yaml.safe_dump(missing, sort_keys=False).splitlines()
+    if not top:
+        lines += ["jobs:", *("  " + line for line in block)]
+    else:
+        at = top[0]
+        if "{}" in lines[at]:
+            lines[at] = "jobs:"
+        following = [line for line in lines[at + 1:] if line.strip()
+                     and not line.lstrip().startswith("#")]
+        indent = "  "
+        if following and following[0][:1] == " ":
+            indent = following[0][:len(following[0]) - len(following[0].lstrip())]
+        lines[at + 1:at + 1] = [indent + line for line in block]
+    config.write_text("\n".join(lines) + "\n")
+    found = (yaml.safe_load(config.read_text()) or {}).get("jobs") or {}
+    if any(found.get(n) != j for n, j in missing.items()):
+        config.write_text(text)
+        raise SluiceError(f"could not add the jobs to {config} (unusual layout of its jobs:); "
+                          "add them by hand from `sluice tap <source> --print-jobs`")
+    load_settings(config, env={})  # still a valid config
+    return list(missing)
+
+
+def scaffold(settings: Settings, source: SourceConfig, project: Path,
+             config: Path | None) -> ScaffoldResult:
+    """Write the dbt models and suites of every tapped table into ``project``; add its jobs."""
+    from python_ingest.sources.binlog import server
+    from python_ingest.sources.binlog.jobs import job_configs, job_name
+
+    result = ScaffoldResult(jobs=job_configs(settings, source))
+    conn = server.connect(source)
+    try:
+        tables = {job_name(db, t): f"{db}.{t}" for db, t in server.tables(conn, source)}
+    finally:
+        conn.close()
+    name = dbt_name(source.name)
+    staging_dir = project / "models" / "staging" / name
+    _sources_yml(staging_dir / f"_{name}__sources.yml", source.name, tables, result)
+    for job, db_table in tables.items():
+        model = staging_model(source.name, job)
+        _write(staging_dir / f"{model}.sql",
+               f"-- Converter of {db_table} (tap): every column as the source has it, new "
+               "columns included.\n-- Written by `sluice tap --scaffold`; edit freely "
+               "(docs/write-a-converter.md).\n"
+               f"{{{{ config(materialized='incremental') }}}}\n\n"
+               f"{{{{ sluice_passthrough(source('{name}', '{job}')) }}}}\n", result)
+        _write(project / "models" / "lake" / name / f"{job}.sql",
+               f"-- The current state of {db_table}: every column of {model}'s valid rows "
+               "(read at run time),\n-- merged batch by batch. Written by `sluice tap "
+               "--scaffold`.\n"
+               "{{ config(materialized='lake_merge') }}\n\n"
+               f"{{{{ sluice_merge_all_columns(ref('{model}')) }}}}\n", result)
+        _write(project / "expectations" / f"{model}.json",
+               _suite(model, db_table, list(result.jobs[job]["row_key"])), result)
+    if config is not None:
+        result.jobs_added = add_jobs_to_config(config, result.jobs)
+    return result

@@ -1,0 +1,1 @@
+"""Sources: each turns a checkpoint into work units and reads them (Kafka topics, binlog)."""

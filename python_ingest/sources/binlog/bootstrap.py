@@ -1,0 +1,260 @@
+"""Bootstrap (DBEvents): publish a table's current rows as a snapshot, then hand over to the tap.
+
+The table is cut into key-ordered chunks (``bootstrap_chunk_rows`` keys each; boundaries found
+with index-only ``LIMIT 1 OFFSET n`` probes), read by ``bootstrap_workers`` processes. Each
+chunk is read in its own consistent-snapshot transaction and its rows get, as ref key, the
+binlog position ``P_i`` of that snapshot (MariaDB reports it exactly in
+``binlog_snapshot_file``/``binlog_snapshot_position``; on MySQL the position read just before
+the snapshot is used, which at worst repeats a few changes in ref-key order).
+
+Hand-over: before any chunk starts, the current binlog position ``P0`` (<= every ``P_i``) is
+noted, and the tap's checkpoint is set to ``P0`` when the tap has none or is further on. The tap
+then publishes every change after ``P0``; changes between ``P0`` and ``P_i`` that a chunk
+already holds carry ref keys below ``P_i`` and the merge ignores them (ref keys decide, not
+arrival order), changes after ``P_i`` are newer and apply. So no change is lost, and none is
+applied twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from multiprocessing import get_context
+from typing import Any
+
+from python_ingest.config import Settings, SourceConfig
+from python_ingest.exceptions import SluiceError
+from python_ingest.kafka import broker as broker_mod
+from python_ingest.sources.binlog import server
+from python_ingest.sources.binlog.events import Envelope, TappedTable, convert, row_key, to_record
+from python_ingest.sources.binlog.position import (
+    BinlogCheckpoint,
+    BinlogCheckpointStore,
+    BinlogPosition,
+)
+from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
+from python_ingest.sources.binlog.registry import Registry, TableShape
+from python_ingest.sources.binlog.tap import registry_root, topic_for
+
+log = logging.getLogger(__name__)
+Key = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Keys in (after, upto]; None means unbounded on that side."""
+
+    index: int
+    after: Key | None
+    upto: Key | None
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    table: str
+    rows: int
+    chunks: int
+    seconds: float
+    handover: BinlogPosition
+    schema_id: int
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds else 0.0
+
+
+def _greater(columns: tuple[str, ...], key: Key) -> tuple[str, list[Any]]:
+    """SQL for ``(columns) > key`` written out so every engine can use the primary key."""
+    terms, params = [], []
+    for i, column in enumerate(columns):
+        parts = [f"{server.quote(c)} = %s" for c in columns[:i]] + [f"{server.quote(column)} > %s"]
+        terms.append("(" + " AND ".join(parts) + ")")
+        params += list(key[: i + 1])
+    return "(" + " OR ".join(terms) + ")", params
+
+
+def chunk_bounds(conn: Any, shape: TableShape, chunk_rows: int) -> list[Chunk]:
+    """Key-ordered chunks of about ``chunk_rows`` rows each (index-only probes)."""
+    cols = ", ".join(server.quote(c) for c in shape.primary_key)
+    table = f"{server.quote(shape.db)}.{server.quote(shape.table)}"
+    bounds: list[Key] = []
+    with conn.cursor() as cur:
+        while True:
+            where, params = ("1=1", []) if not bounds else _greater(shape.primary_key, bounds[-1])
+            cur.execute(f"SELECT {cols} FROM {table} WHERE {where} ORDER BY {cols} "
+                        f"LIMIT 1 OFFSET {chunk_rows - 1}", params)
+            row = cur.fetchone()
+            if row is None:
+                break
+            bounds.append(tuple(row))
+    edges: list[Key | None] = [None, *bounds, None]
+    return [Chunk(i, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+
+# ---- one chunk, in a worker process -------------------------------------------------------
+
+_worker: dict[str, Any] = {}
+
+
+def _snapshot_position(conn: Any, kind: str) -> BinlogPosition:
+    """Start a consistent snapshot and return the binlog position it corresponds to."""
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        before = server.master_position(conn)
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        if kind == "mariadb":
+            cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+            status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
+            if status.get("binlog_snapshot_file"):
+                return BinlogPosition(status["binlog_snapshot_file"],
+                                      int(status["binlog_snapshot_position"]))
+    return before
+
+
+def chunk_predicate(primary_key: tuple[str, ...], chunk: Chunk) -> tuple[str, list[Any]]:
+    """SQL condition (and its parameters) selecting the rows of ``chunk``: after < key <= upto."""
+    where, params = ["1=1"], []
+    if chunk.after is not None:
+        sql, p = _greater(primary_key, chunk.after)
+        where.append(sql)
+        params += p
+    if chunk.upto is not None:
+        sql, p = _greater(primary_key, chunk.upto)
+        where.append(f"NOT {sql}")
+        params += p
+    return " AND ".join(where), params
+
+
+def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: Chunk) -> tuple[
+        int, str, int]:
+    """Publish one chunk's rows; returns (rows, snapshot file, snapshot position)."""
+    import pymysql
+
+    if "producer" not in _worker:
+        _worker["producer"] = ChangelogProducer(bootstrap, linger_ms=20)
+    producer: ChangelogProducer = _worker["producer"]
+    conn = server.connect(source, autocommit=False)
+    shape = table.shape
+    cols = ", ".join(server.quote(c.name) for c in shape.columns)
+    keys = ", ".join(server.quote(c) for c in shape.primary_key)
+    where, params = chunk_predicate(shape.primary_key, chunk)
+    rows = 0
+    try:
+        position = _snapshot_position(conn, source.kind)
+        env = Envelope(f"{source.kind}-bootstrap", int(datetime.now(UTC).timestamp() * 1000),
+                       source.data_center)
+        ref = position.ref_key()
+        with conn.cursor(pymysql.cursors.SSDictCursor) as cur:
+            cur.execute(f"SELECT {cols} FROM {server.quote(shape.db)}.{server.quote(shape.table)} "
+                        f"WHERE {where} ORDER BY {keys}", params)
+            for raw in cur:
+                values = convert(table, raw)
+                record = to_record(table, values, ref, env)
+                producer.send(table.topic, row_key(table, values).encode("utf-8"),
+                              table.encoder.encode(record))
+                rows += 1
+                if rows % 5000 == 0:
+                    producer.poll()
+        conn.rollback()
+    finally:
+        conn.close()
+    producer.flush()
+    return rows, position.file, position.pos
+
+
+# ---- the command --------------------------------------------------------------------------
+
+
+def _hand_over(store: BinlogCheckpointStore, locked: bool, qualified: str,
+               p0: BinlogPosition) -> str:
+    """Point the tap at ``p0`` unless it already starts earlier; returns what happened."""
+    checkpoint = store.load()
+    if not locked:
+        if checkpoint is not None and qualified in checkpoint.stopped:
+            raise SluiceError(f"the tap stopped {qualified} and is running now: stop it "
+                              "(SIGTERM), then run the bootstrap again to hand over")
+        return (f"the tap is running and keeps its own position; it publishes {qualified}'s "
+                "changes after the snapshot (ref keys order them)")
+    stopped = dict(checkpoint.stopped) if checkpoint else {}
+    stopped.pop(qualified, None)
+    if checkpoint is None or checkpoint.position > p0:
+        store.save(BinlogCheckpoint(p0, None, stopped))
+        return f"the tap's checkpoint is now {p0}: it continues from the snapshot"
+    if stopped != checkpoint.stopped:
+        store.save(BinlogCheckpoint(checkpoint.position, checkpoint.gtid, stopped))
+    return f"the tap's checkpoint {checkpoint.position} is before the snapshot: it stays"
+
+
+def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
+              workers: int | None = None, chunk_rows: int | None = None,
+              progress: Callable[[str], None] = print) -> BootstrapResult:
+    """Snapshot ``db.table`` of ``source`` into its topic and hand over to the tap."""
+    if "." not in qualified:
+        raise SluiceError(f"name the table as <database>.<table>, got {qualified!r}")
+    db, name = qualified.split(".", 1)
+    if not server.included(source, db, name):
+        raise SluiceError(f"{qualified} is not tapped by source '{source.name}' (include "
+                          f"{list(source.include)}, exclude {list(source.exclude)})")
+    workers = workers or source.bootstrap_workers
+    chunk_rows = chunk_rows or source.bootstrap_chunk_rows
+    started = time.monotonic()
+    conn = server.connect(source)
+    store = BinlogCheckpointStore(settings.path(settings.state_dir), source.name)
+    locked = store.try_lock()  # held while we work: a tap starting now waits for the hand-over
+    try:
+        server.check_server(conn, source)
+        shape = server.table_shape(conn, db, name)
+        schema_id = Registry(registry_root(settings, source) / qualified).register(shape)
+        topic = topic_for(source, db, name)
+        bootstrap_servers = settings.broker.bootstrap_servers
+        broker_mod.ensure_topic(bootstrap_servers, topic, source.partitions)
+        table = TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic)
+        p0 = server.master_position(conn)
+        if locked:
+            _hand_over_check = store.load()
+            if _hand_over_check is None:  # so a tap started after us cannot skip P0..now
+                store.save(BinlogCheckpoint(p0))
+        chunks = chunk_bounds(conn, shape, chunk_rows)
+        progress(f"bootstrap {qualified}: {len(chunks)} chunks of up to {chunk_rows} rows, "
+                 f"{workers} workers, schema version {schema_id}, topic {topic}, from {p0}")
+        rows = 0
+        done = 0
+        last_report = time.monotonic()
+        if workers == 1:
+            results = (read_chunk(source, bootstrap_servers, table, c) for c in chunks)
+            for count, _f, _p in results:
+                rows, done = rows + count, done + 1
+                last_report = _report(progress, qualified, done, len(chunks), rows, started,
+                                      last_report)
+        else:
+            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+                futures = [pool.submit(read_chunk, source, bootstrap_servers, table, c)
+                           for c in chunks]
+                for future in as_completed(futures):
+                    count, _f, _p = future.result()
+                    rows, done = rows + count, done + 1
+                    last_report = _report(progress, qualified, done, len(chunks), rows,
+                                          started, last_report)
+        handover = _hand_over(store, locked, qualified, p0)
+    finally:
+        store.release()
+        conn.close()
+    seconds = time.monotonic() - started
+    progress(f"bootstrap {qualified}: {rows} rows in {seconds:.1f}s "
+             f"({rows / seconds if seconds else 0:.0f} rows/s); {handover}")
+    return BootstrapResult(qualified, rows, len(chunks), seconds, p0, schema_id)
+
+
+def _report(progress: Callable[[str], None], qualified: str, done: int, total: int, rows: int,
+            started: float, last: float) -> float:
+    now = time.monotonic()
+    if now - last < 2 and done != total:
+        return last
+    elapsed = now - started
+    progress(f"bootstrap {qualified}: {done}/{total} chunks, {rows} rows, "
+             f"{rows / elapsed if elapsed else 0:.0f} rows/s")
+    return now

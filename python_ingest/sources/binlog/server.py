@@ -1,0 +1,235 @@
+"""Talking to the source server, and a private MariaDB server for tests, the demo and the bench.
+
+The tap needs (docs/binlog-tap.md): ``log_bin`` on, ``binlog_format=ROW``,
+``binlog_row_image=FULL``, ``binlog_row_metadata=FULL``, and a user with REPLICATION SLAVE,
+REPLICATION CLIENT and SELECT.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from python_ingest.config import SourceConfig
+from python_ingest.exceptions import SetupError, SluiceError
+from python_ingest.sources.binlog.columns import from_information_schema
+from python_ingest.sources.binlog.position import BinlogPosition
+from python_ingest.sources.binlog.registry import TableShape
+
+if TYPE_CHECKING:
+    from pymysql.connections import Connection
+
+SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
+REQUIRED_SETTINGS = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL",
+                     "binlog_row_metadata": "FULL"}
+
+
+def connection_settings(source: SourceConfig) -> dict[str, Any]:
+    return {"host": source.host, "port": source.port, "user": source.user,
+            "passwd": source.secret(), "charset": "utf8mb4"}
+
+
+def connect(source: SourceConfig, **extra: Any) -> Connection[Any]:
+    """A pymysql connection to the source (UTC session, utf8mb4)."""
+    import pymysql
+
+    options: dict[str, Any] = {"autocommit": True, "connect_timeout": 10, **extra}
+    try:
+        conn = pymysql.connect(host=source.host, port=source.port, user=source.user,
+                               password=source.secret(), charset="utf8mb4", **options)
+    except pymysql.err.OperationalError as exc:
+        raise SluiceError(f"cannot connect to source '{source.name}' at {source.host}:"
+                          f"{source.port} as {source.user}: {exc.args[-1]}") from exc
+    with conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+    return conn
+
+
+def check_server(conn: Any, source: SourceConfig) -> None:
+    """Raise SetupError naming every server setting the tap needs but does not find."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN "
+                    "('log_bin', 'binlog_format', 'binlog_row_image', 'binlog_row_metadata')")
+        found = {str(k).lower(): str(v).upper() for k, v in cur.fetchall()}
+    wrong = [f"{k}={found.get(k, 'missing')} (needs {v})" for k, v in REQUIRED_SETTINGS.items()
+             if found.get(k) != v]
+    if wrong:
+        raise SetupError(f"source '{source.name}': the server's binlog settings do not suit the "
+                         f"tap: {', '.join(wrong)}. Set them in the server config and restart it "
+                         "(docs/binlog-tap.md)")
+
+
+def master_position(conn: Any) -> BinlogPosition:
+    with conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        row = cur.fetchone()
+    if not row:
+        raise SetupError("the server's binlog is off (SHOW MASTER STATUS is empty): start it "
+                         "with log_bin")
+    return BinlogPosition(str(row[0]), int(row[1]))
+
+
+def first_position(conn: Any) -> BinlogPosition:
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        row = cur.fetchone()
+    return BinlogPosition(str(row[0]), 4)
+
+
+def included(source: SourceConfig, db: str, table: str) -> bool:
+    """Whether ``db.table`` is tapped: matches an include pattern and no exclude pattern."""
+    if db in SYSTEM_SCHEMAS:
+        return False
+    name = f"{db}.{table}"
+    return any(fnmatch.fnmatchcase(name, p) for p in source.include) and not any(
+        fnmatch.fnmatchcase(name, p) for p in source.exclude)
+
+
+def tables(conn: Any, source: SourceConfig) -> list[tuple[str, str]]:
+    """The base tables the source's patterns include, sorted."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                    "WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY 1, 2")
+        return [(db, t) for db, t in cur.fetchall() if included(source, db, t)]
+
+
+def primary_key(conn: Any, db: str, table: str) -> tuple[str, ...]:
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA=%s "
+                    "AND TABLE_NAME=%s AND INDEX_NAME='PRIMARY' ORDER BY SEQ_IN_INDEX",
+                    (db, table))
+        return tuple(r[0] for r in cur.fetchall())
+
+
+def table_shape(conn: Any, db: str, table: str) -> TableShape:
+    """The table's current shape from information_schema (used by bootstrap and jobs)."""
+    import pymysql
+
+    with conn.cursor(pymysql.cursors.DictCursor) as cur:
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, "
+                    "NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME FROM "
+                    "information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
+                    "ORDER BY ORDINAL_POSITION", (db, table))
+        rows = cur.fetchall()
+    if not rows:
+        raise SluiceError(f"table {db}.{table} does not exist on the source")
+    key = primary_key(conn, db, table)
+    if not key:
+        raise SluiceError(f"table {db}.{table} has no primary key: the tap keys every event by "
+                          "it; add one or exclude the table")
+    return TableShape(db, table, tuple(from_information_schema(r) for r in rows), key)
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+# ---- a private MariaDB server (tests, demo, bench) ----------------------------------------
+
+SERVER_FLAGS = ("--binlog-format=ROW", "--binlog-row-image=FULL", "--binlog-row-metadata=FULL",
+                "--server-id=1", "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_unicode_ci", "--skip-name-resolve",
+                "--innodb-buffer-pool-size=128M", "--innodb-flush-log-at-trx-commit=2",
+                "--sync-binlog=0", "--max-connections=200")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def find_mariadbd() -> str | None:
+    for candidate in ("/usr/sbin/mariadbd", shutil.which("mariadbd"), "/usr/sbin/mysqld"):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
+
+
+@dataclass
+class LocalServer:
+    """A private mariadbd in ``folder`` on a free loopback port, with a tap user.
+
+    Started with ``--no-defaults`` so nothing from the machine's own server config leaks in.
+    """
+
+    folder: Path
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+    tap_user: str = "sluice_tap"
+    tap_password: str = "tap-secret"
+
+    @property
+    def socket(self) -> Path:
+        return self.folder / "mysqld.sock"
+
+    def start(self, extra: Iterable[str] = (), timeout_s: float = 60) -> LocalServer:
+        binary = find_mariadbd()
+        install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
+        if not binary or not install:
+            raise SetupError("no MariaDB server binary found: install it with "
+                             "'apt-get install mariadb-server' (or 'make system-deps')")
+        data = self.folder / "data"
+        if not data.exists():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            subprocess.run([install, "--no-defaults", f"--datadir={data}", "--user=root",
+                            "--auth-root-authentication-method=normal", "--skip-test-db"],
+                           check=True, capture_output=True, timeout=120)
+        self.port = self.port or _free_port()
+        self.process = subprocess.Popen(
+            [binary, "--no-defaults", f"--datadir={data}", f"--socket={self.socket}",
+             f"--port={self.port}", "--bind-address=127.0.0.1", "--user=root",
+             f"--log-bin={data / 'binlog'}", f"--pid-file={self.folder / 'mysqld.pid'}",
+             f"--log-error={self.folder / 'error.log'}", *SERVER_FLAGS, *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                conn = self.root()
+                break
+            except Exception:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    log = (self.folder / "error.log")
+                    raise SetupError(f"private mariadbd did not start: "
+                                     f"{log.read_text()[-2000:] if log.exists() else ''}") from None
+                time.sleep(0.2)
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE USER IF NOT EXISTS '{self.tap_user}'@'127.0.0.1' "
+                        f"IDENTIFIED BY '{self.tap_password}'")
+            cur.execute("GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO "
+                        f"'{self.tap_user}'@'127.0.0.1'")
+        conn.close()
+        return self
+
+    def root(self, database: str | None = None) -> Connection[Any]:
+        """A root connection over the socket (autocommit on, UTC session)."""
+        import pymysql
+
+        conn = pymysql.connect(unix_socket=str(self.socket), user="root", charset="utf8mb4",
+                               autocommit=True, database=database)
+        with conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")
+        return conn
+
+    def source_config(self, **overrides: Any) -> dict[str, Any]:
+        """A ``sources:`` entry for sluice.yml pointing at this server."""
+        return {"kind": "mariadb", "host": "127.0.0.1", "port": self.port,
+                "user": self.tap_user, "password": self.tap_password, **overrides}
+
+    def stop(self, timeout_s: float = 30) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None

@@ -1,0 +1,304 @@
+"""The tap's main loop: binlog → changelog events → Kafka, checkpointed at transaction ends.
+
+Reading resumes by file/position (``is_mariadb=False`` with ``resume_stream=True``, which
+works for MariaDB and MySQL alike). A checkpoint is the position right after a transaction's
+commit (XID event, COMMIT query, or a DDL statement); it is saved only once the broker has
+acknowledged every event produced before it, at most every ``checkpoint_interval_s`` and on
+a clean stop. A crash therefore replays at most the transactions after the last saved
+checkpoint: delivery is at least once, and the merge's ref-key ordering makes repeats harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from python_ingest.config import Settings, SourceConfig
+from python_ingest.exceptions import (
+    IncompatibleSchemaChange,
+    SluiceError,
+    TapError,
+    UnsupportedColumn,
+)
+from python_ingest.kafka import broker as broker_mod
+from python_ingest.sources.binlog import server
+from python_ingest.sources.binlog.columns import from_binlog
+from python_ingest.sources.binlog.events import (
+    DELETE,
+    INSERT,
+    UPDATE,
+    Envelope,
+    TappedTable,
+    changes,
+)
+from python_ingest.sources.binlog.position import (
+    BinlogCheckpoint,
+    BinlogCheckpointStore,
+    BinlogPosition,
+)
+from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
+from python_ingest.sources.binlog.registry import Registry, TableShape
+
+log = logging.getLogger(__name__)
+
+
+_INSIDE_TRANSACTION = ("BEGIN", "SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT", "XA START",
+                       "XA BEGIN", "XA END")
+
+
+def ends_transaction(query: str) -> bool:
+    """Whether a query event ends a transaction: COMMIT, ROLLBACK, XA COMMIT or a DDL
+    statement (its own transaction), but not BEGIN or savepoints inside one."""
+    text = " ".join(query.split()).upper()
+    return not text.startswith(_INSIDE_TRANSACTION)
+
+
+def registry_root(settings: Settings, source: SourceConfig) -> Path:
+    """The folder of the source's schema registry (one sub-folder per table)."""
+    return settings.path(source.schema_registry or f"{settings.state_dir}/schemas/{source.name}")
+
+
+def topic_for(source: SourceConfig, db: str, table: str) -> str:
+    return f"{source.topic_base}.{db}.{table}"
+
+
+@dataclass
+class TapStats:
+    events: int = 0
+    row_changes: int = 0
+    messages: int = 0
+    transactions: int = 0
+    checkpoints_saved: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class Tap:
+    """Reads one source's binlog and publishes its tapped tables' changes."""
+
+    def __init__(self, settings: Settings, source: SourceConfig,
+                 stop: threading.Event | None = None) -> None:
+        self.settings = settings
+        self.source = source
+        self.stop = stop or threading.Event()
+        self.store = BinlogCheckpointStore(settings.path(settings.state_dir), source.name)
+        self.registry_root = registry_root(settings, source)
+        self.stats = TapStats()
+        self.tables: dict[tuple[str, str], TappedTable] = {}
+        self._signatures: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self._table_objs: dict[tuple[str, str], Any] = {}
+        self.stopped: dict[str, dict[str, Any]] = {}
+        self._pending: deque[tuple[int, BinlogPosition, str | None]] = deque()
+        self._last_end: BinlogPosition | None = None
+        self._saved: BinlogPosition | None = None
+        self._last_save = 0.0
+        self._gtid: str | None = None
+        self._known_topics: set[str] = set()
+        self._conn: Any = None
+        self.producer: ChangelogProducer | None = None
+
+    # ---- public -----------------------------------------------------------------------
+
+    def run(self, until_end: bool = False) -> TapStats:
+        """Tap until stopped (signal) or, with ``until_end``, until the binlog's current end."""
+        if not self.store.try_lock():
+            raise TapError(f"another tap of source '{self.source.name}' is running (lock "
+                           f"{self.store.lock_path}); run one tap per source")
+        try:
+            return self._run(until_end)
+        finally:
+            self.store.release()
+            if self._conn is not None:
+                self._conn.close()
+
+    # ---- the loop ---------------------------------------------------------------------
+
+    def _start_position(self) -> BinlogPosition:
+        checkpoint = self.store.load()
+        if checkpoint is not None:
+            self.stopped = dict(checkpoint.stopped)
+            self._gtid = checkpoint.gtid
+            return checkpoint.position
+        start = (server.master_position(self._conn) if self.source.start_from == "current"
+                 else server.first_position(self._conn))
+        self.store.save(BinlogCheckpoint(start))
+        log.info("source %s: no checkpoint yet, starting at %s (%s)", self.source.name, start,
+                 self.source.start_from)
+        return start
+
+    def _run(self, until_end: bool) -> TapStats:
+        from pymysqlreplication import BinLogStreamReader
+        from pymysqlreplication.event import (
+            GtidEvent,
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            QueryEvent,
+            RotateEvent,
+            XidEvent,
+        )
+        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+        self._conn = server.connect(self.source)
+        server.check_server(self._conn, self.source)
+        start = self._start_position()
+        self._saved = self._last_end = start
+        self.producer = ChangelogProducer(self.settings.broker.bootstrap_servers)
+        log.info("tapping source %s from %s into topics %s.<db>.<table>", self.source.name,
+                 start, self.source.topic_base)
+        stream = BinLogStreamReader(
+            connection_settings=server.connection_settings(self.source),
+            server_id=self.source.server_id, resume_stream=True, blocking=not until_end,
+            log_file=start.file, log_pos=start.pos, is_mariadb=False,
+            slave_heartbeat=self.source.heartbeat_s, ignored_schemas=list(server.SYSTEM_SCHEMAS),
+            only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
+                         RotateEvent, HeartbeatLogEvent, MariadbGtidEvent, GtidEvent],
+            enable_logging=False)
+        kinds = {WriteRowsEvent: INSERT, UpdateRowsEvent: UPDATE, DeleteRowsEvent: DELETE}
+        file = start.file
+        try:
+            while not self.stop.is_set():
+                try:
+                    event = stream.fetchone()
+                except Exception as exc:
+                    raise self._stream_error(exc) from exc
+                if event is None:  # until_end: the server reached the binlog's end
+                    break
+                self.stats.events += 1
+                kind = kinds.get(type(event))
+                if kind is not None:
+                    self._rows(event, kind, file)
+                elif isinstance(event, XidEvent):
+                    self._commit(BinlogPosition(file, event.packet.log_pos))
+                elif isinstance(event, QueryEvent):
+                    if ends_transaction(event.query):
+                        self._commit(BinlogPosition(file, event.packet.log_pos))
+                elif isinstance(event, MariadbGtidEvent | GtidEvent):
+                    self._gtid = event.gtid
+                elif isinstance(event, RotateEvent):
+                    file = event.next_binlog
+                self._maybe_save()
+        finally:
+            stream.close()
+        self._finish()
+        return self.stats
+
+    def _stream_error(self, exc: Exception) -> SluiceError:
+        text = str(exc)
+        if "1236" in text or "log file" in text.lower():
+            return TapError(f"source {self.source.name}: the server cannot continue the binlog "
+                            f"from the checkpoint {self._saved} ({text}). The binlog was "
+                            "probably purged: bootstrap the tables again (docs/binlog-tap.md)")
+        if isinstance(exc, SluiceError):
+            return exc
+        return TapError(f"source {self.source.name}: reading the binlog failed after "
+                        f"{self._saved}: {type(exc).__name__}: {text}")
+
+    def _commit(self, position: BinlogPosition) -> None:
+        """A transaction ended at ``position``: a checkpoint once its events are acked."""
+        assert self.producer is not None
+        self.stats.transactions += 1
+        self._last_end = position
+        self._pending.append((self.producer.acks.next_seq, position, self._gtid))
+
+    def _maybe_save(self, force: bool = False) -> None:
+        assert self.producer is not None
+        now = time.monotonic()
+        if not force and now - self._last_save < self.source.checkpoint_interval_s:
+            return
+        self.producer.poll()
+        done = self.producer.acks.done_below
+        safe: tuple[int, BinlogPosition, str | None] | None = None
+        while self._pending and self._pending[0][0] <= done:
+            safe = self._pending.popleft()
+        self._last_save = now
+        if safe is not None and safe[1] != self._saved:
+            self.store.save(BinlogCheckpoint(safe[1], safe[2], dict(self.stopped)))
+            self._saved = safe[1]
+            self.stats.checkpoints_saved += 1
+
+    def _finish(self) -> None:
+        """Clean stop: every event produced is acknowledged, then the checkpoint is saved."""
+        assert self.producer is not None
+        self.producer.flush()
+        self._maybe_save(force=True)
+        log.info("tap of %s stopped cleanly at %s: %d row changes, %d messages, %d transactions",
+                 self.source.name, self._saved, self.stats.row_changes, self.stats.messages,
+                 self.stats.transactions)
+
+    # ---- rows -------------------------------------------------------------------------
+
+    def _rows(self, event: Any, kind: str, file: str) -> None:
+        db, name = event.schema, event.table
+        if not server.included(self.source, db, name) or f"{db}.{name}" in self.stopped:
+            return
+        table = self._table(event, db, name)
+        if table is None:
+            return
+        assert self.producer is not None
+        self.stats.row_changes += len(event.rows)
+        env = Envelope(self.source.kind, event.timestamp * 1000, self.source.data_center)
+        index = BinlogPosition(file, 0).file_index
+        for key, record in changes(table, kind, event.rows, index, event.packet.log_pos, env):
+            self.producer.send(table.topic, key.encode("utf-8"), table.encoder.encode(record))
+            self.stats.messages += 1
+
+    def _table(self, event: Any, db: str, name: str) -> TappedTable | None:
+        """The table's publishing state for this event's columns (new version if added)."""
+        key = (db, name)
+        table_obj = event.table_map[event.table_id]
+        if self._table_objs.get(key) is table_obj:
+            return self.tables[key]
+        columns = event.columns
+        signature = tuple((c.name, c.type, c.unsigned, c.character_set_name,
+                           getattr(c, "precision", None), getattr(c, "decimals", None),
+                           getattr(c, "fsp", None), tuple(c.set_values or ()), c.is_primary)
+                          for c in columns)
+        if self._signatures.get(key) == signature:
+            self._table_objs[key] = table_obj
+            return self.tables[key]
+        try:
+            table = self._register(db, name, columns)
+        except (IncompatibleSchemaChange, UnsupportedColumn, SluiceError) as exc:
+            self._stop_table(db, name, str(exc))
+            return None
+        self.tables[key] = table
+        self._signatures[key] = signature
+        self._table_objs[key] = table_obj
+        return table
+
+    def _register(self, db: str, name: str, columns: list[Any]) -> TappedTable:
+        specs = tuple(from_binlog(c) for c in columns)
+        key_set = {c.name for c in columns if c.is_primary}
+        if not key_set:
+            raise SluiceError(f"table {db}.{name} has no primary key: the tap keys every event "
+                              "by it; add one or exclude the table")
+        registry = Registry(self.registry_root / f"{db}.{name}")
+        latest = registry.latest()
+        order: tuple[str, ...] = tuple(latest[1].get("primary_key", ())) if latest else ()
+        if set(order) != key_set:
+            order = server.primary_key(self._conn, db, name)
+            if set(order) != key_set:  # the table changed again since: binlog column order
+                order = tuple(c.name for c in columns if c.is_primary)
+        shape = TableShape(db, name, specs, order)
+        previous = latest[0] if latest else None
+        schema_id = registry.register(shape)
+        if previous is not None and schema_id != previous:
+            log.info("table %s.%s: columns added, new schema version %d", db, name, schema_id)
+        topic = topic_for(self.source, db, name)
+        if topic not in self._known_topics:
+            broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, topic,
+                                    self.source.partitions)
+            self._known_topics.add(topic)
+        return TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic)
+
+    def _stop_table(self, db: str, name: str, reason: str) -> None:
+        """Stop publishing one table; its resume position is the last transaction end."""
+        assert self._last_end is not None
+        where = self._pending[-1][1] if self._pending else self._last_end
+        self.stopped[f"{db}.{name}"] = {"file": where.file, "pos": where.pos, "error": reason}
+        log.error("source %s: STOPPED table %s.%s at %s: %s", self.source.name, db, name, where,
+                  reason)

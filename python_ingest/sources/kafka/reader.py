@@ -1,0 +1,241 @@
+"""The Spark task side of ingestion: read work units from Kafka and decode them.
+
+``read_units`` is the body of a ``mapInArrow``. Each task reads its own offset ranges straight
+from the broker and decodes the Avro values; per message it only decodes Avro and appends to
+lists, everything else is column-wise Arrow. Every message becomes exactly one row: a raw row,
+or an error row.
+
+The raw table is written in the same pass (no second read, no cache): raw rows are the
+DataFrame's output, while error rows (normally few) travel back to the driver with the task's
+counts in a ``TaskReport`` through a Spark accumulator. A work unit whose error rows exceed
+``error_budget_bytes`` sends none back and is listed as overflowed: the driver then re-reads it
+in ``errors`` mode, where the output is the error rows instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.accumulators import AccumulatorParam
+
+from python_ingest.changelog.decode import Decoder, arrow_schema
+from python_ingest.changelog.schema import RAW_ERROR_COLUMNS, ChangelogSchema
+from python_ingest.exceptions import DecodeError
+from python_ingest.kafka import client as kafka_client
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark import Accumulator
+
+CHUNK_ROWS = 20_000
+ERROR_BUDGET_BYTES = 32 * 1024 * 1024
+ErrorRow = tuple[Any, ...]  # values in RAW_ERROR_COLUMNS order
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """What a Spark task needs to read and decode its work units (pickled to executors)."""
+
+    reader: str
+    bootstrap: str
+    timeout_s: float
+    schema: ChangelogSchema
+    batch_id: int
+    ingested_at_us: int
+    mode: str = "raw"  # raw: emit raw rows, report errors; errors: emit error rows only
+    error_budget_bytes: int = ERROR_BUDGET_BYTES
+
+    def output_columns(self) -> tuple[tuple[str, str], ...]:
+        return self.schema.raw_columns() if self.mode == "raw" else RAW_ERROR_COLUMNS
+
+    def output_ddl(self) -> str:
+        """Spark DDL of a reader task's output."""
+        return ", ".join(f"`{n}` {t}" for n, t in self.output_columns())
+
+
+@dataclass
+class TaskReport:
+    """What tasks tell the driver besides their rows (summed over tasks by an accumulator)."""
+
+    read: int = 0
+    bytes: int = 0
+    errors: int = 0
+    error_rows: list[ErrorRow] = field(default_factory=list)
+    overflowed: list[tuple[str, int, int, int]] = field(default_factory=list)  # work units
+
+    def merge(self, other: TaskReport) -> TaskReport:
+        self.read += other.read
+        self.bytes += other.bytes
+        self.errors += other.errors
+        self.error_rows.extend(other.error_rows)
+        self.overflowed.extend(other.overflowed)
+        return self
+
+
+class TaskReportParam(AccumulatorParam[TaskReport]):
+    """Accumulator parameter that merges task reports."""
+
+    def zero(self, value: TaskReport) -> TaskReport:
+        return TaskReport()
+
+    def addInPlace(self, value1: TaskReport, value2: TaskReport) -> TaskReport:  # noqa: N802
+        return value1.merge(value2)
+
+
+@dataclass
+class _Chunk:
+    """Messages of one partition collected for one output batch."""
+
+    partition: int
+    records: list[dict[str, Any]] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    failed: list[tuple[int, str, bytes | None, bytes | None, int]] = field(
+        default_factory=list)  # (offset, reason, key, value, timestamp ms)
+
+    def __len__(self) -> int:
+        return len(self.offsets) + len(self.failed)
+
+
+class _Emitter:
+    def __init__(self, spec: ReadSpec) -> None:
+        import pyarrow as pa
+
+        self.pa = pa
+        self.spec = spec
+        self.decoder = Decoder(spec.schema)
+        self.schema = arrow_schema(spec.output_columns())
+        self.changelog_names = [n for n, _ in self.decoder.columns]
+        self.report = TaskReport()
+
+    def add(self, chunk: _Chunk, batch: kafka_client.MessageBatch) -> None:
+        """Decode a batch of messages into the chunk (the per-message hot loop)."""
+        self.report.bytes += (sum(map(len, filter(None, batch.keys)))
+                              + sum(map(len, filter(None, batch.values))))
+        decode = self.decoder.record
+        records = chunk.records
+        failed: list[int] = []
+        for value in batch.values:
+            try:
+                records.append(decode(value))
+            except DecodeError as exc:
+                failed.append(len(records))
+                records.append({"": str(exc)})
+        if not failed:
+            chunk.values.extend(batch.values)
+            chunk.keys.extend(batch.keys)
+            chunk.offsets.extend(batch.offsets)
+            chunk.timestamps.extend(batch.timestamps_ms)
+            return
+        base = len(records) - len(batch)
+        bad = set(failed)
+        for i, (key, value, offset, timestamp) in enumerate(zip(
+                batch.keys, batch.values, batch.offsets, batch.timestamps_ms, strict=True)):
+            if base + i in bad:
+                chunk.failed.append((offset, records[base + i][""], key, value, timestamp))
+            else:
+                chunk.values.append(value)
+                chunk.keys.append(key)
+                chunk.offsets.append(offset)
+                chunk.timestamps.append(timestamp)
+        chunk.records[base:] = [r for i, r in enumerate(records[base:]) if base + i not in bad]
+
+    def flush(self, chunk: _Chunk) -> tuple[pa.RecordBatch | None, list[ErrorRow]]:
+        """The chunk's raw rows (raw mode only) and its error rows."""
+        pa = self.pa
+        self.report.read += len(chunk)
+        failed = list(chunk.failed)
+        raw = None
+        if chunk.records:
+            changelog, bad = self.decoder.to_arrow(chunk.records)
+            failed += [(chunk.offsets[i], reason, chunk.keys[i], chunk.values[i],
+                        chunk.timestamps[i]) for i, reason in bad.items()]
+            if self.spec.mode == "raw":
+                n = changelog.num_rows
+                by_name = dict(zip(self.changelog_names, changelog.columns, strict=True))
+                by_name.update(self._coords(chunk.partition, chunk.offsets, chunk.timestamps))
+                raw = pa.RecordBatch.from_arrays(
+                    [by_name[f.name] for f in self.schema], schema=self.schema)
+                if bad:
+                    raw = raw.filter(pa.array([i not in bad for i in range(n)]))
+        self.report.errors += len(failed)
+        ingested_at = self.spec.ingested_at_us
+        rows = [(key.decode("utf-8", "replace") if key else None, reason, value, key,
+                 chunk.partition, offset, timestamp * 1000, self.spec.batch_id, ingested_at)
+                for offset, reason, key, value, timestamp in failed]
+        return raw, rows
+
+    def _coords(self, partition: int, offsets: list[int],
+                timestamps: list[int]) -> dict[str, pa.Array]:
+        pa = self.pa
+        n = len(offsets)
+        utc_us = pa.timestamp("us", tz="UTC")
+        return {
+            "_kafka_partition": pa.array([partition] * n, pa.int32()),
+            "_kafka_offset": pa.array(offsets, pa.int64()),
+            "_kafka_timestamp": pa.array(timestamps, pa.int64()).cast(
+                pa.timestamp("ms", tz="UTC")).cast(utc_us),
+            "_batch_id": pa.array([self.spec.batch_id] * n, pa.int64()),
+            "_ingested_at": pa.array([self.spec.ingested_at_us] * n, pa.int64()).cast(utc_us),
+        }
+
+    def error_batch(self, rows: list[ErrorRow]) -> pa.RecordBatch:
+        """Error rows as an Arrow batch (errors mode)."""
+        pa = self.pa
+        columns = list(zip(*rows, strict=True))
+        arrays = [pa.array(list(values), f.type) if f.type != pa.timestamp("us", tz="UTC")
+                  else pa.array(list(values), pa.int64()).cast(f.type)
+                  for values, f in zip(columns, self.schema, strict=True)]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def read_units(spec: ReadSpec, batches: Iterable[pa.RecordBatch],
+               report: Accumulator[TaskReport] | None = None) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: read each work unit (topic, partition, start, end) and emit rows."""
+    emitter = _Emitter(spec)
+    for batch in batches:
+        for unit in batch.to_pylist():
+            yield from _read_unit(spec, emitter, unit)
+    if report is not None:
+        report.add(emitter.report)
+
+
+def _read_unit(spec: ReadSpec, emitter: _Emitter,
+               unit: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+    """Read one work unit; its error rows go to the report unless they exceed the budget."""
+    unit_errors: list[ErrorRow] = []
+    error_bytes = 0
+
+    def emit(chunk: _Chunk) -> Iterator[pa.RecordBatch]:
+        nonlocal error_bytes
+        raw, errors = emitter.flush(chunk)
+        if raw is not None and raw.num_rows:
+            yield raw
+        if spec.mode == "errors":
+            if errors:
+                yield emitter.error_batch(errors)
+        elif error_bytes <= spec.error_budget_bytes:
+            unit_errors.extend(errors)
+            error_bytes += sum(len(e[2] or b"") + len(e[3] or b"") for e in errors)
+
+    chunk = _Chunk(unit["partition"])
+    for batch in kafka_client.read_batches(spec.reader, spec.bootstrap, unit["topic"],
+                                       unit["partition"], unit["start"], unit["end"],
+                                       spec.timeout_s):
+        emitter.add(chunk, batch)
+        if len(chunk) >= CHUNK_ROWS:
+            yield from emit(chunk)
+            chunk = _Chunk(unit["partition"])
+    if len(chunk):
+        yield from emit(chunk)
+    if spec.mode == "errors":
+        return
+    if error_bytes > spec.error_budget_bytes:
+        emitter.report.overflowed.append((unit["topic"], unit["partition"], unit["start"],
+                                          unit["end"]))
+    else:
+        emitter.report.error_rows.extend(unit_errors)

@@ -1,0 +1,198 @@
+"""dbt, in-process, on the SparkSession the runner already holds.
+
+dbt-spark's ``method: session`` profile calls ``SparkSession.builder.getOrCreate()``, which
+returns the running session: the staging and lake models run on the same Spark and Iceberg
+catalog as ingestion, without a second JVM. A failing dbt node raises PipelineError with dbt's
+own message; the caller moves no checkpoint after it.
+
+Checkpoints of lake merges ride in the merge's own Iceberg commits: Iceberg's
+``CommitMetadata.withCommitProperties`` adds snapshot summary properties to every commit made
+by one JVM thread while it runs. dbt runs single-threaded inside that call (a py4j callback
+whose Spark calls stay on the calling JVM thread), so its MERGE commits carry the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from python_ingest.config import Settings
+from python_ingest.exceptions import PipelineError
+from python_ingest.runtime.session import spark_conf
+from python_ingest.tables.names import JobModels
+
+if TYPE_CHECKING:
+    from dbt.contracts.graph.manifest import Manifest
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+PROJECT_DIR_ENV = "SLUICE_DBT_PROJECT_DIR"
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the repo, the default dbt project
+_LOCK = threading.Lock()  # dbt's invocation state is process-global
+T = TypeVar("T")
+
+
+def project_dir(settings: Settings) -> Path:
+    """The dbt project: $SLUICE_DBT_PROJECT_DIR, else beside the config, else sluice's own."""
+    if os.environ.get(PROJECT_DIR_ENV):
+        return Path(os.environ[PROJECT_DIR_ENV]).resolve()
+    if (settings.root / "dbt_project.yml").is_file():
+        return settings.root
+    return PACKAGE_ROOT
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """What dbt did with one node."""
+
+    unique_id: str
+    status: str
+    message: str
+
+
+class Dbt:
+    """Runs dbt commands in this process against ``settings``' catalog and session."""
+
+    def __init__(self, settings: Settings, project: Path | None = None) -> None:
+        self.settings = settings
+        self.project = project or project_dir(settings)
+        self._manifest: Manifest | None = None
+
+    def _env(self) -> dict[str, str]:
+        """Profile variables so that profiles.yml describes the session we already run."""
+        conf = spark_conf(self.settings)
+        env = {"SLUICE_SPARK_MASTER": conf["spark.master"],
+               "SLUICE_SPARK_JARS": conf["spark.jars"]}
+        warehouse = conf.get(f"spark.sql.catalog.{self.settings.catalog.name}.warehouse")
+        if warehouse:
+            env["SLUICE_WAREHOUSE"] = warehouse
+        return env
+
+    @contextmanager
+    def _environment(self) -> Iterator[None]:
+        saved = {k: os.environ.get(k) for k in self._env()}
+        os.environ.update(self._env())
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    def invoke(self, command: Sequence[str], variables: Mapping[str, Any] | None = None,
+               single_threaded: bool = False) -> object:
+        """Run one dbt command; returns dbt's result (a Manifest for ``parse``, a
+        RunExecutionResult for ``run``), raises PipelineError when it fails."""
+        from dbt.cli.main import dbtRunner
+
+        args = [*command, "--project-dir", str(self.project), "--profiles-dir",
+                str(self.project), "--target-path", str(self.project / "target"),
+                "--log-path", str(self.project / "logs"), "--quiet"]
+        if variables:
+            args += ["--vars", json.dumps(dict(variables))]
+        if single_threaded:
+            args.insert(0, "--single-threaded")
+        log.debug("dbt %s", " ".join(args))
+        with _LOCK, self._environment():
+            result = dbtRunner().invoke(args)
+        if not result.success:
+            raise PipelineError(f"dbt {' '.join(command)} failed: {_failure_message(result)}")
+        return result.result
+
+    def run(self, select: str, variables: Mapping[str, Any] | None = None,
+            single_threaded: bool = False) -> list[NodeResult]:
+        """``dbt run --select <select>``; the results of the nodes it ran."""
+        result = self.invoke(["run", "--select", select], variables, single_threaded)
+        return [NodeResult(r.node.unique_id, str(r.status), r.message or "")
+                for r in getattr(result, "results", [])]
+
+    def manifest(self) -> Manifest:
+        """The parsed project (cached for the life of this object)."""
+        if self._manifest is None:
+            self._manifest = cast("Manifest", self.invoke(["parse"]))
+        return self._manifest
+
+    def job_models(self, job_name: str) -> JobModels:
+        """The converter reading raw.<job> and the lake model built on it, from the manifest."""
+        from dbt.contracts.graph.nodes import ModelNode
+
+        manifest = self.manifest()
+        sources = {sid for sid, s in manifest.sources.items()
+                   if s.schema == "raw" and s.identifier == job_name}
+        models = {n.unique_id: n for n in manifest.nodes.values() if isinstance(n, ModelNode)}
+        staging = [n for n in models.values() if set(n.depends_on.nodes) & sources]
+        if not staging:
+            raise PipelineError(
+                f"no dbt model reads raw.{job_name}: add a converter "
+                f"models/staging/<source>/stg_<source>__{job_name}.sql with a source whose "
+                f"schema is raw and table is {job_name} (see docs/write-a-converter.md)")
+        if len(staging) > 1:
+            names = ", ".join(sorted(n.name for n in staging))
+            raise PipelineError(f"several dbt models read raw.{job_name} ({names}): a job has "
+                                "exactly one converter")
+        converter = staging[0]
+        lake = [n for n in models.values() if converter.unique_id in n.depends_on.nodes
+                and n.config.materialized == "lake_merge"]
+        if len(lake) > 1:
+            names = ", ".join(sorted(n.name for n in lake))
+            raise PipelineError(f"several lake models merge {converter.name} ({names})")
+        return JobModels(converter.name, lake[0].name if lake else None)
+
+
+def _failure_message(result: Any) -> str:
+    """dbt's own words for what failed: the failing nodes' messages, or the exception."""
+    messages = []
+    for node in getattr(result.result, "results", None) or []:
+        if str(node.status) in ("error", "fail", "runtime error"):
+            messages.append(f"{node.node.name}: {node.message}")
+    if result.exception is not None:
+        messages.append(str(result.exception))
+    return "; ".join(messages) or "dbt reported failure without a message (see dbt's log)"
+
+
+def with_commit_properties(spark: SparkSession, properties: Mapping[str, str],
+                           action: Callable[[], T]) -> T:
+    """Run ``action`` so that every Iceberg commit it makes carries ``properties``.
+
+    Iceberg keeps the properties in a JVM thread-local. ``action`` runs as a py4j callback of
+    that JVM thread, and py4j runs a callback's own JVM calls on the calling thread, so its
+    Spark statements (and a single-threaded dbt) commit with the properties.
+    """
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None
+    ensure_callback_server_started(gateway)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    outcome: dict[str, Any] = {}
+
+    class Task:
+        def call(self) -> None:
+            try:
+                outcome["value"] = action()
+            except BaseException as exc:  # handed back to the caller below
+                outcome["error"] = exc
+
+        class Java:
+            implements = ["java.util.concurrent.Callable"]
+
+    java_props = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        java_props.put(key, value)
+    jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
+        java_props, Task(), jvm.java.lang.Class.forName("java.lang.RuntimeException"))
+    if "error" in outcome:
+        raise outcome["error"]
+    result: T = outcome["value"]
+    return result

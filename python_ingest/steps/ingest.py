@@ -1,0 +1,265 @@
+"""The ingestion step: Kafka work units → raw.<table> and errors.<table>__raw, exactly once.
+
+A run plans its work units from the raw table's checkpoint and reads them in one pass: Spark
+tasks read and decode their ranges (each task talks to Kafka itself) and the raw rows go
+straight into the raw table, whose commit carries the new checkpoint. Error rows come back to
+the driver with the tasks' counts and go into the error table in a second commit, made every
+run (empty if the batch had no errors), carrying the same checkpoint. If the process dies
+between the two commits, the error table's checkpoint is a batch behind the raw table's, and
+the next run first re-reads that batch's range (the raw checkpoint records where the batch
+began) for its error rows. So neither table gets duplicates or gaps.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from python_ingest.changelog.schema import RAW_ERROR_COLUMNS, ChangelogSchema
+from python_ingest.config import JobConfig, Settings
+from python_ingest.exceptions import ReadError, SluiceError
+from python_ingest.kafka import client as kafka_client
+from python_ingest.sources.kafka.reader import (
+    ERROR_BUDGET_BYTES,
+    ReadSpec,
+    TaskReport,
+    TaskReportParam,
+    read_units,
+)
+from python_ingest.sources.kafka.workunits import Plan, WorkUnit, plan, start_positions
+from python_ingest.tables.checkpoints import Checkpoint, append_with_checkpoint, read_checkpoint
+from python_ingest.tables.iceberg import ensure_table
+from python_ingest.tables.names import JobTables
+from python_ingest.tables.runs import Run
+
+if TYPE_CHECKING:
+    from pyspark import Accumulator
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+FAULT_ENV = "SLUICE_FAULT"
+# Error-row bytes a work unit may send back to the driver; beyond it the unit is re-read.
+error_budget_bytes = ERROR_BUDGET_BYTES
+
+
+def fault_point(name: str) -> None:
+    """Kill this process hard at a named point when $SLUICE_FAULT says so (crash tests)."""
+    if os.environ.get(FAULT_ENV) == name:
+        log.warning("fault injection: killing the process at '%s'", name)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What one ingestion run did."""
+
+    batch_id: int | None
+    read: int
+    landed: int
+    errors: int
+    bytes: int
+    plan: Plan
+    checkpoint: Checkpoint | None
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.batch_id is None
+
+
+class _Progress:
+    """Logs read progress (tasks done of all) while a long Spark job runs."""
+
+    def __init__(self, spark: SparkSession, interval_s: float = 5.0) -> None:
+        self.tracker = spark.sparkContext.statusTracker()
+        self.interval = interval_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> _Progress:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+
+    def _loop(self) -> None:
+        started = time.monotonic()
+        while not self.stop.wait(self.interval):
+            for stage_id in self.tracker.getActiveStageIds():
+                info = self.tracker.getStageInfo(stage_id)
+                if info and info.numTasks:
+                    log.info("reading and landing: %d/%d tasks done (%d running), %.0fs",
+                             info.numCompletedTasks, info.numTasks, info.numActiveTasks,
+                             time.monotonic() - started)
+
+
+def _spark_error(exc: Exception) -> SluiceError:
+    """Turn a failed Spark job into the sluice error raised inside the task, if any."""
+    text = "\n".join(str(part) for part in (exc, getattr(exc, "desc", ""),
+                                            getattr(exc, "java_exception", "")) if part)
+    for marker in ("ReadError: ", "BrokerError: "):
+        if marker in text:
+            return ReadError(text.split(marker, 1)[1].splitlines()[0])
+    lines = [line for line in text.splitlines() if "Error" in line or "Exception" in line]
+    return ReadError(f"reading from Kafka failed: {lines[-1].strip() if lines else exc!r}")
+
+
+def plan_run(settings: Settings, job: JobConfig, checkpoint: Checkpoint | None,
+             accept_data_loss: bool = False) -> Plan:
+    """Work units for the next run of ``job`` from ``checkpoint`` and the broker's offsets."""
+    bootstrap = settings.broker.bootstrap_servers
+    offsets = kafka_client.partition_offsets(bootstrap, job.topic)
+    positions, losses = start_positions(job.topic, offsets, checkpoint, job.starting_offsets,
+                                        accept_data_loss or job.on_data_loss == "accept")
+    bytes_per_message = checkpoint.bytes_per_message if checkpoint else None
+    ends = {po.partition: po.end for po in offsets}
+    if bytes_per_message is None and job.max_bytes < JobConfig.max_bytes:
+        pending = {p: s for p, s in positions.items() if s < ends[p]}
+        bytes_per_message = kafka_client.sample_message_bytes(bootstrap, job.topic, pending)
+    return plan(job.topic, offsets, positions, job.max_records, job.max_bytes,
+                bytes_per_message, job.records_per_task, losses)
+
+
+def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
+           accept_data_loss: bool = False) -> IngestResult:
+    """Run one ingestion of ``job``; fills ``run`` with counts and returns what it did."""
+    schema = ChangelogSchema.load(job, settings.root)
+    tables = JobTables(job.name)
+    ensure_table(spark, tables.raw, schema.raw_columns())
+    ensure_table(spark, tables.raw_errors, RAW_ERROR_COLUMNS)
+    checkpoint = read_checkpoint(spark, tables.raw)
+    error_checkpoint = _catch_up_errors(spark, settings, job, schema, checkpoint, run)
+    if checkpoint is not None and error_checkpoint is not None:
+        # the error commit carries the bytes per message the raw commit could not know yet
+        checkpoint = replace(checkpoint, bytes_per_message=error_checkpoint.bytes_per_message)
+    work = plan_run(settings, job, checkpoint, accept_data_loss)
+    run.details["work_units"] = [u.__dict__ for u in work.units]
+    run.details["checkpoint_from"] = dict(work.start)
+    if work.data_loss:
+        run.details["data_loss"] = [loss.__dict__ for loss in work.data_loss]
+        run.count("lost", sum(loss.end - loss.start for loss in work.data_loss))
+        log.warning("accepted data loss on %s: %s", job.topic, work.data_loss)
+    if not work.units and not work.data_loss:
+        log.info("job %s: up to date (no new messages on %s)", job.name, job.topic)
+        for name in ("read", "landed", "decode_errors", "bytes"):
+            run.count(name, 0)
+        return IngestResult(None, 0, 0, 0, 0, work, checkpoint)
+
+    batch_id = (checkpoint.batch_id if checkpoint else 0) + 1
+    run.batch_id = batch_id
+    log.info("job %s batch %d: reading %d messages in %d work units (%d left for later runs)",
+             job.name, batch_id, work.planned, len(work.units), work.remaining)
+    spec = ReadSpec(job.reader, settings.broker.bootstrap_servers, job.read_timeout_s, schema,
+                    batch_id, int(datetime.now(UTC).timestamp() * 1_000_000),
+                    error_budget_bytes=error_budget_bytes)
+    report = spark.sparkContext.accumulator(TaskReport(), TaskReportParam())
+    timer = time.monotonic()
+    new_checkpoint = Checkpoint(job.topic, work.next_offsets, batch_id,
+                                checkpoint.bytes_per_message if checkpoint else None, work.start)
+    fault_point("before_raw_commit")
+    _commit_raw(spark, _read(spark, spec, work.units, report), job, new_checkpoint)
+    totals: TaskReport = report.value
+    if totals.read:
+        new_checkpoint = replace(new_checkpoint, bytes_per_message=totals.bytes / totals.read)
+    log.info("job %s batch %d: read %d messages (%d bytes), committed %s with checkpoint %s "
+             "in %.1fs", job.name, batch_id, totals.read, totals.bytes, tables.raw,
+             dict(new_checkpoint.offsets), time.monotonic() - timer)
+    fault_point("after_raw_commit")
+    _commit_errors(spark, settings, job, schema, spec, totals, new_checkpoint)
+    fault_point("after_error_commit")
+    landed = totals.read - totals.errors
+    run.count("read", totals.read)
+    run.count("landed", landed)
+    run.count("decode_errors", totals.errors)
+    run.count("bytes", totals.bytes)
+    run.details["checkpoint_to"] = dict(new_checkpoint.offsets)
+    log.info("job %s batch %d: read %d, landed %d in %s, %d errors in %s", job.name, batch_id,
+             totals.read, landed, tables.raw, totals.errors, tables.raw_errors)
+    return IngestResult(batch_id, totals.read, landed, totals.errors, totals.bytes, work,
+                        new_checkpoint)
+
+
+def _read(spark: SparkSession, spec: ReadSpec, units: tuple[WorkUnit, ...],
+          report: Accumulator[TaskReport] | None) -> DataFrame:
+    """The reader tasks' output as a DataFrame (lazy: it reads when written)."""
+    if not units:
+        return spark.createDataFrame([], spec.output_ddl())
+    rows = [(u.topic, u.partition, u.start, u.end) for u in units]
+    tasks = spark.sparkContext.parallelize(rows, len(rows)).toDF(
+        "topic string, partition int, start bigint, end bigint")
+    return tasks.mapInArrow(lambda batches: read_units(spec, batches, report),
+                            spec.output_ddl())
+
+
+def _commit_raw(spark: SparkSession, raw_rows: DataFrame, job: JobConfig,
+                checkpoint: Checkpoint) -> None:
+    """Read, decode and append the raw rows in one Spark job, with the checkpoint."""
+    with _Progress(spark):
+        try:
+            append_with_checkpoint(raw_rows, JobTables(job.name).raw, checkpoint)
+        except SluiceError:
+            raise
+        except Exception as exc:  # Py4JJavaError / PythonException from a task
+            raise _spark_error(exc) from exc
+
+
+def _commit_errors(spark: SparkSession, settings: Settings, job: JobConfig,
+                   schema: ChangelogSchema, spec: ReadSpec, totals: TaskReport,
+                   checkpoint: Checkpoint) -> None:
+    """Append the batch's error rows (maybe none), with the batch's checkpoint."""
+    frames = [_error_frame(spark, [])]
+    if totals.error_rows:
+        frames = [_error_frame(spark, totals.error_rows)]
+    if totals.overflowed:
+        units = tuple(WorkUnit(*unit) for unit in totals.overflowed)
+        log.info("job %s: %d work units had too many error rows to collect; re-reading them "
+                 "for their error rows", job.name, len(units))
+        frames.append(_read(spark, replace(spec, mode="errors"), units, None))
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame)
+    append_with_checkpoint(rows, JobTables(job.name).raw_errors, checkpoint)
+
+
+def _error_frame(spark: SparkSession, rows: list[tuple[Any, ...]]) -> DataFrame:
+    """Error rows collected from the tasks (timestamps as µs) as a DataFrame."""
+    ddl = ", ".join(f"`{n}` {t}" for n, t in RAW_ERROR_COLUMNS)
+    timestamps = [i for i, (_, t) in enumerate(RAW_ERROR_COLUMNS) if t == "timestamp"]
+    converted = [tuple(datetime.fromtimestamp(v / 1_000_000, UTC) if i in timestamps else v
+                       for i, v in enumerate(row)) for row in rows]
+    return spark.createDataFrame(converted, ddl)
+
+
+def _catch_up_errors(spark: SparkSession, settings: Settings, job: JobConfig,
+                     schema: ChangelogSchema, checkpoint: Checkpoint | None,
+                     run: Run) -> Checkpoint | None:
+    """Give the error table the error rows of the last raw batch if it lacks them.
+
+    That happens only when a run died between its raw commit and its error commit. The raw
+    checkpoint says where the batch began; the offsets are read again (Kafka offsets never
+    change) and only their error rows are kept. Returns the error table's checkpoint.
+    """
+    raw_errors = JobTables(job.name).raw_errors
+    error_checkpoint = read_checkpoint(spark, raw_errors)
+    if checkpoint is None or (error_checkpoint is not None
+                              and error_checkpoint.batch_id >= checkpoint.batch_id):
+        return error_checkpoint
+    units = tuple(WorkUnit(job.topic, p, checkpoint.batch_start.get(p, end), end)
+                  for p, end in sorted(checkpoint.offsets.items())
+                  if checkpoint.batch_start.get(p, end) < end)
+    log.warning("job %s: the error table lacks batch %d (the last run stopped between its "
+                "commits); re-reading %d work units for its error rows", job.name,
+                checkpoint.batch_id, len(units))
+    spec = ReadSpec(job.reader, settings.broker.bootstrap_servers, job.read_timeout_s, schema,
+                    checkpoint.batch_id, int(datetime.now(UTC).timestamp() * 1_000_000),
+                    mode="errors")
+    append_with_checkpoint(_read(spark, spec, units, None), raw_errors, checkpoint)
+    run.details["recovered_error_batch"] = checkpoint.batch_id
+    return checkpoint

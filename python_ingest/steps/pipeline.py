@@ -1,0 +1,195 @@
+"""The runner: one job from Kafka to its lake table, as one recorded run.
+
+    ingest   Kafka → raw.<job>                         checkpoint: offsets + batch id (raw)
+    staging  dbt converter → staging.<model>           checkpoint: max(_batch_id) of staging
+    fork     GE suite → staging.<model>__valid,        checkpoint: sluice.fork.batch_id
+             errors.<job>                                  (in both tables' commits)
+    merge    dbt lake model, one MERGE per raw batch   checkpoint: sluice.merge.batch_id
+             → lake.<model>, errors.<job>,                 (in each table's commit)
+               meta.<job>__tombstones
+    reports  GE Data Docs under <state_dir>/reports/<job>/, counts and quality in meta.runs
+
+Every step reads its own checkpoint and works on what the step before it committed beyond
+it, so a crash anywhere and a rerun neither skip nor repeat a batch (docs/pipeline.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from python_ingest.config import JobConfig, Settings
+from python_ingest.exceptions import PipelineError, SluiceError
+from python_ingest.steps.dbt import Dbt, with_commit_properties
+from python_ingest.steps.fork import ERROR_COLUMNS, fork, suite_path
+from python_ingest.steps.ingest import fault_point, ingest
+from python_ingest.tables.checkpoints import property_name, read_checkpoint, step_checkpoint
+from python_ingest.tables.iceberg import ensure_table, table_exists
+from python_ingest.tables.names import JobTables
+from python_ingest.tables.runs import Run
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+MERGE_STEP = "merge"
+TOMBSTONE_COLUMNS = (("_row_key", "string"), ("_ref_key", "bigint"), ("_batch_id", "bigint"))
+STEP_COUNTS = ("read", "landed", "decode_errors", "valid", "expectation_errors", "inserted",
+               "updated", "deleted", "merge_errors")
+
+
+@dataclass
+class PipelineResult:
+    """What one run of a job did."""
+
+    job: str
+    run_id: str
+    outcome: str
+    batch_id: int | None
+    counts: dict[str, int] = field(default_factory=dict)
+    report: str | None = None
+    tables: JobTables | None = None
+
+
+def report_dir(settings: Settings, job: str) -> Path:
+    """Where the GE Data Docs of ``job`` are written (index.html)."""
+    return settings.path(settings.state_dir) / "reports" / job
+
+
+def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
+            accept_data_loss: bool = False, dbt: Dbt | None = None) -> PipelineResult:
+    """Ingest, convert, fork, merge and report one job, recorded as one run in meta.runs."""
+    run = Run(job=job.name)
+    run.details["steps"] = ["ingest", "staging", "fork", "merge", "reports"]
+    for name in STEP_COUNTS:
+        run.count(name, 0)
+    dbt = dbt or Dbt(settings)
+    try:
+        tables = JobTables(job.name, dbt.job_models(job.name))
+        ingest(spark, settings, job, run, accept_data_loss)
+        fault_point("after_ingest")
+        _staging(spark, dbt, tables, run)
+        fault_point("after_staging")
+        report = _fork(spark, settings, dbt.project, tables, run)
+        fault_point("after_fork")
+        _merge(spark, dbt, tables, run)
+        fault_point("after_merge")
+    except Exception as exc:
+        run.finish(spark, "failed", f"{type(exc).__name__}: {exc}")
+        if not isinstance(exc, SluiceError):
+            log.exception("job %s failed", job.name)
+        raise
+    outcome = "up-to-date" if not any(run.counts.get(n) for n in STEP_COUNTS) else "succeeded"
+    run.finish(spark, outcome)
+    return PipelineResult(job.name, run.run_id, outcome, run.batch_id, dict(run.counts),
+                          report, tables)
+
+
+def _staging(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None:
+    """Run the converter when raw holds batches staging does not (one dbt run)."""
+    raw = read_checkpoint(spark, tables.raw)
+    raw_batch = raw.batch_id if raw else 0
+    staged = _max_batch(spark, tables.staging)
+    run.details["staging"] = {"raw_batch": raw_batch, "staged_before": staged}
+    if raw_batch <= staged:
+        return
+    dbt.run(tables.staging_model)
+    run.details["staging"]["staged_after"] = _max_batch(spark, tables.staging)
+
+
+def _max_batch(spark: SparkSession, table: str) -> int:
+    if not table_exists(spark, table):
+        return 0
+    value = spark.sql(f"select max(_batch_id) from {table}").collect()[0][0]
+    return int(value) if value is not None else 0
+
+
+def _fork(spark: SparkSession, settings: Settings, project: Path, tables: JobTables,
+          run: Run) -> str | None:
+    if not table_exists(spark, tables.staging):
+        return None
+    suite = suite_path(project, tables.staging_model)  # the suites beside dbt's project
+    result = fork(spark, tables.staging, tables.valid, tables.errors, suite,
+                  report_dir(settings, tables.job))
+    run.count("valid", result.valid)
+    run.count("expectation_errors", result.errors)
+    run.details["fork"] = {"batches": [result.batch_from + 1, result.batch_to],
+                           "rows": result.rows, "quality": result.quality,
+                           "report": result.report}
+    return result.report
+
+
+def _merge(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None:
+    """Merge each forked batch the lake table has not merged, one dbt run per batch."""
+    if tables.lake is None:
+        log.warning("job %s has no lake model (materialized lake_merge) on %s: not merged",
+                    tables.job, tables.staging_model)
+        return
+    if not table_exists(spark, tables.valid):
+        return
+    ensure_table(spark, tables.errors, ERROR_COLUMNS)
+    ensure_table(spark, tables.tombstones, TOMBSTONE_COLUMNS)
+    lake_done = step_checkpoint(spark, tables.lake, MERGE_STEP)
+    tombstones_done = step_checkpoint(spark, tables.tombstones, MERGE_STEP)
+    errors_done = max(step_checkpoint(spark, tables.errors, MERGE_STEP), lake_done)
+    start = min(lake_done, tombstones_done)
+    pending = [int(r[0]) for r in spark.sql(
+        f"select distinct _batch_id from {tables.valid} where _batch_id > {start} "
+        "order by _batch_id").collect()]
+    totals = {"inserted": 0, "updated": 0, "deleted": 0, "merge_errors": 0}
+    merged = []
+    for batch_id in pending:
+        skip = [name for name, done in (("errors", errors_done), ("lake", lake_done),
+                                        ("tombstones", tombstones_done)) if done >= batch_id]
+        if len(skip) == 3:
+            continue
+        counts = _merge_batch(spark, dbt, tables, batch_id, skip)
+        merged.append({"batch_id": batch_id, "skipped": skip, **counts})
+        if "lake" not in skip:
+            for name in totals:
+                totals[name] += counts[name]
+    for name, value in totals.items():
+        run.count(name, value)
+    run.details["merge"] = merged
+
+
+def _merge_batch(spark: SparkSession, dbt: Dbt, tables: JobTables, batch_id: int,
+                 skip: list[str]) -> dict[str, int]:
+    """One dbt run of the lake model for one batch, committing the merge checkpoint."""
+    lake_model = tables.models.lake if tables.models else None
+    changes = tables.merge_changes
+    assert lake_model is not None and changes is not None
+    variables = {"sluice_batch_id": batch_id, "sluice_skip": skip, **tables.dbt_vars()}
+    with_commit_properties(spark, {property_name(MERGE_STEP): str(batch_id)},
+                           lambda: dbt.run(lake_model, variables, single_threaded=True))
+    actions: dict[str, int] = dict(
+        spark.sql(f"select _merge_action, count(*) from {changes} group by 1").collect())
+    rejected = spark.sql(f"select coalesce(sum(size(_rejected)), 0) from {changes}"
+                         ).collect()[0][0]
+    if step_checkpoint(spark, tables.lake or "", MERGE_STEP) < batch_id:
+        raise PipelineError(f"the merge of batch {batch_id} into {tables.lake} committed "
+                            "without its checkpoint; nothing after it was merged")
+    counts = {"inserted": int(actions.get("insert", 0)), "updated": int(actions.get("update", 0)),
+              "deleted": int(actions.get("delete", 0)),
+              "merge_errors": int(rejected) if "errors" not in skip else 0}
+    log.info("merged batch %d into %s: %s", batch_id, tables.lake, counts)
+    return counts
+
+
+def run_all(spark: SparkSession, settings: Settings, names: list[str],
+            accept_data_loss: bool = False) -> list[PipelineResult]:
+    """Run several jobs one after another with one dbt project parse."""
+    dbt = Dbt(settings)
+    return [run_job(spark, settings, settings.job(n), accept_data_loss, dbt) for n in names]
+
+
+def table_summary(spark: SparkSession, tables: JobTables) -> dict[str, Any]:
+    """Row counts of a job's tables, for the CLI's summary."""
+    summary: dict[str, Any] = {}
+    for name in tables.all():
+        if table_exists(spark, name):
+            summary[name] = spark.table(name).count()
+    return summary

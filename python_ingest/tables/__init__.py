@@ -1,0 +1,1 @@
+"""Tables: names (one place for Python and dbt), Iceberg access, checkpoints, run bookkeeping."""

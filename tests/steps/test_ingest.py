@@ -1,0 +1,276 @@
+"""Kafka → raw Iceberg, end to end: a real Apache Kafka broker, real Spark, real Iceberg tables."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import TopicPartition
+from kafka.admin import KafkaAdminClient
+
+from python_ingest.config import JobConfig
+from python_ingest.demo import trips as demo
+from python_ingest.exceptions import CheckpointLostError, DataLossError, OffsetResetError
+from python_ingest.kafka import broker as broker_mod
+from python_ingest.steps.jobs import run_ingest
+from python_ingest.tables.checkpoints import read_checkpoint
+from python_ingest.tables.names import JobTables
+from python_ingest.tables.runs import last_runs
+from tests.conftest import REPO, sluice_cmd, trips_job
+
+pytestmark = pytest.mark.e2e
+
+
+def raw_of(job: JobConfig) -> str:
+    return JobTables(job.name).raw
+
+
+def raw_errors_of(job: JobConfig) -> str:
+    return JobTables(job.name).raw_errors
+
+
+def produce(bootstrap: str, topic: str, count: int, seed: int = 1, first_trip_id: int = 1,
+            malformed_rate: float = 0.02) -> list[demo.Event]:
+    broker_mod.ensure_topic(bootstrap, topic, 4)
+    gen = demo.TripsGenerator(demo.trips_schema(REPO), seed=seed, first_trip_id=first_trip_id,
+                              malformed_rate=malformed_rate)
+    events = list(gen.events(count))
+    assert demo.produce(bootstrap, topic, iter(events)) == count
+    return events
+
+
+def expected_ref_keys(events: list[demo.Event]) -> Counter[int]:
+    return Counter(e.record["_ref_key"] for e in events if e.kind != "malformed" and e.record)
+
+
+def raw_state(spark: Any, job: Any) -> tuple[Counter[int], int, int]:
+    raw = spark.table(raw_of(job))
+    errors = spark.table(raw_errors_of(job))
+    coords = raw.select("_kafka_partition", "_kafka_offset").union(
+        errors.select("_kafka_partition", "_kafka_offset"))
+    assert coords.count() == coords.distinct().count(), "a message landed twice"
+    refs = Counter(r["_ref_key"] for r in raw.select("_ref_key").collect())
+    return refs, raw.count(), errors.count()
+
+
+@pytest.mark.parametrize("reader", ["kafka-python", "confluent-kafka"])
+def test_lands_exactly_what_was_produced_then_only_new_offsets(
+        spark: Any, broker: str, make_settings: Any, job_name: str, reader: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name, reader=reader)})
+    job = settings.job(job_name)
+    first = produce(broker, job.topic, 3000, seed=11)
+
+    result = run_ingest(spark, settings, job)
+    malformed = sum(e.kind == "malformed" for e in first)
+    assert malformed > 0
+    assert (result.read, result.landed, result.errors) == (3000, 3000 - malformed, malformed)
+    refs, raw_rows, error_rows = raw_state(spark, job)
+    assert (raw_rows, error_rows) == (3000 - malformed, malformed)
+    assert refs == expected_ref_keys(first)
+    checkpoint = read_checkpoint(spark, raw_of(job))
+    ends = {p: o for p, o in _end_offsets(broker, job.topic).items()}
+    assert checkpoint is not None and dict(checkpoint.offsets) == ends
+    assert checkpoint.batch_id == 1
+
+    second = produce(broker, job.topic, 500, seed=12, first_trip_id=10_000)
+    result = run_ingest(spark, settings, job)
+    assert result.read == 500 and result.batch_id == 2
+    refs, raw_rows, error_rows = raw_state(spark, job)
+    assert refs == expected_ref_keys(first) + expected_ref_keys(second)
+    assert raw_rows + error_rows == 3500
+    assert spark.table(raw_of(job)).where("_batch_id = 2").count() == result.landed
+
+    again = run_ingest(spark, settings, job)
+    assert again.up_to_date and again.read == 0
+    runs = last_runs(spark, job.name, 3)
+    assert [r["outcome"] for r in runs] == ["up-to-date", "succeeded", "succeeded"]
+    assert runs[1]["counts"]["read"] == runs[1]["counts"]["landed"] + \
+        runs[1]["counts"]["decode_errors"] == 500
+
+
+def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    from python_ingest.kafka.client import partition_offsets
+
+    return {p.partition: p.end for p in partition_offsets(bootstrap, topic)}
+
+
+def test_throttled_runs_in_sequence_land_everything_once(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name, max_records=700,
+                                                  records_per_task=200)})
+    job = settings.job(job_name)
+    events = produce(broker, job.topic, 2000, seed=21)
+    reads = []
+    while True:
+        result = run_ingest(spark, settings, job)
+        if result.up_to_date:
+            break
+        reads.append(result.read)
+        assert result.read <= 700
+        assert len(result.plan.units) >= 4  # split across several Spark tasks
+    assert sum(reads) == 2000 and len(reads) == 3
+    refs, raw_rows, error_rows = raw_state(spark, job)
+    assert raw_rows + error_rows == 2000
+    assert refs == expected_ref_keys(events)
+
+
+def test_max_bytes_throttles_by_estimated_message_size(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name, max_bytes="40KiB")})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 1500, seed=22, malformed_rate=0)
+    first = run_ingest(spark, settings, job)
+    assert 0 < first.read < 1500
+    assert first.bytes <= 40 * 1024 * 1.2  # an estimate, within 20%
+    total = first.read
+    while not (result := run_ingest(spark, settings, job)).up_to_date:
+        total += result.read
+    assert total == 1500
+
+
+@pytest.mark.parametrize("budget", [None, 100], ids=["collected", "re-read"])
+def test_malformed_messages_land_in_the_error_table_with_reason_and_bytes(
+        spark: Any, broker: str, make_settings: Any, job_name: str, budget: int | None,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "python_ingest.steps.ingest")
+    if budget is not None:  # error rows beyond the budget are re-read instead of collected
+        monkeypatch.setattr("python_ingest.steps.ingest.error_budget_bytes", budget)
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    events = produce(broker, job.topic, 400, seed=31, malformed_rate=0.25)
+    result = run_ingest(spark, settings, job)
+    bad = [e for e in events if e.kind == "malformed"]
+    assert result.errors == len(bad) and result.read == result.landed + result.errors
+    rows = spark.table(raw_errors_of(job)).collect()
+    assert Counter(_bytes(r["error_source_data"]) for r in rows) == Counter(e.value for e in bad)
+    reasons = Counter(r["error_exception"].split(":")[0] for r in rows)
+    assert set(reasons) <= {"empty message value (tombstone or null)", "Avro decode failed",
+                            "row key column 'trip_id' is null"} | {
+        r for r in reasons if "trailing bytes" in r}
+    assert all(r["_batch_id"] == 1 and r["_kafka_offset"] >= 0 for r in rows)
+    assert ("for their error rows" in caplog.text) == (budget is not None)
+
+
+def _bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def test_checkpoint_below_earliest_offset_is_a_hard_error_unless_accepted(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 200, seed=41, malformed_rate=0)
+    run_ingest(spark, settings, job)
+    produce(broker, job.topic, 400, seed=42, first_trip_id=5000, malformed_rate=0)
+    checkpoint = read_checkpoint(spark, raw_of(job))
+    assert checkpoint is not None
+    tp = TopicPartition(job.topic, 0)
+    gone_to = checkpoint.offsets[0] + 10
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    admin.delete_records({tp: gone_to})
+    admin.close()
+
+    with pytest.raises(DataLossError) as err:
+        run_ingest(spark, settings, job)
+    assert "partition 0" in str(err.value) and f"{checkpoint.offsets[0]}..{gone_to - 1}" in \
+        str(err.value)
+    assert read_checkpoint(spark, raw_of(job)) == checkpoint  # nothing moved
+    assert last_runs(spark, job.name, 1)[0]["outcome"] == "failed"
+
+    result = run_ingest(spark, settings, job, accept_data_loss=True)
+    assert result.read == 400 - 10
+    run = last_runs(spark, job.name, 1)[0]
+    assert run["counts"]["lost"] == 10 and "data_loss" in run["details"]
+
+
+@pytest.mark.parametrize("fault", ["before_raw_commit", "after_raw_commit",
+                                   "after_error_commit"])
+def test_kill_around_the_commits_then_rerun_loses_and_duplicates_nothing(
+        spark: Any, broker: str, make_settings: Any, job_name: str, tmp_path: Path,
+        fault: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    events = produce(broker, job.topic, 1200, seed=51, malformed_rate=0.05)
+    malformed = sum(e.kind == "malformed" for e in events)
+    config = tmp_path / "sluice.yml"
+
+    killed = sluice_cmd(config, "ingest", job_name, env={"SLUICE_FAULT": fault})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    raw_checkpoint = read_checkpoint(spark, raw_of(job))
+    error_checkpoint = read_checkpoint(spark, raw_errors_of(job))
+    raw_rows = spark.table(raw_of(job)).count()
+    error_rows = spark.table(raw_errors_of(job)).count()
+    if fault == "before_raw_commit":  # planned, about to read: nothing committed
+        assert (raw_checkpoint, error_checkpoint, raw_rows, error_rows) == (None, None, 0, 0)
+    elif fault == "after_raw_commit":  # the raw table committed, the error table did not
+        assert raw_checkpoint is not None and raw_checkpoint.batch_id == 1
+        assert (error_checkpoint, raw_rows, error_rows) == (None, 1200 - malformed, 0)
+    else:  # both committed, with the same checkpoint (the error one knows the bytes)
+        assert raw_checkpoint is not None and error_checkpoint is not None
+        assert replace(error_checkpoint, bytes_per_message=None) == \
+            replace(raw_checkpoint, bytes_per_message=None)
+        assert (raw_rows, error_rows) == (1200 - malformed, malformed)
+
+    more = produce(broker, job.topic, 300, seed=52, first_trip_id=9000, malformed_rate=0.05)
+    rerun = sluice_cmd(config, "ingest", job_name)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    refs, raw_rows, error_rows = raw_state(spark, job)
+    malformed += sum(e.kind == "malformed" for e in more)
+    assert (raw_rows, error_rows) == (1500 - malformed, malformed)
+    assert refs == expected_ref_keys(events) + expected_ref_keys(more)
+    batches = {1} if fault == "before_raw_commit" else {1, 2}  # one batch took everything
+    assert {r["_batch_id"] for r in spark.table(raw_errors_of(job)).collect()} == batches
+    final = read_checkpoint(spark, raw_errors_of(job))
+    assert final is not None and final.batch_id == max(batches)
+
+
+def test_topic_recreated_below_the_checkpoint_is_a_hard_error_and_moves_nothing(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 400, seed=61, malformed_rate=0)
+    run_ingest(spark, settings, job)
+    before = read_checkpoint(spark, raw_of(job))
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    admin.delete_topics([job.topic])
+    admin.close()
+    produce(broker, job.topic, 40, seed=62, malformed_rate=0)  # recreated, far fewer offsets
+    with pytest.raises(OffsetResetError, match="recreated"):
+        run_ingest(spark, settings, job)
+    assert read_checkpoint(spark, raw_of(job)) == before
+    assert spark.table(raw_of(job)).count() == 400
+
+
+def test_compaction_keeps_the_checkpoint_and_losing_it_stops_runs(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name, records_per_task=100)})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 600, seed=71, malformed_rate=0)
+    run_ingest(spark, settings, job)
+    checkpoint = read_checkpoint(spark, raw_of(job))
+    spark.sql(f"call sluice.system.rewrite_data_files(table => '{raw_of(job)}', "
+              "options => map('rewrite-all', 'true'))").collect()
+    assert read_checkpoint(spark, raw_of(job)) == checkpoint  # walks past the rewrite
+    assert run_ingest(spark, settings, job).up_to_date
+
+    spark.sql(f"call sluice.system.expire_snapshots(table => '{raw_of(job)}', "
+              "older_than => timestamp '2999-01-01 00:00:00', retain_last => 1)").collect()
+    with pytest.raises(CheckpointLostError, match="expire"):
+        run_ingest(spark, settings, job)
+    assert spark.table(raw_of(job)).count() == 600
+
+
+def test_bad_config_fails_before_any_data_moves(tmp_path: Path, broker: str) -> None:
+    from tests.conftest import write_config
+
+    config = write_config(tmp_path / "sluice.yml", tmp_path, broker,
+                          {"trips": trips_job("t", max_records=-5)})
+    result = sluice_cmd(config, "ingest", "trips", timeout=60)
+    assert result.returncode == 2
+    assert "jobs.trips.max_records" in result.stderr
+    assert not (tmp_path / "warehouse").exists()

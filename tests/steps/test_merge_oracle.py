@@ -1,0 +1,169 @@
+"""The central property: after any sequence of batches, the lake table equals a dict to which
+the same events were applied one by one (duplicates, reordering across batches, partial
+updates, deletes, force updates), through the real pipeline (broker, Spark, Iceberg, dbt, GE).
+
+The oracle is deliberately sequential and naive: batches in arrival order; inside a batch,
+events in ref-key order; an event applies when its ref key is newer than the row's current
+one (or the row's tombstone's) or it is forced; a partial update of a row that does not exist
+is rejected. The SQL merge computes the same thing in closed form.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from python_ingest.demo.trips import Event, produce
+from python_ingest.kafka import broker as broker_mod
+from python_ingest.steps.dbt import Dbt
+from python_ingest.steps.pipeline import run_job
+from tests.conftest import trips_job
+from tests.steps.helpers import as_lake, encode, lake_rows, schema
+
+KEYS_PER_EXAMPLE = 5
+_example = itertools.count(1)
+_ref = itertools.count(1_000)
+CITIES = ("berlin", "lagos", "austin")
+STATUSES = ("requested", "accepted", "completed", "cancelled")
+PARTIAL_COLUMNS = ("rider_id", "city", "status", "fare")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One changelog event as the oracle sees it."""
+
+    trip_id: int
+    ref: int
+    kind: str  # full, partial, delete
+    values: dict[str, Any]
+    changed: tuple[str, ...] | None
+    force: bool
+
+
+def values_strategy() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({
+        "rider_id": st.integers(1, 50),
+        "driver_id": st.one_of(st.none(), st.integers(1, 9)),
+        "city": st.sampled_from(CITIES),
+        "status": st.sampled_from(STATUSES),
+        "fare": st.integers(100, 9_999).map(lambda cents: cents / 100),
+        "distance_km": st.integers(1, 50_000).map(lambda m: m / 1000),
+    })
+
+
+@st.composite
+def streams(draw: Any) -> tuple[list[list[Change]], int]:
+    """A source table's changelog (ref keys increasing), then delivered: duplicated, forced
+    re-deliveries, split into batches in random order."""
+    base = next(_example) * 100
+    log: list[Change] = []
+    exists: dict[int, bool] = {}
+    for _ in range(draw(st.integers(3, 18))):
+        trip_id = base + draw(st.integers(1, KEYS_PER_EXAMPLE))
+        ref = next(_ref)
+        if not exists.get(trip_id):
+            log.append(Change(trip_id, ref, "full", draw(values_strategy()), None, False))
+            exists[trip_id] = True
+            continue
+        kind = draw(st.sampled_from(("full", "partial", "partial", "delete")))
+        if kind == "delete":
+            exists[trip_id] = False
+            log.append(Change(trip_id, ref, "delete", draw(values_strategy()), None, False))
+        elif kind == "full":
+            log.append(Change(trip_id, ref, "full", draw(values_strategy()), None, False))
+        else:
+            changed = tuple(sorted(draw(st.sets(st.sampled_from(PARTIAL_COLUMNS), min_size=1))))
+            values = draw(values_strategy())
+            log.append(Change(trip_id, ref, "partial", {c: values[c] for c in changed},
+                              changed, False))
+    delivered = list(log)
+    for change in log:  # at-least-once: some events twice; some re-sent as force updates
+        if draw(st.integers(0, 9)) == 0:
+            delivered.append(change)
+        if change.kind != "partial" and draw(st.integers(0, 14)) == 0:
+            delivered.append(Change(change.trip_id, change.ref, change.kind,
+                                    change.values, change.changed, True))
+    batches = draw(st.integers(1, 3))
+    split: list[list[Change]] = [[] for _ in range(batches)]
+    for change in delivered:
+        split[draw(st.integers(0, batches - 1))].append(change)
+    for batch in split:
+        draw(st.permutations(batch))  # order inside a batch must not matter
+    return [b for b in split if b], base
+
+
+def oracle(batches: list[list[Change]]) -> tuple[dict[int, dict[str, Any]], int]:
+    """Apply the batches one by one, each in ref-key order; returns rows and rejections."""
+    state: dict[int, dict[str, Any]] = {}  # trip_id -> {live, ref, row}
+    rejected = 0
+    for batch in batches:
+        unique: dict[tuple[int, int], Change] = {}
+        for c in batch:  # duplicates count once; a forced copy wins
+            if (c.trip_id, c.ref) not in unique or c.force:
+                unique[(c.trip_id, c.ref)] = c
+        for change in sorted(unique.values(), key=lambda c: c.ref):
+            current = state.get(change.trip_id)
+            if current is not None and not (change.ref > current["ref"] or change.force):
+                continue
+            if change.kind == "delete":
+                state[change.trip_id] = {"live": False, "ref": change.ref, "row": None}
+            elif change.kind == "full":
+                state[change.trip_id] = {"live": True, "ref": change.ref,
+                                         "row": {"trip_id": change.trip_id, **change.values}}
+            elif current is None or not current["live"]:
+                rejected += 1
+            else:
+                current["row"].update(change.values)
+                current["ref"] = change.ref
+    rows = {k: as_lake(v["row"]) for k, v in state.items() if v["live"]}
+    return rows, rejected
+
+
+def to_event(parsed: Any, change: Change) -> Event:
+    full = {"rider_id": None, "driver_id": None, "city": None, "status": None, "fare": None,
+            "distance_km": None, **change.values}
+    record = {"trip_id": change.trip_id, **full, "requested_at": None, "_ref_key": change.ref,
+              "_changed_columns": list(change.changed) if change.changed else None,
+              "_source": "oracle", "_event_ts": None, "_is_deleted": change.kind == "delete",
+              "_force_update": change.force, "_data_center": "dc1"}
+    return Event(str(change.trip_id).encode(), encode(parsed, record), change.kind, record)
+
+
+@pytest.fixture
+def oracle_job(spark: Any, broker: str, make_settings: Any, project: Any,
+               job_name: str) -> tuple[Any, Any, Dbt]:
+    project(job_name)
+    settings = make_settings({job_name: trips_job(job_name)})
+    broker_mod.ensure_topic(broker, job_name, 2)
+    return settings, settings.job(job_name), Dbt(settings)
+
+
+@pytest.mark.e2e
+@settings(max_examples=8, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(stream=streams())
+def test_lake_equals_oracle(spark: Any, broker: str, oracle_job: Any,
+                            stream: tuple[list[list[Change]], int]) -> None:
+    settings_, job, dbt = oracle_job
+    batches, base = stream
+    parsed = schema()
+    errors_before = spark.table(f"errors.{job.name}").where("error_step = 'merge'").count() \
+        if spark.catalog.tableExists(f"errors.{job.name}") else 0
+    for batch in batches:
+        produce(broker, job.topic, iter(to_event(parsed, c) for c in batch))
+        result = run_job(spark, settings_, job, dbt=dbt)
+        assert result.counts["landed"] == len(batch)
+        assert result.counts["valid"] == len(batch)
+    expected, rejected = oracle(batches)
+    assert result.tables is not None and result.tables.lake is not None
+    actual = {k: v for k, v in lake_rows(spark, result.tables.lake).items()
+              if base < k <= base + KEYS_PER_EXAMPLE}
+    assert actual == expected
+    errors_after = spark.table(result.tables.errors).where("error_step = 'merge'").count()
+    assert errors_after - errors_before == rejected
