@@ -58,6 +58,18 @@ class OffsetResetError(SluiceError):
         )
 
 
+class TopicRecreatedError(OffsetResetError):
+    """The topic was deleted and recreated since the checkpoint (its topic id changed)."""
+
+    def __init__(self, topic: str, was: str, now: str) -> None:
+        SluiceError.__init__(
+            self,
+            f"topic '{topic}' was deleted and recreated since the last checkpoint (topic id "
+            f"{was} then, {now} now): its offsets start over and no longer match the "
+            "checkpoint. Nothing was read. Decide which data the lake should hold, then reset "
+            "the job deliberately (drop its raw table, or point the job at a new topic).")
+
+
 class ReadError(SluiceError):
     """A work unit could not be read completely from the broker."""
 

@@ -7,11 +7,11 @@ kafka-python is the default client; confluent-kafka is the faster alternative (j
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from python_ingest.exceptions import BrokerError, ReadError
+from python_ingest.exceptions import BrokerError, DataLossError, OffsetResetError, ReadError
 
 # Fetch sizes of the readers: large enough that a fetch returns tens of thousands of ~150 B
 # records (fewer round trips), small enough to bound a task's memory (one partition per task).
@@ -66,6 +66,25 @@ def partition_offsets(bootstrap: str, topic: str) -> list[PartitionOffsets]:
         consumer.close()
 
 
+def topic_id(bootstrap: str, topic: str) -> str | None:
+    """The broker's id of ``topic`` (KIP-516; changes when the topic is deleted and recreated),
+    or None when the broker has none for it."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    except KafkaError as exc:
+        raise BrokerError(f"cannot reach the Kafka broker at {bootstrap}: {exc}") from exc
+    try:
+        described = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    found = [t for t in described if t.get("name") == topic]
+    value = found[0].get("topic_id") if found else None
+    return None if value is None or str(value).strip("0-") == "" else str(value)
+
+
 def sample_message_bytes(bootstrap: str, topic: str, starts: dict[int, int],
                          sample: int = 100) -> float | None:
     """Average key+value size of up to ``sample`` messages per partition from ``starts``."""
@@ -98,21 +117,47 @@ def read_range(reader: str, bootstrap: str, topic: str, partition: int, start: i
         yield from map(Message, batch.keys, batch.values, batch.offsets, batch.timestamps_ms)
 
 
+# Called with (first lost offset, first offset after the loss) when records of a planned range
+# are gone by the time it is read, and the job accepts data loss.
+OnLoss = Callable[[int, int], None]
+
+
 def read_batches(reader: str, bootstrap: str, topic: str, partition: int, start: int, end: int,
-                 timeout_s: float, tolerate_short: bool = False) -> Iterator[MessageBatch]:
+                 timeout_s: float, tolerate_short: bool = False,
+                 on_loss: OnLoss | None = None) -> Iterator[MessageBatch]:
     """Yield the messages with offsets in [start, end) of one partition, in batches.
 
-    Raises ReadError when the range cannot be read to its end within ``timeout_s`` of no
-    progress (unless ``tolerate_short``, used for sampling).
+    Exactly the planned range or an error: records deleted by retention (or DeleteRecords)
+    after the run planned its range raise DataLossError naming the gone offsets, unless
+    ``on_loss`` accepts the loss (the read then continues at the earliest retained offset);
+    a partition that now ends below the read position (topic recreated) raises
+    OffsetResetError. Raises ReadError when the range cannot be read to its end within
+    ``timeout_s`` of no progress (unless ``tolerate_short``, used for sampling).
     """
     if start >= end:
         return
     if reader == "confluent-kafka":
         yield from _read_confluent(bootstrap, topic, partition, start, end, timeout_s,
-                                   tolerate_short)
+                                   tolerate_short, on_loss)
     else:
         yield from _read_kafka_python(bootstrap, topic, partition, start, end, timeout_s,
-                                      tolerate_short)
+                                      tolerate_short, on_loss)
+
+
+def _out_of_range(bootstrap: str, topic: str, partition: int, position: int, end: int,
+                  on_loss: OnLoss | None) -> int:
+    """Where to go on when the broker says ``position`` is out of range; raises if nowhere."""
+    offsets = {po.partition: po for po in partition_offsets(bootstrap, topic)}
+    now = offsets.get(partition)
+    if now is None or now.end < position:
+        raise OffsetResetError(topic, partition, position, now.end if now else 0)
+    if now.earliest <= position:  # a transient answer (leader change): read on
+        return position
+    if on_loss is None:
+        raise DataLossError(topic, partition, position, now.earliest)
+    resume = min(now.earliest, end)
+    on_loss(position, resume)
+    return resume
 
 
 def _short_read(topic: str, partition: int, position: int, end: int, timeout_s: float) -> ReadError:
@@ -122,10 +167,13 @@ def _short_read(topic: str, partition: int, position: int, end: int, timeout_s: 
 
 
 def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, end: int,
-                       timeout_s: float, tolerate_short: bool) -> Iterator[MessageBatch]:
+                       timeout_s: float, tolerate_short: bool,
+                       on_loss: OnLoss | None) -> Iterator[MessageBatch]:
     from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import OffsetOutOfRangeError
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             auto_offset_reset="none",  # a gone offset is an error, not a skip
                              group_id=None, fetch_max_bytes=FETCH_BYTES,
                              max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
                              receive_buffer_bytes=4 * 1024 * 1024)
@@ -136,7 +184,13 @@ def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, e
         position = start
         last_progress = time.monotonic()
         while position < end:
-            records = consumer.poll(timeout_ms=500, max_records=50_000).get(tp, [])
+            try:
+                records = consumer.poll(timeout_ms=500, max_records=50_000).get(tp, [])
+            except OffsetOutOfRangeError:
+                position = _out_of_range(bootstrap, topic, partition, position, end, on_loss)
+                consumer.seek(tp, position)
+                last_progress = time.monotonic()
+                continue
             if records and records[-1].offset >= end:
                 records = [r for r in records if r.offset < end]
                 position = end
@@ -155,7 +209,8 @@ def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, e
 
 
 def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end: int,
-                    timeout_s: float, tolerate_short: bool) -> Iterator[MessageBatch]:
+                    timeout_s: float, tolerate_short: bool,
+                    on_loss: OnLoss | None) -> Iterator[MessageBatch]:
     import confluent_kafka as ck
 
     consumer = ck.Consumer({
@@ -163,6 +218,7 @@ def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end:
         "group.id": "sluice-reader",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
+        "auto.offset.reset": "error",  # a gone offset is an error, not a skip
         "fetch.max.bytes": FETCH_BYTES,
         "max.partition.fetch.bytes": PARTITION_FETCH_BYTES,
         "receive.message.max.bytes": FETCH_BYTES + 1024 * 1024,
@@ -175,6 +231,12 @@ def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end:
         while position < end:
             messages = consumer.consume(20_000, timeout=0.5)
             if any(m.error() is not None for m in messages):
+                codes = {error.code() for m in messages if (error := m.error()) is not None}
+                if ck.KafkaError._AUTO_OFFSET_RESET in codes:
+                    position = _out_of_range(bootstrap, topic, partition, position, end, on_loss)
+                    consumer.assign([ck.TopicPartition(topic, partition, position)])
+                    last_progress = time.monotonic()
+                    continue
                 for m in messages:
                     error = m.error()
                     if error is not None and error.code() != ck.KafkaError._PARTITION_EOF:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -23,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.changelog.schema import RAW_ERROR_COLUMNS, ChangelogSchema
 from python_ingest.config import JobConfig, Settings
-from python_ingest.exceptions import ReadError, SluiceError
+from python_ingest.exceptions import (
+    DataLossError,
+    OffsetResetError,
+    ReadError,
+    SluiceError,
+    TopicRecreatedError,
+)
 from python_ingest.kafka import client as kafka_client
 from python_ingest.sources.kafka.reader import (
     ERROR_BUDGET_BYTES,
@@ -100,10 +107,27 @@ class _Progress:
                              time.monotonic() - started)
 
 
+# The errors a read task raises, recognised in the Spark failure's text (tasks run elsewhere).
+_GONE = re.compile(r"data loss on topic '(?P<topic>[^']+)' partition (?P<partition>\d+): the "
+                   r"(?:checkpoint|read position) is at offset (?P<position>\d+) but the "
+                   r"broker's earliest retained offset is (?P<earliest>\d+)")
+_RESET = re.compile(r"topic '(?P<topic>[^']+)' partition (?P<partition>\d+): the (?:checkpoint|"
+                    r"read position) is at offset (?P<position>\d+) but the partition ends at "
+                    r"(?P<end>\d+)")
+
+
 def _spark_error(exc: Exception) -> SluiceError:
     """Turn a failed Spark job into the sluice error raised inside the task, if any."""
     text = "\n".join(str(part) for part in (exc, getattr(exc, "desc", ""),
                                             getattr(exc, "java_exception", "")) if part)
+    lost = _GONE.search(text)
+    if lost:
+        return DataLossError(lost["topic"], int(lost["partition"]), int(lost["position"]),
+                             int(lost["earliest"]))
+    reset = _RESET.search(text)
+    if reset:
+        return OffsetResetError(reset["topic"], int(reset["partition"]),
+                                int(reset["position"]), int(reset["end"]))
     for marker in ("ReadError: ", "BrokerError: "):
         if marker in text:
             return ReadError(text.split(marker, 1)[1].splitlines()[0])
@@ -116,6 +140,9 @@ def plan_run(settings: Settings, job: JobConfig, checkpoint: Checkpoint | None,
     """Work units for the next run of ``job`` from ``checkpoint`` and the broker's offsets."""
     bootstrap = settings.broker.bootstrap_servers
     offsets = kafka_client.partition_offsets(bootstrap, job.topic)
+    current_id = kafka_client.topic_id(bootstrap, job.topic)
+    if checkpoint and checkpoint.topic_id and current_id and checkpoint.topic_id != current_id:
+        raise TopicRecreatedError(job.topic, checkpoint.topic_id, current_id)
     positions, losses = start_positions(job.topic, offsets, checkpoint, job.starting_offsets,
                                         accept_data_loss or job.on_data_loss == "accept")
     bytes_per_message = checkpoint.bytes_per_message if checkpoint else None
@@ -123,8 +150,9 @@ def plan_run(settings: Settings, job: JobConfig, checkpoint: Checkpoint | None,
     if bytes_per_message is None and job.max_bytes < JobConfig.max_bytes:
         pending = {p: s for p, s in positions.items() if s < ends[p]}
         bytes_per_message = kafka_client.sample_message_bytes(bootstrap, job.topic, pending)
-    return plan(job.topic, offsets, positions, job.max_records, job.max_bytes,
+    work = plan(job.topic, offsets, positions, job.max_records, job.max_bytes,
                 bytes_per_message, job.records_per_task, losses)
+    return replace(work, topic_id=current_id)
 
 
 def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
@@ -156,13 +184,15 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     run.batch_id = batch_id
     log.info("job %s batch %d: reading %d messages in %d work units (%d left for later runs)",
              job.name, batch_id, work.planned, len(work.units), work.remaining)
+    accept_loss = accept_data_loss or job.on_data_loss == "accept"
     spec = ReadSpec(job.reader, settings.broker.bootstrap_servers, job.read_timeout_s, schema,
                     batch_id, int(datetime.now(UTC).timestamp() * 1_000_000),
-                    error_budget_bytes=error_budget_bytes)
+                    error_budget_bytes=error_budget_bytes, accept_loss=accept_loss)
     report = spark.sparkContext.accumulator(TaskReport(), TaskReportParam())
     timer = time.monotonic()
     new_checkpoint = Checkpoint(job.topic, work.next_offsets, batch_id,
-                                checkpoint.bytes_per_message if checkpoint else None, work.start)
+                                checkpoint.bytes_per_message if checkpoint else None, work.start,
+                                work.topic_id)
     fault_point("before_raw_commit")
     _commit_raw(spark, _read(spark, spec, work.units, report), job, new_checkpoint)
     totals: TaskReport = report.value
@@ -180,6 +210,13 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     run.count("decode_errors", totals.errors)
     run.count("bytes", totals.bytes)
     run.details["checkpoint_to"] = dict(new_checkpoint.offsets)
+    if totals.losses:  # records retention deleted after planning, accepted by policy
+        gone = sorted(totals.losses)
+        run.details.setdefault("data_loss", []).extend(
+            {"topic": t, "partition": p, "start": a, "end": b} for t, p, a, b in gone)
+        run.count("lost", run.counts.get("lost", 0) + sum(b - a for _, _, a, b in gone))
+        log.warning("job %s batch %d: accepted data loss while reading (deleted after "
+                    "planning): %s", job.name, batch_id, gone)
     log.info("job %s batch %d: read %d, landed %d in %s, %d errors in %s", job.name, batch_id,
              totals.read, landed, tables.raw, totals.errors, tables.raw_errors)
     return IngestResult(batch_id, totals.read, landed, totals.errors, totals.bytes, work,

@@ -40,12 +40,14 @@ class Checkpoint:
     batch_id: int = 0
     bytes_per_message: float | None = None
     batch_start: Mapping[int, int] = field(default_factory=dict)  # where this batch began
+    topic_id: str | None = None  # the broker's id of the topic (KIP-516): a recreated topic differs
 
     def to_json(self) -> str:
         return json.dumps({"topic": self.topic, "batch_id": self.batch_id,
                            "offsets": {str(p): o for p, o in sorted(self.offsets.items())},
                            "batch_start": {str(p): o for p, o in sorted(self.batch_start.items())},
-                           "bytes_per_message": self.bytes_per_message}, sort_keys=True)
+                           "bytes_per_message": self.bytes_per_message,
+                           "topic_id": self.topic_id}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Checkpoint:
@@ -53,7 +55,8 @@ class Checkpoint:
         return cls(topic=data["topic"], batch_id=int(data["batch_id"]),
                    offsets={int(p): int(o) for p, o in data["offsets"].items()},
                    bytes_per_message=data.get("bytes_per_message"),
-                   batch_start={int(p): int(o) for p, o in data.get("batch_start", {}).items()})
+                   batch_start={int(p): int(o) for p, o in data.get("batch_start", {}).items()},
+                   topic_id=data.get("topic_id"))
 
 
 def read_checkpoint(spark: SparkSession, table: str) -> Checkpoint | None:

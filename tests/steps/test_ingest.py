@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 from collections import Counter
@@ -274,3 +275,123 @@ def test_bad_config_fails_before_any_data_moves(tmp_path: Path, broker: str) -> 
     assert result.returncode == 2
     assert "jobs.trips.max_records" in result.stderr
     assert not (tmp_path / "warehouse").exists()
+
+
+def _delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_records({TopicPartition(topic, partition): before})
+    finally:
+        admin.close()
+
+
+@pytest.mark.parametrize("reader", ["kafka-python", "confluent-kafka"])
+def test_records_deleted_between_plan_and_read_are_data_loss_never_a_silent_skip(
+        spark: Any, broker: str, make_settings: Any, job_name: str, reader: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retention (here DeleteRecords) strikes after the run planned its ranges and before its
+    tasks read them: the run fails naming the gone offsets, or, accepted, records the loss."""
+    from python_ingest.steps import ingest as ingest_step
+
+    settings = make_settings({job_name: trips_job(job_name, reader=reader)})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 400, seed=81, malformed_rate=0)
+    real_fault_point = ingest_step.fault_point
+    gone: dict[int, int] = {}
+
+    def retention_strikes(name: str) -> None:  # planned, not read yet
+        if name == "before_raw_commit":
+            for partition, before in gone.items():
+                _delete_records(broker, job.topic, partition, before)
+        real_fault_point(name)
+
+    monkeypatch.setattr(ingest_step, "fault_point", retention_strikes)
+    gone.update({0: 30})
+    with pytest.raises(DataLossError, match="partition 0: the checkpoint is at offset 0 .*"
+                       "earliest retained offset is 30"):
+        run_ingest(spark, settings, job)
+    assert read_checkpoint(spark, raw_of(job)) is None  # nothing committed
+
+    gone.clear()
+    gone.update({1: 20})  # this time the job accepts the loss: the rest lands, the loss is kept
+    result = run_ingest(spark, settings, job, accept_data_loss=True)
+    assert result.read == 400 - 30 - 20
+    refs, raw_rows, _ = raw_state(spark, job)
+    assert raw_rows == 370 - 20
+    run = last_runs(spark, job.name, 1)[0]
+    assert run["counts"]["lost"] == 20
+    assert {"topic": job.topic, "partition": 1, "start": 0, "end": 20} in \
+        json.loads(run["details"])["data_loss"]
+    checkpoint = read_checkpoint(spark, raw_of(job))
+    assert checkpoint is not None and sum(checkpoint.offsets.values()) == 400
+
+
+def test_topic_recreated_and_refilled_past_the_checkpoint_is_noticed_by_its_topic_id(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 100, seed=91, malformed_rate=0)
+    run_ingest(spark, settings, job)
+    before = read_checkpoint(spark, raw_of(job))
+    assert before is not None and before.topic_id
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    admin.delete_topics([job.topic])
+    admin.close()
+    # recreated with more messages than before: offsets alone would look plausible
+    produce(broker, job.topic, 600, seed=92, first_trip_id=9000, malformed_rate=0)
+    with pytest.raises(OffsetResetError, match="deleted and recreated .*topic id"):
+        run_ingest(spark, settings, job)
+    assert read_checkpoint(spark, raw_of(job)) == before
+    assert spark.table(raw_of(job)).count() == 100
+
+
+def test_a_compacted_topic_is_a_source_gaps_and_all(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    """Log compaction leaves gaps in the offsets: the read covers them and lands exactly the
+    records the topic still holds, with the checkpoint at the end offsets."""
+    import time
+
+    from kafka import KafkaConsumer
+    from kafka.admin import NewTopic
+
+    from python_ingest.kafka.client import partition_offsets
+
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    admin = KafkaAdminClient(bootstrap_servers=broker)
+    admin.create_topics([NewTopic(job.topic, 1, 1, topic_configs={
+        "cleanup.policy": "compact", "segment.ms": "200", "min.cleanable.dirty.ratio": "0.001",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "100"})])
+    admin.close()
+    gen = demo.TripsGenerator(demo.trips_schema(REPO), seed=95, malformed_rate=0.0,
+                              duplicate_rate=0.0)
+    events = list(gen.events(600))
+    assert len({e.key for e in events}) < 600  # updates: compaction has something to drop
+
+    def held() -> list[tuple[int, bytes]]:
+        consumer = KafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=2000)
+        consumer.assign([TopicPartition(job.topic, 0)])
+        records = [(r.offset, r.value) for r in consumer]
+        consumer.close()
+        return records
+
+    deadline = time.monotonic() + 90
+    while True:  # produce in bursts (rolling segments) until the cleaner has compacted some
+        demo.produce(broker, job.topic, iter(events[:300]))
+        time.sleep(0.5)
+        demo.produce(broker, job.topic, iter(events[300:]))
+        time.sleep(2)
+        present = held()
+        end = partition_offsets(broker, job.topic)[0].end
+        if len(present) < end or time.monotonic() > deadline:
+            break
+    assert len(present) < end, "the broker did not compact the topic within 90 s"
+
+    result = run_ingest(spark, settings, job)
+    assert result.read == len(present) and result.errors == 0
+    landed = sorted(r["_kafka_offset"] for r in
+                    spark.table(raw_of(job)).select("_kafka_offset").collect())
+    assert landed == [offset for offset, _ in present]
+    checkpoint = read_checkpoint(spark, raw_of(job))
+    assert checkpoint is not None and checkpoint.offsets == {0: end}

@@ -46,6 +46,7 @@ class ReadSpec:
     ingested_at_us: int
     mode: str = "raw"  # raw: emit raw rows, report errors; errors: emit error rows only
     error_budget_bytes: int = ERROR_BUDGET_BYTES
+    accept_loss: bool = False  # records gone since planning: skip them (reported) or fail
 
     def output_columns(self) -> tuple[tuple[str, str], ...]:
         return self.schema.raw_columns() if self.mode == "raw" else RAW_ERROR_COLUMNS
@@ -64,6 +65,8 @@ class TaskReport:
     errors: int = 0
     error_rows: list[ErrorRow] = field(default_factory=list)
     overflowed: list[tuple[str, int, int, int]] = field(default_factory=list)  # work units
+    # (topic, partition, first lost offset, first offset after) gone between plan and read
+    losses: list[tuple[str, int, int, int]] = field(default_factory=list)
 
     def merge(self, other: TaskReport) -> TaskReport:
         self.read += other.read
@@ -71,6 +74,7 @@ class TaskReport:
         self.errors += other.errors
         self.error_rows.extend(other.error_rows)
         self.overflowed.extend(other.overflowed)
+        self.losses.extend(other.losses)
         return self
 
 
@@ -222,10 +226,14 @@ def _read_unit(spec: ReadSpec, emitter: _Emitter,
             unit_errors.extend(errors)
             error_bytes += sum(len(e[2] or b"") + len(e[3] or b"") for e in errors)
 
+    def lost(first: int, after: int) -> None:
+        emitter.report.losses.append((unit["topic"], unit["partition"], first, after))
+
     chunk = _Chunk(unit["partition"])
     for batch in kafka_client.read_batches(spec.reader, spec.bootstrap, unit["topic"],
-                                       unit["partition"], unit["start"], unit["end"],
-                                       spec.timeout_s):
+                                           unit["partition"], unit["start"], unit["end"],
+                                           spec.timeout_s,
+                                           on_loss=lost if spec.accept_loss else None):
         emitter.add(chunk, batch)
         if len(chunk) >= CHUNK_ROWS:
             yield from emit(chunk)

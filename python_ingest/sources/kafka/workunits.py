@@ -47,6 +47,7 @@ class Plan:
     next_offsets: Mapping[int, int]
     lag: Mapping[int, int]
     data_loss: tuple[DataLoss, ...] = ()
+    topic_id: str | None = None  # the topic's id when planned (stored in the new checkpoint)
 
     @property
     def planned(self) -> int:
