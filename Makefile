@@ -64,10 +64,13 @@ bench: setup ## the ingestion benchmark (1M records; prints records/s and the ra
 bench-tap: setup ## the binlog tap benchmark (1M-row bootstrap, tap rate vs bare mysql-replication)
 	$(BIN)/python bench/tap_bench.py
 
+bench-verify: setup ## the verify benchmark (1M rows each side: equal and one-row-diff vs a scan)
+	$(BIN)/python bench/verify_bench.py
+
 broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 	-$(BIN)/sluice broker stop
 
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify broker-stop clean

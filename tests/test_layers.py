@@ -20,7 +20,8 @@ LAYERS: dict[str, int] = {
     "kafka": 3, "tables": 3,
     "sources": 4,
     "steps": 5,
-    "scaffold": 6,
+    "reports": 6,
+    "scaffold": 6, "verify": 6,
     "demo": 7,
     "cli": 8,
 }

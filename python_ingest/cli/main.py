@@ -146,8 +146,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         settings.job(name)  # unknown names fail before anything starts
     _ensure_broker(settings)
     spark = _session(settings)
-    for result in run_all(spark, settings, names, accept_data_loss=args.accept_data_loss):
+    results = run_all(spark, settings, names, accept_data_loss=args.accept_data_loss)
+    for result in results:
         _print_run(result)
+    from python_ingest.cli.report import print_dashboard
+
+    print_dashboard(spark, settings, results)  # <state_dir>/reports/index.html
     return 0
 
 
@@ -208,7 +212,11 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     print("see 'sluice status' for checkpoints and runs, docs/pipeline.md for what happened")
     from python_ingest.demo.binlog import run_binlog_demo
 
-    return 0 if run_binlog_demo(spark, settings) else 1
+    binlog_ok = run_binlog_demo(spark, settings)
+    from python_ingest.cli.report import print_dashboard
+
+    print_dashboard(spark, settings, results)  # the run dashboard, last: `make run` ends here
+    return 0 if binlog_ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -265,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     from python_ingest.cli.tap import add_tap_commands
 
     add_tap_commands(add)  # sluice tap, sluice bootstrap
+    from python_ingest.cli.report import add_report_commands
+
+    add_report_commands(add)  # sluice report
+    from python_ingest.cli.verify import add_verify_commands
+
+    add_verify_commands(add)  # sluice verify
     return parser
 
 

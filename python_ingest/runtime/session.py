@@ -78,3 +78,16 @@ def build_session(settings: Settings) -> SparkSession:
     for namespace in NAMESPACES:
         session.sql(f"create namespace if not exists {namespace}")
     return session
+
+
+def activate(spark: SparkSession) -> None:
+    """Make ``spark`` the active session of the calling thread.
+
+    Spark keeps the active session per JVM thread; a Python thread (py4j gives it its own JVM
+    thread) that did not build the session has none, and some catalog look-ups then resolve
+    names against a default configuration (``spark_catalog`` instead of sluice's catalog).
+    Call this first in any thread that runs Spark work on a shared session.
+    """
+    jvm = spark._jvm
+    assert jvm is not None
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)

@@ -1,0 +1,121 @@
+"""One canonical text per value, computed the same way in MariaDB/MySQL SQL and in Spark SQL.
+
+`sluice verify` never moves rows to compare them: each side hashes the canonical text of its
+rows where the rows live. The two sides agree only if every type renders identically:
+
+=====================================  =========================================================
+source type                            canonical text (both sides)
+=====================================  =========================================================
+integers, YEAR, BIGINT UNSIGNED, BIT   the integer in decimal (BIT: its unsigned value)
+DECIMAL(p, s)                          the unscaled integer (value * 10^s) in decimal
+FLOAT, DOUBLE                          rounded to 6 decimal places, fixed point
+DATE                                   YYYY-MM-DD (zero and partial-zero dates: NULL)
+DATETIME, TIMESTAMP                    YYYY-MM-DD HH:MM:SS.ffffff in UTC (zero dates: NULL)
+TIME                                   [-]HH:MM:SS[.f...] as the server prints it
+CHAR/VARCHAR/TEXT, ENUM, JSON          the text (UTF-8)
+SET                                    the members, comma-separated (empty set: NULL)
+BINARY, VARBINARY, BLOB, spatial       hex, upper case
+NULL                                   \\N (a value never renders as that)
+=====================================  =========================================================
+
+Limits (docs/verify.md): FLOAT/DOUBLE differences below 1e-6 are not seen; a text column whose
+collation treats two different strings as equal still compares them by their bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NULL_TEXT = "\\N"
+INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
+TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "json"}
+BYTE_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry",
+              "point", "linestring", "polygon", "multipoint", "multilinestring",
+              "multipolygon", "geometrycollection"}
+FLOAT_DIGITS = 6
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column both sides hold: its name, source type and lake (Spark) type."""
+
+    name: str
+    data_type: str  # information_schema DATA_TYPE, lower case
+    scale: int  # DECIMAL scale (0 otherwise)
+    lake_type: str  # Spark simpleString of the lake column
+
+    def source_sql(self) -> str:
+        """The canonical text of this column in MariaDB/MySQL SQL (NULL for NULL)."""
+        c = f"`{self.name.replace('`', '``')}`"
+        t = self.data_type
+        if t in INTEGER_TYPES:
+            return f"CAST({c} AS CHAR)"
+        if t == "bit":
+            return f"CAST({c} + 0 AS CHAR)"
+        if t in ("decimal", "numeric"):
+            return f"CAST({c} * 1{'0' * self.scale} AS DECIMAL(65, 0))"
+        if t in ("float", "double", "real"):
+            return f"CAST(ROUND({c}, {FLOAT_DIGITS}) AS DECIMAL(65, {FLOAT_DIGITS}))"
+        if t == "date":
+            return (f"IF(YEAR({c}) = 0 OR MONTH({c}) = 0 OR DAY({c}) = 0, NULL, "
+                    f"DATE_FORMAT({c}, '%Y-%m-%d'))")
+        if t in ("datetime", "timestamp"):
+            return (f"IF(YEAR({c}) = 0 OR MONTH({c}) = 0 OR DAY({c}) = 0, NULL, "
+                    f"DATE_FORMAT({c}, '%Y-%m-%d %H:%i:%s.%f'))")
+        if t == "time":
+            return f"CAST({c} AS CHAR)"
+        if t == "set":
+            return f"NULLIF(CAST({c} AS CHAR), '')"
+        if t in BYTE_TYPES:
+            return f"HEX({c})"
+        return f"CONVERT({c} USING utf8mb4)"  # text, enum, json and anything else textual
+
+    def lake_sql(self) -> str:
+        """The canonical text of this column in Spark SQL, from the lake's column type."""
+        c = f"`{self.name.replace('`', '``')}`"
+        t, lake = self.data_type, self.lake_type
+        if t == "bit" and lake == "binary":
+            return f"conv(hex({c}), 16, 10)"
+        if t in ("decimal", "numeric") and lake.startswith("decimal"):
+            return f"cast(cast({c} * 1{'0' * self.scale} as decimal(38, 0)) as string)"
+        if t in ("float", "double", "real"):
+            return f"cast(cast(round(cast({c} as double), {FLOAT_DIGITS}) as decimal(38, " \
+                   f"{FLOAT_DIGITS})) as string)"
+        if lake == "date":
+            return f"date_format({c}, 'yyyy-MM-dd')"
+        if lake == "timestamp":
+            return f"date_format({c}, 'yyyy-MM-dd HH:mm:ss.SSSSSS')"
+        if lake == "binary":
+            return f"hex({c})"
+        if t == "set":
+            return f"nullif(cast({c} as string), '')"
+        return f"cast({c} as string)"
+
+
+NULL_SQL = "'\\\\N'"  # the SQL literal '\\N' (both dialects read a backslash escape)
+
+
+def row_text(parts: list[str], dialect: str) -> str:
+    """SQL for the canonical text of a row: its columns' texts, NULL as \\N, joined by US."""
+    values = ", ".join(f"COALESCE({p}, {NULL_SQL})" for p in parts)
+    if dialect == "mysql":
+        return f"CONCAT_WS(CHAR(31 USING utf8mb4), {values})"
+    return f"concat_ws(char(31), {values})"
+
+
+def hash_sql(text: str, dialect: str) -> str:
+    """The row's 32-bit hash: CRC32 of its canonical text (UTF-8 bytes on both sides).
+
+    Per range both the sum and the XOR of the hashes are compared (with the row count): a
+    changed row goes unseen only if its new CRC32 equals the old one and both statistics
+    cancel. CRC32 costs a fraction of MD5 on both engines (docs/verify.md, Cost)."""
+    if dialect == "mysql":
+        return f"CRC32({text})"
+    return f"crc32(cast({text} as binary))"
+
+
+def bucket_sql(text: str, buckets: int, dialect: str) -> str:
+    """The range (0..buckets-1) a key's canonical text falls in: CRC32 mod buckets."""
+    if dialect == "mysql":
+        return f"MOD(CRC32({text}), {buckets})"
+    return f"pmod(crc32(cast({text} as binary)), {buckets})"

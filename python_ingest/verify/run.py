@@ -1,0 +1,188 @@
+"""One verify of a job: find its source table, compare, settle lag, record the result."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from python_ingest.config import JobConfig, Settings, SourceConfig
+from python_ingest.exceptions import SluiceError
+from python_ingest.sources.binlog import server
+from python_ingest.sources.binlog.jobs import job_name
+from python_ingest.tables.iceberg import table_exists
+from python_ingest.tables.runs import Run
+from python_ingest.verify.canonical import Column, bucket_sql
+from python_ingest.verify.compare import (
+    Difference,
+    LakeSide,
+    SourceSide,
+    Target,
+    VerifyResult,
+    bisect,
+    diff_rows,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+RANGE_ROWS = 64
+FANOUT = 64
+SETTLE_S = 300.0  # at most this long re-checking differing keys
+QUIET_S = 30.0  # a key differing this long with neither side changing is a difference
+POLL_S = 2.0
+
+
+def find_source(settings: Settings, job: JobConfig) -> tuple[SourceConfig, str, str]:
+    """The binlog source and ``(db, table)`` a job is fed by; raises if it has none."""
+    for source in settings.sources.values():
+        conn = server.connect(source)
+        try:
+            for db, table in server.tables(conn, source):
+                if job_name(db, table) == job.name:
+                    return source, db, table
+        finally:
+            conn.close()
+    raise SluiceError(f"job {job.name} is not fed by a MariaDB/MySQL source in the config "
+                      f"(sources: {', '.join(sorted(settings.sources)) or 'none'}): verify "
+                      "compares a lake table with the table its tap reads")
+
+
+def resolve_target(spark: SparkSession, conn: Any, job: JobConfig, lake_table: str, db: str,
+                   table: str) -> Target:
+    """The columns both sides hold (the key first), with their types on each side."""
+    if not table_exists(spark, lake_table):
+        raise SluiceError(f"{lake_table} does not exist yet: run 'sluice run {job.name}' first")
+    lake_types = {f.name.lower(): f.dataType.simpleString()
+                  for f in spark.table(lake_table).schema.fields if not f.name.startswith("_")}
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, NUMERIC_SCALE FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s ORDER BY ORDINAL_POSITION",
+                    (db, table))
+        source_columns = cur.fetchall()
+    columns = {str(name): Column(str(name), str(kind).lower(), int(scale or 0),
+                                 lake_types[str(name).lower()])
+               for name, kind, scale in source_columns if str(name).lower() in lake_types}
+    missing = [k for k in job.row_key if k not in columns]
+    if missing:
+        raise SluiceError(f"key column(s) {', '.join(missing)} of job {job.name} are not in both "
+                          f"{db}.{table} and {lake_table}")
+    ordered = [columns[k] for k in job.row_key] + [c for n, c in columns.items()
+                                                   if n not in job.row_key]
+    return Target(job.name, lake_table, f"{server.quote(db)}.{server.quote(table)}",
+                  job.row_key, tuple(ordered))
+
+
+def _snapshot(conn: Any) -> str:
+    """Start a consistent snapshot on ``conn``; returns its binlog position (as far as known)."""
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")  # MariaDB: the snapshot's position
+        status = dict(cur.fetchall())
+        if status.get("Binlog_snapshot_file"):
+            return f"{status['Binlog_snapshot_file']}:{status['Binlog_snapshot_position']}"
+        cur.execute("SHOW MASTER STATUS")  # MySQL: close to it
+        row = cur.fetchone()
+        return f"{row[0]}:{row[1]}" if row else "unknown"
+
+
+def _estimate(conn: Any, db: str, table: str) -> int:
+    with conn.cursor() as cur:
+        cur.execute("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA=%s "
+                    "AND TABLE_NAME=%s", (db, table))
+        row = cur.fetchone()
+    return int(row[0] or 0) if row else 0
+
+
+def verify(spark: SparkSession, settings: Settings, job: JobConfig, lake_table: str, *,
+           range_rows: int = RANGE_ROWS, fanout: int = FANOUT, settle_s: float = SETTLE_S,
+           quiet_s: float = QUIET_S,
+           progress: Callable[[str], None] | None = None) -> VerifyResult:
+    """Compare ``lake_table`` with the source table of ``job``; record it in meta.runs."""
+    say = progress or (lambda text: log.info("verify %s: %s", job.name, text))
+    started = time.monotonic()
+    source, db, table = find_source(settings, job)
+    run = Run(job=job.name)
+    run.details["steps"] = ["verify"]
+    conn = server.connect(source)
+    try:
+        target = resolve_target(spark, conn, job, lake_table, db, table)
+        result = VerifyResult(job.name, lake_table, f"{db}.{table}")
+        lake = LakeSide(spark, target)
+        result.lake_position = lake.position()
+        result.source_position = _snapshot(conn)
+        say(f"comparing {db}.{table} at binlog {result.source_position} with {lake_table}")
+        src = SourceSide(conn, target)
+        mod, ranges = bisect(src, lake, result, _estimate(conn, db, table), range_rows, fanout,
+                             say)
+        if ranges:
+            source_rows, lake_rows = src.rows(mod, ranges), lake.rows(mod, ranges)
+            result.rows_moved = len(source_rows) + len(lake_rows)
+            names = tuple(c.name for c in target.columns)
+            found = diff_rows(source_rows, lake_rows, names)
+            conn.rollback()  # end the snapshot: re-checks read the source as it is now
+            result.differences = _settle(conn, target, lake, found, mod, settle_s, quiet_s, say)
+            result.settled_keys = len(found) - len(result.differences)
+        conn.rollback()
+    except Exception as exc:
+        run.finish(spark, "failed", f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        conn.close()
+    result.seconds = time.monotonic() - started
+    run.count("verify_source_rows", result.source_rows)
+    run.count("verify_lake_rows", result.lake_rows)
+    run.count("verify_differences", len(result.differences))
+    run.count("verify_rows_moved", result.rows_moved)
+    run.details["verify"] = result.as_dict()
+    run.finish(spark, "verified-equal" if result.equal else "verified-different")
+    return result
+
+
+def _settle(conn: Any, target: Target, lake: LakeSide, found: list[Difference], mod: int,
+            settle_s: float, quiet_s: float, say: Callable[[str], None]) -> list[Difference]:
+    """Re-check differing keys while the pipeline catches up: lag is not a difference.
+
+    A key is reported once it has differed, with neither its source row nor its lake row
+    changing, for ``quiet_s`` (longer than one pipeline cycle), or when ``settle_s`` passed.
+    A key whose rows match on a re-check is dropped.
+    """
+    if not found:
+        return []
+    names = tuple(c.name for c in target.columns)
+    pending = {d.key: d for d in found}
+    seen: dict[str, tuple[Any, Any, float]] = {}  # key -> (source row, lake row, since)
+    deadline = time.monotonic() + settle_s
+    while pending:
+        now = time.monotonic()
+        stable = [k for k, (_, _, since) in seen.items() if k in pending and
+                  now - since >= quiet_s]
+        if len(stable) == len(pending) or now >= deadline:
+            break
+        time.sleep(min(POLL_S, max(0.0, deadline - now)))
+        keys = list(pending)
+        with conn.cursor() as cur:  # the ranges these keys fall in, from their key text
+            cur.execute("SELECT " + ", ".join(bucket_sql("%s", mod, "mysql") for _ in keys),
+                        tuple(keys))
+            ranges = [int(b) for b in cur.fetchone()]
+        source_rows = SourceSide(conn, target).rows(mod, ranges)
+        conn.rollback()
+        lake_rows = lake.rows(mod, ranges)
+        still = {d.key: d for d in diff_rows({k: source_rows[k] for k in keys if k in source_rows},
+                                             {k: lake_rows[k] for k in keys if k in lake_rows},
+                                             names)}
+        checked = time.monotonic()
+        for key in keys:
+            if key not in still:  # equal now: it was lag
+                del pending[key]
+                continue
+            pending[key] = still[key]
+            state = (source_rows.get(key), lake_rows.get(key))
+            if key not in seen or seen[key][:2] != state:
+                seen[key] = (*state, checked)  # changed since the last look: still in flux
+        say(f"re-checked {len(keys)} differing keys: {len(pending)} still differ")
+    return sorted(pending.values(), key=lambda d: d.key)
