@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
 import pytest
 
 from python_ingest.runtime.session import activate
+from python_ingest.tables.runs import last_runs
 from python_ingest.verify.run import verify
+from tests.conftest import sluice_cmd
 from tests.sources.binlog.lake import job_of, make_project, run_pipeline, scaffold
 from tests.sources.binlog.workload import Workload
 
@@ -74,6 +77,17 @@ def test_equal_then_each_change_behind_the_pipelines_back_is_found_by_key_and_co
     assert kinds == {row: ("differs", columns) for row, columns in changed_rows.items()}
     assert found.ranges_differing > 0 and found.rows_moved < 2 * 40  # only differing ranges
     assert found.source_position and found.source_position.startswith("binlog.")
+
+    # the command line: exit code 1, the same keys in --json, the result in meta.runs
+    cli = sluice_cmd(env.config, "verify", job.name, "--json", "--range-rows", "4",
+                     "--quiet-s", "1", "--settle-s", "10")
+    assert cli.returncode == 1, cli.stderr
+    (reported,) = json.loads(cli.stdout)
+    assert not reported["equal"] and reported["source_rows"] == 40
+    assert {d["key"]: d["kind"] for d in reported["differences"]}["999"] == "missing"
+    runs = last_runs(spark, job.name, 3)
+    assert runs[0]["outcome"] == "verified-different"
+    assert runs[0]["counts"]["verify_differences"] == len(found.differences)
 
 
 def test_equal_tables_verify_equal_while_the_source_is_being_written_to(
