@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 POMS := jvm/spark/pom.xml jvm/kafka/pom.xml
 JARS_STAMP := .sluice/jars/.resolved
+ASSETS_STAMP := .sluice/report-assets/.vendored
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -13,7 +14,7 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
-system-deps: ## install the system packages sluice needs (Java 17, Maven, MariaDB server) if missing
+system-deps: ## install the system packages sluice needs (Java 17, Maven, MariaDB server, Chromium, npm) if missing
 	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
 		echo "installing Java 17 and Maven from Debian's packages"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
@@ -24,6 +25,18 @@ system-deps: ## install the system packages sluice needs (Java 17, Maven, MariaD
 		echo "installing the MariaDB server (for the binlog tap) from Debian's packages"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			mariadb-server >/dev/null; \
+	fi
+	@# the browser tests open the reports in a real headless Chromium (Playwright drives it)
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "installing Chromium (for the report tests) from Debian's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			chromium >/dev/null; \
+	fi
+	@# the expectation reports' scripts and styles are vendored from the npm registry at set-up
+	@if ! command -v npm >/dev/null; then \
+		echo "installing npm (to vendor the report assets) from Debian's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			npm >/dev/null; \
 	fi
 
 $(STAMP): requirements.lock pyproject.toml
@@ -38,7 +51,13 @@ $(JARS_STAMP): $(STAMP) $(POMS)
 	$(BIN)/python -m python_ingest.runtime.jars resolve .sluice/jars
 	touch $(JARS_STAMP)
 
-setup: system-deps $(STAMP) $(JARS_STAMP) ## everything a fresh machine needs (idempotent)
+# the report pages' assets (Bootstrap, jQuery, Vega, ...), npm packs pinned in
+# python_ingest/reports/assets.py, into .sluice/report-assets (once; atomic)
+$(ASSETS_STAMP): $(STAMP) python_ingest/reports/assets.py
+	$(BIN)/python -m python_ingest.reports.assets vendor .sluice/report-assets
+	touch $(ASSETS_STAMP)
+
+setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) ## everything a fresh machine needs (idempotent)
 
 run: setup ## run the main job on the embedded default (local Spark, Iceberg, Apache Kafka, demo data)
 	$(BIN)/sluice demo

@@ -8,7 +8,14 @@ persisted, not re-read per output, so staging rows = valid rows + error rows exa
 
 Which failures count: full rows are checked on every column; a partial update only on the
 columns it changes (the others are NULL by design) and on sluice's ``_`` columns; a delete only
-on sluice's ``_`` columns.
+on sluice's ``_`` columns. Great Expectations validates exactly those rows (each column
+expectation gets the ``row_condition`` of ``judged_rows``), so its counts and Data Docs say
+what the fork did; each batch's validation page also gets a summary of the fork's own figures
+(rows judged and rows routed per expectation, and the query listing them in the error table).
+
+The Data Docs pages load their scripts, styles and fonts from the report folder itself: the
+copies vendored at set-up (``python_ingest.reports.assets``) are copied into
+``<report dir>/static/vendor`` and the pages point there (``localize_pages``).
 
 Both outputs commit with the checkpoint ``sluice.fork.batch_id``. The error table commits
 first; on a rerun after a crash between the two commits, error rows of batches it already
@@ -17,14 +24,19 @@ holds are not written again.
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import os
+import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from python_ingest.exceptions import PipelineError
+from python_ingest.runtime.jars import repo_root
 from python_ingest.tables.checkpoints import step_checkpoint, write_options
 from python_ingest.tables.iceberg import ensure_table
 
@@ -47,6 +59,11 @@ ERROR_COLUMNS: tuple[tuple[str, str], ...] = (
     ("error_source_data", "string"),
     ("_errored_at", "timestamp"),
 )
+ERROR_PREFIX = "failed expectations: "
+ASSETS_DIR_ENV = "SLUICE_REPORT_ASSETS_DIR"
+ASSETS_MANIFEST = "manifest.json"
+_GX_IMAGE = re.compile(r"https://great-expectations-web-assets\.s3[\w.-]*/([\w.-]+)[^\"'\s<>]*")
+_CROSS_ORIGIN = re.compile(r'\s(?:integrity|crossorigin)="[^"]*"')
 
 
 @dataclass(frozen=True)
@@ -60,6 +77,7 @@ class ForkResult:
     errors: int = 0
     quality: list[dict[str, Any]] = field(default_factory=list)
     report: str | None = None
+    page: str | None = None  # this batch's validation page (Data Docs)
 
 
 def suite_path(root: Path, staging_model: str) -> Path:
@@ -76,6 +94,49 @@ def load_suite(path: Path) -> dict[str, Any]:
         raise PipelineError(f"expectation suite {path} needs a list 'expectations' of "
                             "{type, kwargs} objects (Great Expectations' suite format)")
     return suite
+
+
+def judged_rows(column: str) -> str | None:
+    """The rows the fork judges on ``column`` (Spark SQL), or None for every row: partial
+    updates only on their changed columns, deletes only on sluice's ``_`` columns."""
+    if not column or column.startswith("_"):
+        return None
+    return (f"NOT `_is_deleted` AND (`_changed_columns` IS NULL OR "
+            f"array_contains(`_changed_columns`, {_sql_string(column)}))")
+
+
+def judged_suite(expectations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The suite's expectations, each restricted to the rows the fork judges on its column."""
+    judged = []
+    for expectation in expectations:
+        kwargs = dict(expectation.get("kwargs") or {})
+        condition = judged_rows(str(kwargs.get("column") or ""))
+        own = kwargs.get("row_condition")
+        if condition and own is None:
+            kwargs.update(row_condition=condition, condition_parser="spark")
+        elif condition and isinstance(own, str) and kwargs.get("condition_parser") == "spark":
+            kwargs["row_condition"] = f"({own}) AND {condition}"
+        judged.append({**expectation, "kwargs": kwargs})
+    return judged
+
+
+def error_query(error_table: str, batch_from: int, batch_to: int, failure: str) -> str:
+    """SQL listing the error rows of batches ``batch_from..batch_to`` that failed ``failure``
+    (``column: expectation`` as in ``error_exception``)."""
+    items = f"split(regexp_replace(error_exception, '^{ERROR_PREFIX}', ''), '; ')"
+    return (f"select * from {error_table}\nwhere error_step = '{STEP}' and _batch_id between "
+            f"{batch_from} and {batch_to}\n  and array_contains({items}, {_sql_string(failure)})")
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def report_assets_home() -> Path:
+    """The vendored report assets: ``$SLUICE_REPORT_ASSETS_DIR`` or ``.sluice/report-assets``
+    of the repository (they belong to the installation, like the jars)."""
+    override = os.environ.get(ASSETS_DIR_ENV)
+    return Path(override).expanduser() if override else repo_root() / ".sluice" / "report-assets"
 
 
 def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table: str,
@@ -101,10 +162,12 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
         if suite is None:
             log.warning("no expectation suite %s: every row of %s is valid", suite_file,
                         staging_table)
-            failures, report = None, None
+            failures, report, page = None, None, None
             quality: list[dict[str, Any]] = []
         else:
-            failures, quality, report = _validate(spark, batch, suite, report_dir)
+            failures, quality, report, page = _validate(spark, batch, suite, report_dir,
+                                                        f"batch-{done + 1}-{target}")
+        routed = _routed(batch, failures)
         error_rows = _error_rows(batch, failures)
         error_rows = error_rows.persist(StorageLevel.MEMORY_AND_DISK)
         errors = error_rows.count()
@@ -120,19 +183,26 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
         batch.unpersist()
     for figures in quality:
         figures["passed"] = figures["checked"] - figures["unexpected"]
-    result = ForkResult(done, int(target), rows, rows - errors, errors, quality, report)
+        figures["routed"] = routed.get(_failure(figures["column"], figures["expectation"]), 0)
+    result = ForkResult(done, int(target), rows, rows - errors, errors, quality, report, page)
+    if page:
+        _summarize(Path(page), result, staging_table, valid_table, error_table)
+    if report:
+        localize_pages(report_dir)
     log.info("fork of %s batches %d..%d: %d rows, %d valid, %d errors in %s", staging_table,
              done + 1, target, rows, rows - errors, errors, error_table)
     return result
 
 
-def _validate(spark: SparkSession, batch: DataFrame, suite: dict[str, Any],
-              report_dir: Path) -> tuple[DataFrame, list[dict[str, Any]], str | None]:
-    """Run the suite on the batch; failing (row id, expectation, column) rows, figures, docs."""
+def _validate(spark: SparkSession, batch: DataFrame, suite: dict[str, Any], report_dir: Path,
+              run_name: str) -> tuple[DataFrame, list[dict[str, Any]], str | None, str | None]:
+    """Run the suite on the batch; failing (row id, expectation, column) rows, figures, the
+    docs' index and this validation's page."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no phoning home
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     import great_expectations as gx
     from great_expectations.checkpoint import UpdateDataDocsAction
+    from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
@@ -149,7 +219,8 @@ def _validate(spark: SparkSession, batch: DataFrame, suite: dict[str, Any],
     definition = asset.add_batch_definition_whole_dataframe("new staging rows")
     try:
         gx_suite = context.suites.add(gx.ExpectationSuite(
-            name=name, expectations=suite["expectations"], meta=suite.get("meta") or {}))
+            name=name, expectations=judged_suite(suite["expectations"]),
+            meta=suite.get("meta") or {}))
     except Exception as exc:  # GE raises several types for a bad expectation
         raise PipelineError(f"expectation suite '{name}' is invalid: {exc}") from exc
     validation = context.validation_definitions.add(
@@ -159,7 +230,8 @@ def _validate(spark: SparkSession, batch: DataFrame, suite: dict[str, Any],
         actions=[UpdateDataDocsAction(name="data docs", site_names=["sluice"])],
         result_format={"result_format": "COMPLETE",
                        "unexpected_index_column_names": list(ROW_ID)}))
-    outcome = checkpoint.run(batch_parameters={"dataframe": batch})
+    outcome = checkpoint.run(batch_parameters={"dataframe": batch},
+                             run_id=RunIdentifier(run_name=run_name))
     failures: list[tuple[int, int, str, str]] = []
     quality: list[dict[str, Any]] = []
     for run_result in outcome.run_results.values():
@@ -179,16 +251,54 @@ def _validate(spark: SparkSession, batch: DataFrame, suite: dict[str, Any],
             for index in figures.get("unexpected_index_list") or []:
                 failures.append((int(index["_kafka_partition"]), int(index["_kafka_offset"]),
                                  label, column))
-    sites = context.get_docs_sites_urls(site_names=["sluice"])
-    report = str(sites[0]["site_url"]) if sites and sites[0].get("site_url") else None
+    report, page = _site_url(context), None
+    for key in outcome.run_results:
+        url = _site_url(context, key)
+        page = unquote(urlparse(url).path) if url else None
     schema = "_kafka_partition int, _kafka_offset bigint, expectation string, column string"
-    return spark.createDataFrame(failures, schema), quality, report
+    return spark.createDataFrame(failures, schema), quality, report, page
+
+
+def _site_url(context: Any, resource: Any = None) -> str | None:
+    sites = context.get_docs_sites_urls(resource_identifier=resource, site_names=["sluice"])
+    return str(sites[0].get("site_url") or "") or None if sites else None
 
 
 def _label(kind: str, kwargs: dict[str, Any]) -> str:
-    shown = {k: v for k, v in kwargs.items() if k not in ("column", "batch_id", "result_format")}
+    hidden = ("column", "batch_id", "result_format", "row_condition", "condition_parser")
+    shown = {k: v for k, v in kwargs.items() if k not in hidden}
     args = ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items()))
     return f"{kind}({args})" if args else kind
+
+
+def _failure(column: str, expectation: str) -> str:
+    """A failure as ``error_exception`` lists it."""
+    return f"{column}: {expectation}" if column else expectation
+
+
+def _counted(batch: DataFrame, failures: DataFrame) -> DataFrame:
+    """The failures that count (see the module doc), as ``failure`` strings per row id."""
+    from pyspark.sql import functions as F
+
+    rows = batch.alias("row").join(F.broadcast(failures.alias("failure")), list(ROW_ID))
+    is_sluice_column = F.col("failure.column").startswith("_") | (F.col("failure.column") == "")
+    counts = (
+        is_sluice_column
+        | (~F.col("row._is_deleted")
+           & (F.col("row._changed_columns").isNull()
+              | F.array_contains(F.col("row._changed_columns"), F.col("failure.column"))))
+    )
+    return rows.where(counts).select(*ROW_ID, F.when(
+        F.col("failure.column") == "", F.col("failure.expectation")).otherwise(F.concat(
+            F.col("failure.column"), F.lit(": "), F.col("failure.expectation"))).alias("failure"))
+
+
+def _routed(batch: DataFrame, failures: DataFrame | None) -> dict[str, int]:
+    """Error rows per failure (``column: expectation``): what the fork routed for each."""
+    if failures is None:
+        return {}
+    counted = _counted(batch, failures).distinct().groupBy("failure").count().collect()
+    return {str(r["failure"]): int(r["count"]) for r in counted}
 
 
 def _error_rows(batch: DataFrame, failures: DataFrame | None) -> DataFrame:
@@ -198,25 +308,90 @@ def _error_rows(batch: DataFrame, failures: DataFrame | None) -> DataFrame:
     if failures is None:
         return batch.sparkSession.createDataFrame([], ", ".join(
             f"`{n}` {t}" for n, t in ERROR_COLUMNS))
-    rows = batch.alias("row").join(F.broadcast(failures.alias("failure")), list(ROW_ID))
-    is_sluice_column = F.col("failure.column").startswith("_") | (F.col("failure.column") == "")
-    counts = (
-        is_sluice_column
-        | (~F.col("row._is_deleted")
-           & (F.col("row._changed_columns").isNull()
-              | F.array_contains(F.col("row._changed_columns"), F.col("failure.column"))))
-    )
-    failed = rows.where(counts).groupBy(*ROW_ID).agg(
-        F.array_sort(F.collect_set(F.when(
-            F.col("failure.column") == "", F.col("failure.expectation")).otherwise(F.concat(
-                F.col("failure.column"), F.lit(": "), F.col("failure.expectation"))))
-        ).alias("failed"))
+    failed = _counted(batch, failures).groupBy(*ROW_ID).agg(
+        F.array_sort(F.collect_set("failure")).alias("failed"))
     return batch.join(failed, list(ROW_ID)).select(
         F.col("_row_key"), F.col("_ref_key"), F.col("_batch_id"), F.col("_kafka_partition"),
         F.col("_kafka_offset"), F.lit(STEP).alias("error_step"),
-        F.concat(F.lit("failed expectations: "), F.array_join("failed", "; "))
+        F.concat(F.lit(ERROR_PREFIX), F.array_join("failed", "; "))
         .alias("error_exception"),
         F.to_json(F.struct(*[F.col(c) for c in batch.columns if c != "failed"]))
         .alias("error_source_data"),
         F.current_timestamp().alias("_errored_at"),
     )
+
+
+def _summarize(page: Path, result: ForkResult, staging: str, valid: str, errors: str) -> None:
+    """Put the fork's own figures for this batch at the top of its validation page."""
+    e = html.escape
+    batches = (f"batch {result.batch_to}" if result.batch_to == result.batch_from + 1
+               else f"batches {result.batch_from + 1}..{result.batch_to}")
+    rows, queries = [], []
+    for n, q in enumerate(result.quality, 1):
+        failure = _failure(q["column"], q["expectation"])
+        link = "0"
+        if q["routed"]:
+            link = f'<a href="#sluice-query-{n}">{q["routed"]}</a>'
+            query = error_query(errors, result.batch_from + 1, result.batch_to, failure)
+            queries.append(f'<p id="sluice-query-{n}" class="mb-1">{e(failure)}:</p>'
+                           '<pre class="border p-2" style="white-space: pre-wrap">'
+                           f"{e(query)}</pre>")
+        rows.append(f'<tr class="sluice-expectation" data-failure="{e(failure)}" '
+                    f'data-checked="{q["checked"]}" data-routed="{q["routed"]}">'
+                    f'<td>{e(q["column"])}</td><td><code>{e(q["expectation"])}</code></td>'
+                    f'<td>{q["checked"]}</td><td>{link}</td></tr>')
+    section = (
+        f'<div id="sluice-fork" class="ge-section container-fluid mb-3 pl-sm-3 px-0" '
+        f'data-rows="{result.rows}" data-valid="{result.valid}" data-errors="{result.errors}">'
+        f'<div class="alert alert-secondary"><h4>What the fork did with {batches}</h4>'
+        f'<p>{result.rows} rows of <code>{e(staging)}</code>: {result.valid} valid rows to '
+        f'<code>{e(valid)}</code>, {result.errors} error rows to <code>{e(errors)}</code>. Full '
+        "rows are checked on every column, partial updates only on the columns they change, "
+        "deletes only on sluice's <code>_</code> columns: the results below are on exactly "
+        "these rows. A row failing several expectations is one error row.</p>"
+        '<table class="table table-sm"><thead><tr><th>column</th><th>expectation</th>'
+        f'<th>rows checked</th><th>error rows in {e(errors)}</th></tr></thead><tbody>'
+        + "".join(rows) + "</tbody></table>" + "".join(queries) + "</div></div>")
+    text = page.read_text()
+    anchor = '<div id="section-1" '
+    text = (text.replace(anchor, section + anchor, 1) if anchor in text
+            else re.sub(r"(<body[^>]*>)", lambda m: m[1] + section, text, count=1))
+    page.write_text(text)
+
+
+def localize_pages(report_dir: Path, home: Path | None = None) -> bool:
+    """Point the Data Docs pages under ``report_dir`` at vendored copies of their assets
+    (copied into ``<report_dir>/static/vendor``); False when set-up vendored none."""
+    home = home or report_assets_home()
+    manifest = home / ASSETS_MANIFEST
+    if not manifest.is_file():
+        log.warning("report assets are not vendored in %s (run `make setup`): the pages in %s "
+                    "load them from CDNs", home, report_dir)
+        return False
+    vendor = report_dir / "static" / "vendor"
+    copied, stamp = vendor / ASSETS_MANIFEST, vendor / ".localized"
+    since = stamp.stat().st_mtime - 5 if stamp.is_file() else 0.0  # pages done before stay
+    if not copied.is_file() or copied.read_bytes() != manifest.read_bytes():
+        shutil.rmtree(vendor, ignore_errors=True)
+        shutil.copytree(home, vendor)
+        since = 0.0  # new copies: every page again
+    stamp.touch()
+    urls = json.loads(manifest.read_text())["urls"]
+    images = report_dir / "static" / "images"
+    for page in report_dir.rglob("*.html"):
+        if vendor in page.parents or page.stat().st_mtime < since:
+            continue
+        text = page.read_text()
+        if "://" not in text:
+            continue
+        static = Path(os.path.relpath(report_dir / "static", page.parent)).as_posix()
+        new = text
+        for url, path in urls.items():
+            new = new.replace(f'"{url}"', f'"{static}/vendor/{path}"')
+        for found in {m[0]: m[1] for m in _GX_IMAGE.finditer(new)}.items():
+            name = found[1] if (images / found[1]).is_file() else "logo-long.png"
+            new = new.replace(found[0], f"{static}/images/{name}")
+        new = _CROSS_ORIGIN.sub("", new)  # a file:// page cannot load CORS-mode scripts
+        if new != text:
+            page.write_text(new)
+    return True

@@ -81,13 +81,20 @@ class IngestResult:
 
 
 class _Progress:
-    """Logs read progress (tasks done of all) while a long Spark job runs."""
+    """Shows read progress (tasks done of all, rate, ETA) while a long Spark job runs: a bar
+    redrawn in place on a terminal, a log line every ``interval_s`` otherwise."""
 
-    def __init__(self, spark: SparkSession, interval_s: float = 5.0) -> None:
+    def __init__(self, spark: SparkSession, interval_s: float = 5.0,
+                 stream: Any = None) -> None:
+        import sys
+
         self.tracker = spark.sparkContext.statusTracker()
-        self.interval = interval_s
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = 0.5 if self.tty else interval_s
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.drawn = False
 
     def __enter__(self) -> _Progress:
         self.thread.start()
@@ -95,16 +102,36 @@ class _Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
+        self.thread.join(timeout=2)
+        if self.drawn:  # leave the last bar on its own line
+            self.stream.write("\n")
+            self.stream.flush()
+
+    @staticmethod
+    def line(done: int, total: int, running: int, elapsed: float, width: int = 30) -> str:
+        """``[#####-----] 12/40 tasks (2 running), 0.8 tasks/s, ETA 35s, 15s``."""
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = f"{(total - done) / rate:.0f}s" if rate > 0 else "?"
+        filled = int(width * done / total) if total else 0
+        return (f"[{'#' * filled}{'-' * (width - filled)}] {done}/{total} tasks ({running} "
+                f"running), {rate:.2f} tasks/s, ETA {eta}, {elapsed:.0f}s")
 
     def _loop(self) -> None:
         started = time.monotonic()
         while not self.stop.wait(self.interval):
-            for stage_id in self.tracker.getActiveStageIds():
-                info = self.tracker.getStageInfo(stage_id)
-                if info and info.numTasks:
-                    log.info("reading and landing: %d/%d tasks done (%d running), %.0fs",
-                             info.numCompletedTasks, info.numTasks, info.numActiveTasks,
-                             time.monotonic() - started)
+            stages = [info for stage_id in self.tracker.getActiveStageIds()
+                      if (info := self.tracker.getStageInfo(stage_id)) and info.numTasks]
+            if not stages:
+                continue
+            text = self.line(sum(i.numCompletedTasks for i in stages),
+                             sum(i.numTasks for i in stages),
+                             sum(i.numActiveTasks for i in stages), time.monotonic() - started)
+            if self.tty:
+                self.stream.write(f"\rreading and landing {text}\x1b[K")
+                self.stream.flush()
+                self.drawn = True
+            else:
+                log.info("reading and landing: %s", text)
 
 
 # The errors a read task raises, recognised in the Spark failure's text (tasks run elsewhere).

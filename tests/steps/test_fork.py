@@ -1,18 +1,24 @@
 """The fork: rows failing the suite go to errors.<job> with every failed expectation; the
-rest reach the lake; staging rows of a batch = valid + error rows exactly."""
+rest reach the lake; staging rows of a batch = valid + error rows exactly; the batch's report
+says what the fork did, offline."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from python_ingest.demo.trips import Event, produce
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.steps.pipeline import run_job
+from python_ingest.steps.fork import error_query, judged_suite
+from python_ingest.steps.pipeline import report_dir, run_job
 from python_ingest.tables.checkpoints import step_checkpoint
 from tests.conftest import trips_job
+from tests.reports.conftest import external_assets
 from tests.steps.helpers import encode, schema
 
 
@@ -74,3 +80,55 @@ def test_fork_routes_failing_rows_and_reconciles(spark: Any, broker: str, make_s
     quality = json.loads(runs[0]["details"])["fork"]["quality"]
     assert {q["column"] for q in quality} >= {"fare_amount", "trip_status", "rider_id"}
     assert result.report and (result.report.endswith("index.html"))
+    assert {q["routed"] for q in quality} >= {1, 2}
+    assert all(q["routed"] == q["unexpected"] for q in quality)  # GE judged the fork's rows
+    _report_says_what_the_fork_did(spark, report_dir(settings, job_name), tables.errors)
+
+
+def _report_says_what_the_fork_did(spark: Any, folder: Path, error_table: str) -> None:
+    """Per expectation, the batch page's count = the error rows its query lists = the rows
+    whose error_exception names it; the partial updates' NULLs count nowhere."""
+    pages = list((folder / "validations").rglob("*.html"))
+    assert len(pages) == 1
+    text = pages[0].read_text()
+    assert 'data-rows="6" data-valid="3" data-errors="3"' in text
+    shown = {html.unescape(m[0]): (int(m[1]), int(m[2])) for m in re.findall(
+        r'data-failure="([^"]*)" data-checked="(\d+)" data-routed="(\d+)"', text)}
+    assert len(shown) == 6
+    rows = spark.sql(f"select error_exception from {error_table} where error_step = 'fork'"
+                     ).collect()
+    named = [r[0].removeprefix("failed expectations: ").split("; ") for r in rows]
+    for failure, (_, routed) in shown.items():
+        query = error_query(error_table, 1, 1, failure)
+        assert routed == sum(failure in items for items in named), failure
+        assert routed == spark.sql(query).count(), failure
+        if routed:  # the count links to the query, shown on the page
+            row = re.search(r'data-failure="' + re.escape(html.escape(failure)) + r'".*?</tr>',
+                            text)
+            assert row, failure
+            anchor = re.search(r'<a href="#([\w-]+)">(\d+)</a>', row[0])
+            assert anchor and int(anchor[2]) == routed
+            assert re.search(f'id="{anchor[1]}"[^>]*>.*?<pre[^>]*>{re.escape(html.escape(query))}'
+                             "</pre>", text, re.S)
+    # partial updates are judged only on what they change: 4 of the 6 rows on rider_id, and
+    # the partial update's NULL rider_id (row 4, ref 14) is no failure
+    assert shown["rider_id: expect_column_values_to_not_be_null"] == (4, 1)
+    assert shown["city_name: expect_column_values_to_not_be_null"] == (4, 0)
+    assert external_assets(folder) == {}
+    assert (folder / "static" / "vendor" / "manifest.json").is_file()
+
+
+def test_the_suite_is_judged_on_the_rows_the_fork_judges() -> None:
+    suite = [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "city"}},
+             {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "_ref_key"}},
+             {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1}},
+             {"type": "expect_column_values_to_be_between",
+              "kwargs": {"column": "fare", "min_value": 0, "row_condition": "fare > 1",
+                         "condition_parser": "spark"}}]
+    judged = judged_suite(suite)
+    assert judged[0]["kwargs"] == {"column": "city", "condition_parser": "spark", "row_condition":
+                                   "NOT `_is_deleted` AND (`_changed_columns` IS NULL OR "
+                                   "array_contains(`_changed_columns`, 'city'))"}
+    assert judged[1] == suite[1] and judged[2] == suite[2]  # sluice's columns, the table
+    assert judged[3]["kwargs"]["row_condition"].startswith("(fare > 1) AND NOT `_is_deleted`")
+    assert suite[0]["kwargs"] == {"column": "city"}  # the suite itself is left alone
