@@ -270,6 +270,7 @@ class SourceConfig:
     start_from: str = "current"
     bootstrap_chunk_rows: int = 10_000
     bootstrap_workers: int = 2
+    key_columns: Mapping[str, Any] = field(default_factory=dict)  # sources/binlog/keys.py
 
     @property
     def topic_base(self) -> str:
@@ -305,8 +306,7 @@ def parse_source(name: str, raw: Mapping[str, Any]) -> SourceConfig:
     where = f"sources.{name}"
     if not _NAME.match(name):
         raise ConfigError(where, "source names are lowercase letters, digits and underscores")
-    _check_keys(raw, {f.name for f in SourceConfig.__dataclass_fields__.values()} - {"name"},
-                where)
+    _check_keys(raw, set(SourceConfig.__dataclass_fields__) - {"name"}, where)
     d = SourceConfig
     for text in ("host", "user", "password", "password_env", "topic_prefix", "data_center",
                  "schema_registry"):
@@ -342,6 +342,7 @@ def parse_source(name: str, raw: Mapping[str, Any]) -> SourceConfig:
                                            f"{where}.bootstrap_chunk_rows"),
         bootstrap_workers=_positive_int(raw.get("bootstrap_workers", d.bootstrap_workers),
                                         f"{where}.bootstrap_workers"),
+        key_columns=dict(_mapping(raw.get("key_columns"), f"{where}.key_columns")),
     )
 
 

@@ -6,17 +6,21 @@ that no SQL is written by hand and a column added to the source later flows thro
     models/staging/<source>/_<source>__sources.yml   the raw tables (source <source>, schema raw)
     models/staging/<source>/stg_<source>__<job>.sql  {{ sluice_passthrough(source(...)) }}
     models/lake/<source>/<job>.sql                   {{ sluice_merge_all_columns(ref(...)) }}
-    expectations/stg_<source>__<job>.json            not null on the primary key columns
+    expectations/stg_<source>__<job>.json            not null on the row key columns
 
-and adds the table's job (topic, schema registry, confluent-avro, row key = primary key) to the
-config file's ``jobs:``. Idempotent: files that exist are kept as they are (a user may have
-edited them), jobs already in the config are not touched.
+and adds the table's job (topic, schema registry, confluent-avro, row key) to the config file's
+``jobs:``, with a comment saying which key it took and why (sources/binlog/keys.py: the primary
+key, else a UNIQUE index over NOT NULL columns, else the source's ``key_columns``, else a
+full-row identity), and the same for the job ``<source>__tap_errors`` that lands the tap's error
+records. Idempotent: files that exist are kept as they are (a user may have edited them), jobs
+already in the config are not touched.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +38,9 @@ class ScaffoldResult:
     written: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
     jobs_added: list[str] = field(default_factory=list)
-    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # one per tapped table
+    keys: dict[str, str] = field(default_factory=dict)  # job -> which key and why
+    error_job: dict[str, dict[str, Any]] = field(default_factory=dict)  # <source>__tap_errors
 
 
 def dbt_name(name: str) -> str:
@@ -89,12 +95,23 @@ def _suite(model: str, db_table: str, key: list[str]) -> str:
     expectations = [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": c}}
                     for c in [*key, "_row_key", "_ref_key"]]
     return json.dumps({"name": model, "meta": {"notes": f"Minimal suite of {db_table} (tap): "
-                       "the primary key is never null. Add the table's own rules here."},
+                       "the row key is never null. Add the table's own rules here."},
                        "expectations": expectations}, indent=2) + "\n"
 
 
-def add_jobs_to_config(config: Path, jobs: dict[str, dict[str, Any]]) -> list[str]:
-    """Add the jobs missing from the config file's ``jobs:`` (text edit: comments stay)."""
+def _job_lines(jobs: dict[str, dict[str, Any]], notes: dict[str, str]) -> list[str]:
+    lines = []
+    for name, job in jobs.items():
+        if name in notes:
+            lines.append(f"# {name}: {notes[name]}")
+        lines += yaml.safe_dump({name: job}, sort_keys=False).splitlines()
+    return lines
+
+
+def add_jobs_to_config(config: Path, jobs: dict[str, dict[str, Any]],
+                       notes: dict[str, str] | None = None) -> list[str]:
+    """Add the jobs missing from the config file's ``jobs:`` (text edit: comments stay), each
+    after a comment line with its note (``notes``: job -> text), if any."""
     current = (yaml.safe_load(config.read_text()) or {}).get("jobs") or {}
     missing = {n: j for n, j in jobs.items() if n not in current}
     if not missing:
@@ -102,7 +119,7 @@ def add_jobs_to_config(config: Path, jobs: dict[str, dict[str, Any]]) -> list[st
     text = config.read_text()
     lines = text.splitlines()
     top = [i for i, line in enumerate(lines) if re.match(r"jobs:\s*(\{\}\s*)?(#.*)?$", line)]
-    block = yaml.safe_dump(missing, sort_keys=False).splitlines()
+    block = _job_lines(missing, notes or {})
     if not top:
         lines += ["jobs:", *("  " + line for line in block)]
     else:
@@ -126,17 +143,23 @@ def add_jobs_to_config(config: Path, jobs: dict[str, dict[str, Any]]) -> list[st
 
 
 def scaffold(settings: Settings, source: SourceConfig, project: Path,
-             config: Path | None) -> ScaffoldResult:
-    """Write the dbt models and suites of every tapped table into ``project``; add its jobs."""
-    from python_ingest.sources.binlog import server
-    from python_ingest.sources.binlog.jobs import job_configs, job_name
+             config: Path | None, say: Callable[[str], None] | None = print) -> ScaffoldResult:
+    """Write the dbt models and suites of every tapped table into ``project``; add its jobs.
+    ``say`` hears which key each table got and why."""
+    from python_ingest.sources.binlog.jobs import error_job_config, table_jobs
 
-    result = ScaffoldResult(jobs=job_configs(settings, source))
-    conn = server.connect(source)
-    try:
-        tables = {job_name(db, t): f"{db}.{t}" for db, t in server.tables(conn, source)}
-    finally:
-        conn.close()
+    planned = table_jobs(settings, source)
+    result = ScaffoldResult(jobs={j.name: j.config for j in planned},
+                            keys={j.name: f"row key {j.key.describe()}: {j.key.why}"
+                                  for j in planned})
+    error_name, error_config = error_job_config(settings, source)
+    result.error_job = {error_name: error_config}
+    tables = {j.name: j.table for j in planned}
+    for planned_job in planned:
+        if say is not None:
+            say(f"{planned_job.table} -> job {planned_job.name}, "
+                f"{result.keys[planned_job.name]}")
+    tables[error_name] = f"the tap's error records of source {source.name}"
     name = dbt_name(source.name)
     staging_dir = project / "models" / "staging" / name
     _sources_yml(staging_dir / f"_{name}__sources.yml", source.name, tables, result)
@@ -154,8 +177,12 @@ def scaffold(settings: Settings, source: SourceConfig, project: Path,
                "--scaffold`.\n"
                "{{ config(materialized='lake_merge') }}\n\n"
                f"{{{{ sluice_merge_all_columns(ref('{model}')) }}}}\n", result)
-        _write(project / "expectations" / f"{model}.json",
-               _suite(model, db_table, list(result.jobs[job]["row_key"])), result)
+        key = (result.jobs.get(job) or result.error_job[job])["row_key"]
+        _write(project / "expectations" / f"{model}.json", _suite(model, db_table, list(key)),
+               result)
     if config is not None:
-        result.jobs_added = add_jobs_to_config(config, result.jobs)
+        notes = dict(result.keys)
+        notes[error_name] = ("the tap's error records (values it could not publish): "
+                             "docs/binlog-tap.md, 'Values that cannot be published'")
+        result.jobs_added = add_jobs_to_config(config, {**result.jobs, **result.error_job}, notes)
     return result

@@ -49,3 +49,16 @@ def test_jobs_are_added_without_jobs_key_or_with_an_empty_one(tmp_path: Path) ->
 
 def test_dbt_names() -> None:
     assert dbt_name("Shop-EU") == "shop_eu" and dbt_name("1db") == "s_1db"
+
+
+def test_each_added_job_says_which_key_it_took_and_why(tmp_path: Path) -> None:
+    _schemas(tmp_path)
+    config = tmp_path / "sluice.yml"
+    config.write_text(BASE + "jobs:\n  trips:\n    topic: demo.trips\n"
+                             "    schema: schemas/trips.avsc\n    row_key: [trip_id]\n")
+    note = "row key full-row identity (a multiset): no primary key and no UNIQUE index"
+    assert add_jobs_to_config(config, {"shop_orders": JOB}, {"shop_orders": note}) == [
+        "shop_orders"]
+    text = config.read_text()
+    assert f"  # shop_orders: {note}\n  shop_orders:\n" in text
+    assert yaml.safe_load(text)["jobs"]["shop_orders"] == JOB

@@ -24,20 +24,23 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from multiprocessing import get_context
+from pathlib import Path
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
 from python_ingest.exceptions import SluiceError
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog import server
-from python_ingest.sources.binlog.events import Envelope, TappedTable, convert, row_key, to_record
+from python_ingest.sources.binlog import keys, server
+from python_ingest.sources.binlog.columns import select_sql
+from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
+from python_ingest.sources.binlog.events import Envelope, TappedTable, snapshot_change
 from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
     BinlogCheckpointStore,
     BinlogPosition,
 )
 from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
-from python_ingest.sources.binlog.registry import Registry, TableShape
+from python_ingest.sources.binlog.registry import ROW, Registry, TableShape
 from python_ingest.sources.binlog.tap import registry_root, topic_for
 
 log = logging.getLogger(__name__)
@@ -78,13 +81,17 @@ def _greater(columns: tuple[str, ...], key: Key) -> tuple[str, list[Any]]:
 
 
 def chunk_bounds(conn: Any, shape: TableShape, chunk_rows: int) -> list[Chunk]:
-    """Key-ordered chunks of about ``chunk_rows`` rows each (index-only probes)."""
-    cols = ", ".join(server.quote(c) for c in shape.primary_key)
+    """Key-ordered chunks of about ``chunk_rows`` rows each (index-only probes); one chunk for
+    a table without key columns (full-row identity, changelog)."""
+    if not shape.key.columns:
+        return [Chunk(0, None, None)]
+    key = shape.key.columns
+    cols = ", ".join(server.quote(c) for c in key)
     table = f"{server.quote(shape.db)}.{server.quote(shape.table)}"
     bounds: list[Key] = []
     with conn.cursor() as cur:
         while True:
-            where, params = ("1=1", []) if not bounds else _greater(shape.primary_key, bounds[-1])
+            where, params = ("1=1", []) if not bounds else _greater(key, bounds[-1])
             cur.execute(f"SELECT {cols} FROM {table} WHERE {where} ORDER BY {cols} "
                         f"LIMIT 1 OFFSET {chunk_rows - 1}", params)
             row = cur.fetchone()
@@ -129,33 +136,37 @@ def chunk_predicate(primary_key: tuple[str, ...], chunk: Chunk) -> tuple[str, li
     return " AND ".join(where), params
 
 
-def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: Chunk) -> tuple[
-        int, str, int]:
-    """Publish one chunk's rows; returns (rows, snapshot file, snapshot position)."""
+def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: Chunk,
+               registry: str | None = None) -> tuple[int, str, int, dict[str, int]]:
+    """Publish one chunk's rows; returns (rows, snapshot file, snapshot position, copies per
+    row digest of a full-row-identity table). Error records go to the source's error topic
+    when ``registry`` (the source's registry root) is given."""
     import pymysql
 
     if "producer" not in _worker:
         _worker["producer"] = ChangelogProducer(bootstrap, linger_ms=20)
     producer: ChangelogProducer = _worker["producer"]
+    sink = ErrorSink(producer, source, Path(registry)) if registry else None
     conn = server.connect(source, autocommit=False)
     shape = table.shape
-    cols = ", ".join(server.quote(c.name) for c in shape.columns)
-    keys = ", ".join(server.quote(c) for c in shape.primary_key)
-    where, params = chunk_predicate(shape.primary_key, chunk)
+    cols = ", ".join(select_sql(c, server.quote(c.name)) for c in shape.columns)
+    name = f"{server.quote(shape.db)}.{server.quote(shape.table)}"
+    order = (" ORDER BY " + ", ".join(f"{name}.{server.quote(c)}" for c in shape.key.columns)
+             if shape.key.columns else "")  # the columns, not the SELECT's aliases
+    where, params = chunk_predicate(shape.key.columns, chunk)
     rows = 0
+    copies: dict[str, int] = {}
     try:
         position = _snapshot_position(conn, source.kind)
         env = Envelope(f"{source.kind}-bootstrap", int(datetime.now(UTC).timestamp() * 1000),
                        source.data_center)
         ref = position.ref_key()
         with conn.cursor(pymysql.cursors.SSDictCursor) as cur:
-            cur.execute(f"SELECT {cols} FROM {server.quote(shape.db)}.{server.quote(shape.table)} "
-                        f"WHERE {where} ORDER BY {keys}", params)
+            cur.execute(f"SELECT {cols} FROM {name} WHERE {where}{order}", params)
             for raw in cur:
-                values = convert(table, raw)
-                record = to_record(table, values, ref, env)
-                producer.send(table.topic, row_key(table, values).encode("utf-8"),
-                              table.encoder.encode(record))
+                change = snapshot_change(table, raw, ref, env, rows, copies)
+                publish(producer, table.topic, table.encoder, change, shape.key.columns, sink,
+                        shape.qualified, (position.file, position.pos), env)
                 rows += 1
                 if rows % 5000 == 0:
                     producer.poll()
@@ -163,15 +174,18 @@ def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: 
     finally:
         conn.close()
     producer.flush()
-    return rows, position.file, position.pos
+    return rows, position.file, position.pos, copies
 
 
 # ---- the command --------------------------------------------------------------------------
 
 
 def _hand_over(store: BinlogCheckpointStore, locked: bool, qualified: str,
-               p0: BinlogPosition) -> str:
-    """Point the tap at ``p0`` unless it already starts earlier; returns what happened."""
+               p0: BinlogPosition, copies: tuple[BinlogPosition, dict[str, int]] | None = None
+               ) -> str:
+    """Point the tap at ``p0`` unless it already starts earlier; returns what happened.
+    ``copies``: a full-row-identity table's snapshot position and copies per row digest, which
+    the tap continues from (it skips the table's changes up to that position)."""
     checkpoint = store.load()
     if not locked:
         if checkpoint is not None and qualified in checkpoint.stopped:
@@ -181,11 +195,16 @@ def _hand_over(store: BinlogCheckpointStore, locked: bool, qualified: str,
                 "changes after the snapshot (ref keys order them)")
     stopped = dict(checkpoint.stopped) if checkpoint else {}
     stopped.pop(qualified, None)
+    rows = dict(checkpoint.rows) if checkpoint else {}
+    if copies is not None:
+        since, counts = copies
+        rows[qualified] = {"since": {"file": since.file, "pos": since.pos},
+                           "counts": dict(sorted(counts.items()))}
     if checkpoint is None or checkpoint.position > p0:
-        store.save(BinlogCheckpoint(p0, None, stopped))
+        store.save(BinlogCheckpoint(p0, None, stopped, rows))
         return f"the tap's checkpoint is now {p0}: it continues from the snapshot"
-    if stopped != checkpoint.stopped:
-        store.save(BinlogCheckpoint(checkpoint.position, checkpoint.gtid, stopped))
+    if stopped != checkpoint.stopped or rows != checkpoint.rows:
+        store.save(BinlogCheckpoint(checkpoint.position, checkpoint.gtid, stopped, rows))
     return f"the tap's checkpoint {checkpoint.position} is before the snapshot: it stays"
 
 
@@ -207,11 +226,18 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
     locked = store.try_lock()  # held while we work: a tap starting now waits for the hand-over
     try:
         server.check_server(conn, source)
-        shape = server.table_shape(conn, db, name)
-        schema_id = Registry(registry_root(settings, source) / qualified).register(shape)
+        keys.check_setting(source)
+        shape = server.table_shape(conn, db, name, source)
+        if shape.key.kind == ROW and not locked:
+            raise SluiceError(f"{qualified} has a full-row identity ({shape.key.why}): its "
+                              "bootstrap hands the copies of each row over to the tap, so stop "
+                              "the tap (SIGTERM) first and start it again afterwards")
+        root = registry_root(settings, source)
+        schema_id = Registry(root / qualified).register(shape)
         topic = topic_for(source, db, name)
         bootstrap_servers = settings.broker.bootstrap_servers
         broker_mod.ensure_topic(bootstrap_servers, topic, source.partitions)
+        broker_mod.ensure_topic(bootstrap_servers, error_topic(source), source.partitions)
         table = TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic)
         p0 = server.master_position(conn)
         if locked:
@@ -224,22 +250,27 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
         rows = 0
         done = 0
         last_report = time.monotonic()
-        if workers == 1:
-            results = (read_chunk(source, bootstrap_servers, table, c) for c in chunks)
-            for count, _f, _p in results:
+        copies: tuple[BinlogPosition, dict[str, int]] | None = None
+        if workers == 1 or len(chunks) == 1:
+            results = (read_chunk(source, bootstrap_servers, table, c, str(root))
+                       for c in chunks)
+            for count, file, pos, counted in results:
                 rows, done = rows + count, done + 1
+                copies = (BinlogPosition(file, pos), counted)
                 last_report = _report(progress, qualified, done, len(chunks), rows, started,
                                       last_report)
+            _worker.pop("producer", None)  # read in this process: its producer is done
         else:
             with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-                futures = [pool.submit(read_chunk, source, bootstrap_servers, table, c)
+                futures = [pool.submit(read_chunk, source, bootstrap_servers, table, c, str(root))
                            for c in chunks]
                 for future in as_completed(futures):
-                    count, _f, _p = future.result()
+                    count, _f, _p, _c = future.result()
                     rows, done = rows + count, done + 1
                     last_report = _report(progress, qualified, done, len(chunks), rows,
                                           started, last_report)
-        handover = _hand_over(store, locked, qualified, p0)
+        handover = _hand_over(store, locked, qualified, p0,
+                              copies if shape.key.kind == ROW else None)
     finally:
         store.release()
         conn.close()

@@ -1,28 +1,39 @@
-"""MySQL/MariaDB column types → Avro types, and column values → Avro values.
+"""MySQL/MariaDB column types → Avro types, and column values → Avro values, exactly.
 
 A column's shape comes either from the binlog (the table map event, complete only with
-``binlog_row_metadata=FULL``) or from ``information_schema`` (bootstrap); both must give the
-same Avro type, or the tap and the bootstrap would register different schema versions for the
-same table. Values likewise come from binlog row images or from SELECT results and convert to
-the same Avro value:
+``binlog_row_metadata=FULL``) or from ``information_schema`` (bootstrap, ``--print-jobs``);
+both give the same spec, or the tap and the bootstrap would register different schema versions.
+Values come from binlog row images (``decoding.read_value``: bytes, raw temporal parts, ENUM
+indexes, SET masks) or from the bootstrap's SELECT (``select_sql``: temporal values as text,
+FLOAT widened exactly) and convert to the same Avro value. docs/types.md is the user's table of
+this module; the kinds:
 
-=========================================  ======================================  ============
-MySQL type                                 Avro type                               kind
-=========================================  ======================================  ============
-TINYINT..BIGINT, YEAR                      long                                    long
-BIGINT UNSIGNED                            decimal(20, 0)                          ulong
-FLOAT / DOUBLE                             float / double                          float/double
-DECIMAL(p, s), p <= 38                     decimal(p, s) (bytes)                   decimal
-DECIMAL(p, s), p > 38                      string                                  bigdecimal
-DATETIME(n), TIMESTAMP(n)                  timestamp-micros (DATETIME read as UTC)  timestamp
-DATE                                       date                                    date
-TIME(n)                                    string ``[-]HH:MM:SS[.fff]``            time
-CHAR/VARCHAR/TEXT, ENUM, MariaDB JSON      string                                  string
-MySQL JSON                                 string (JSON text)                      json
-SET                                        string ``a,c``                          set
-BIT(n)                                     long                                    bit
-BINARY/VARBINARY/BLOB, GEOMETRY            bytes                                   bytes
-=========================================  ======================================  ============
+=========================================  ==============================  ==========
+MySQL/MariaDB type                         Avro type (lake type)           kind
+=========================================  ==============================  ==========
+TINYINT..BIGINT, YEAR                      long (bigint)                   long
+BIGINT UNSIGNED                            decimal(20,0)                   ulong
+FLOAT / DOUBLE                             float / double (bit exact)      float/double
+DECIMAL(p,s), p <= 38                      decimal(p,s)                    decimal
+DECIMAL(p,s), p > 38                       string, plain, s decimals       bigdecimal
+BIT(1) / BIT(2..63) / BIT(64)              boolean / long / decimal(20,0)  bool/bit/bit64
+CHAR, VARCHAR, TEXT (any charset)          string (Unicode)                string
+BINARY(n)                                  bytes, always n bytes           fixed
+VARBINARY, BLOB                            bytes                           bytes
+ENUM                                       string (member; '' = index 0)   enum
+SET                                        string 'a,c' ('' = no member)   set
+JSON (MariaDB: text)                       string, the server's text       string
+JSON (MySQL binary)                        string (JSON text)              json
+DATE                                       date                            date
+DATETIME(fsp)                              timestamp-micros (UTC)          datetime
+TIMESTAMP(fsp)                             timestamp-micros (instant)      timestamp
+TIME(fsp)                                  string [-]HH:MM:SS[.f{fsp}]     time
+GEOMETRY, POINT, ...                       bytes (WKB, SRID dropped)       geometry
+UUID / INET4 / INET6 (MariaDB)             string, the server's text       uuid/inet4/inet6
+=========================================  ==============================  ==========
+
+Zero dates (and partial zeros, invalid dates) of DATE, DATETIME and TIMESTAMP: NULL when the
+column is nullable, else the day ``values.zero_day(y, m, d)`` before year 0 (docs/types.md).
 
 Every column is nullable in Avro (``["null", T]``, default null), so an added column is always
 a compatible change for readers of older versions.
@@ -30,32 +41,43 @@ a compatible change for readers of older versions.
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from python_ingest.exceptions import UnsupportedColumn
+from python_ingest.sources.binlog.values import (
+    DAY_MICROS,
+    RawDate,
+    RawDateTime,
+    RawTime,
+    RawTimestamp,
+    date_text,
+    days_from_civil,
+    float32_text,
+    inet6_text,
+    json_text,
+    parse_date_text,
+    quoted_list,
+    time_micros,
+    time_text,
+    timestamp_text,
+    valid_date,
+    zero_day,
+)
 
 MAX_SPARK_PRECISION = 38
+ROW_ID = "sluice_row_id"  # the key column of tables keyed by a synthetic identity
+OPERATION = "sluice_op"  # the change's kind in an append-only changelog table
+SYNTHETIC = (ROW_ID, OPERATION)
 _AVRO_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
-# Binlog column type codes (MySQL's enum_field_types).
-_INTS = {1, 2, 3, 8, 9}  # TINY, SHORT, LONG, LONGLONG, INT24
-_FLOAT, _DOUBLE, _YEAR, _BIT, _JSON, _GEOMETRY = 4, 5, 13, 16, 245, 255
-_DECIMALS = {0, 246}
-_TIMESTAMPS = {7, 12, 17, 18}  # TIMESTAMP, DATETIME, TIMESTAMP2, DATETIME2
-_DATES = {10, 14}
-_TIMES = {11, 19}
-_ENUM, _SET = 247, 248
-_STRINGS = {15, 249, 250, 251, 252, 253, 254}
 
-_INT_NAMES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
-_TEXT_NAMES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum",
-               "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
-
+# ---- column specs ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ColumnSpec:
@@ -65,7 +87,11 @@ class ColumnSpec:
     kind: str
     avro: Any
     fsp: int = 0
-    set_values: tuple[str, ...] = ()
+    members: tuple[str, ...] = ()  # ENUM / SET members, in definition order
+    nullable: bool = True
+    width: int = 0  # BINARY(n): n
+    charset: str = ""  # text columns: the server's charset name
+    scale: int = 0  # DECIMAL
 
     def field(self) -> dict[str, Any]:
         return {"name": self.name, "type": ["null", self.avro], "default": None}
@@ -75,77 +101,142 @@ def _decimal(precision: int, scale: int) -> dict[str, Any]:
     return {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
 
 
+_TIMESTAMP = {"type": "long", "logicalType": "timestamp-micros"}
+_AVRO: dict[str, Any] = {
+    "long": "long", "bit": "long", "float": "float", "double": "double", "bool": "boolean",
+    "ulong": _decimal(20, 0), "bit64": _decimal(20, 0), "bigdecimal": "string",
+    "time": "string", "string": "string", "json": "string", "set": "string", "enum": "string",
+    "uuid": "string", "inet4": "string", "inet6": "string", "bytes": "bytes", "fixed": "bytes",
+    "geometry": "bytes", "timestamp": _TIMESTAMP, "datetime": _TIMESTAMP,
+    "date": {"type": "int", "logicalType": "date"},
+}
+TEMPORAL = ("date", "datetime", "timestamp")
+
+
 def make_spec(name: str, kind: str, precision: int = 0, scale: int = 0, fsp: int = 0,
-          set_values: tuple[str, ...] = ()) -> ColumnSpec:
+              members: tuple[str, ...] = (), nullable: bool = True, width: int = 0,
+              charset: str = "") -> ColumnSpec:
     if not _AVRO_NAME.match(name):
         raise UnsupportedColumn(
             f"column '{name}' is not a valid changelog column name (letters, digits and "
             "underscores, not starting with '_', which sluice reserves for its own columns); "
             "rename it or exclude the table")
-    avro: Any = {
-        "long": "long", "bit": "long", "float": "float", "double": "double",
-        "ulong": _decimal(20, 0), "bigdecimal": "string", "time": "string", "string": "string",
-        "json": "string", "set": "string", "bytes": "bytes",
-        "timestamp": {"type": "long", "logicalType": "timestamp-micros"},
-        "date": {"type": "int", "logicalType": "date"},
-    }.get(kind)
+    if name in SYNTHETIC:
+        raise UnsupportedColumn(f"column '{name}' has the name of a column sluice adds to "
+                                "tables without a key; rename it or exclude the table")
     if kind == "decimal":
-        avro = _decimal(precision, scale)
-    return ColumnSpec(name, kind, avro, fsp, set_values)
+        avro: Any = _decimal(precision, scale)
+    elif kind in _AVRO:
+        avro = _AVRO[kind]
+    else:
+        raise UnsupportedColumn(f"column '{name}': unknown kind {kind}")
+    return ColumnSpec(name, kind, avro, fsp, members, nullable, width, charset, scale)
 
 
-def from_binlog(column: Any) -> ColumnSpec:
-    """The spec of a pymysqlreplication Column (from a table map event with full metadata)."""
+def synthetic_spec(name: str) -> ColumnSpec:
+    """The spec of a column sluice adds (``sluice_row_id``, ``sluice_op``): a string."""
+    return ColumnSpec(name, "string", "string")
+
+
+# Binlog column type codes (MySQL's enum_field_types).
+_INTS = {1, 2, 3, 9}  # TINY, SHORT, LONG, INT24
+_LONGLONG, _FLOAT, _DOUBLE, _YEAR, _BIT, _JSON, _GEOMETRY = 8, 4, 5, 13, 16, 245, 255
+_TIMESTAMPS = {7, 17}
+_DATETIMES = {12, 18}
+_DATES = {10, 14}
+_TIMES = {11, 19}
+_ENUM, _SET, _NEWDECIMAL = 247, 248, 246
+_STRINGS = {15, 249, 250, 251, 252, 253, 254}
+_MARIADB_BINARY_TYPES = {"uuid": 16, "inet6": 16, "inet4": 4}
+
+
+def _decimal_spec(name: str, precision: int, scale: int) -> ColumnSpec:
+    if precision > MAX_SPARK_PRECISION:
+        return make_spec(name, "bigdecimal", scale=scale)
+    return make_spec(name, "decimal", precision, scale)
+
+
+def _bit_spec(name: str, bits: int) -> ColumnSpec:
+    return make_spec(name, "bool" if bits == 1 else "bit64" if bits == 64 else "bit")
+
+
+def from_binlog(column: Any, charsets: Any, data_type: str | None = None) -> ColumnSpec:
+    spec = _from_binlog(column, charsets, data_type)
+    return replace(spec, nullable=bool(getattr(column, "nullable", True)))
+
+
+def _from_binlog(column: Any, charsets: Any, data_type: str | None = None) -> ColumnSpec:
+    """The spec of a pymysqlreplication Column (a table map event with full metadata, read
+    with ``decoding.install()``). ``charsets`` (``charsets.Charsets``) names the charset of a
+    collation id and decodes ENUM/SET member names; ``data_type`` is the column's DATA_TYPE
+    in information_schema when known (MariaDB's UUID/INET4/INET6 look like BINARY(n) in the
+    binlog)."""
     t, name = column.type, column.name
     if name is None:
         raise UnsupportedColumn("the binlog has no column names: set binlog_row_metadata=FULL "
                                 "on the server (see docs/binlog-tap.md)")
+    nullable = bool(getattr(column, "nullable", True))
     if t in _INTS or t == _YEAR:
-        return make_spec(name, "ulong" if t == 8 and column.unsigned else "long")
+        return make_spec(name, "long")
+    if t == _LONGLONG:
+        return make_spec(name, "ulong" if column.unsigned else "long")
     if t == _FLOAT:
         return make_spec(name, "float")
     if t == _DOUBLE:
         return make_spec(name, "double")
-    if t in _DECIMALS:
-        precision, scale = column.precision, column.decimals
-        if precision > MAX_SPARK_PRECISION:
-            return make_spec(name, "bigdecimal")
-        return make_spec(name, "decimal", precision, scale)
+    if t == _NEWDECIMAL:
+        return _decimal_spec(name, column.precision, column.decimals)
     if t in _TIMESTAMPS:
-        return make_spec(name, "timestamp")
+        return make_spec(name, "timestamp", nullable=nullable)
+    if t in _DATETIMES:
+        return make_spec(name, "datetime", nullable=nullable)
     if t in _DATES:
-        return make_spec(name, "date")
+        return make_spec(name, "date", nullable=nullable)
     if t in _TIMES:
         return make_spec(name, "time", fsp=getattr(column, "fsp", 0) or 0)
-    if t == _ENUM:
-        return make_spec(name, "string")
-    if t == _SET:
-        return make_spec(name, "set", set_values=tuple(column.set_values or ()))
+    if t in (_ENUM, _SET):
+        charset = charsets.name(getattr(column, "collation_id", None))
+        raw = (column.enum_values or [""])[1:] if t == _ENUM else (column.set_values or [])
+        members = tuple(charsets.decode(charset, m) if isinstance(m, bytes) else str(m)
+                        for m in raw)
+        return make_spec(name, "enum" if t == _ENUM else "set", members=members)
     if t == _BIT:
-        return make_spec(name, "bit")
+        return _bit_spec(name, column.bits)
     if t == _JSON:
         return make_spec(name, "json")
     if t == _GEOMETRY:
-        return make_spec(name, "bytes")
+        return make_spec(name, "geometry")
     if t in _STRINGS:
-        binary = column.character_set_name in (None, "binary")
-        return make_spec(name, "bytes" if binary else "string")
+        charset = charsets.name(getattr(column, "collation_id", None))
+        if charset != "binary":
+            return make_spec(name, "string", charset=charset)
+        width = getattr(column, "max_length", 0)
+        if data_type in _MARIADB_BINARY_TYPES and width == _MARIADB_BINARY_TYPES[data_type]:
+            return make_spec(name, data_type)
+        return make_spec(name, "fixed", width=width) if t == 254 else make_spec(name, "bytes")
     raise UnsupportedColumn(f"column '{name}' has binlog type {t}, which the tap does not "
                             "support; exclude the table")
 
 
-def _quoted_list(column_type: str) -> tuple[str, ...]:
-    """The values of ``enum('a','b')`` / ``set('a','b')`` from information_schema."""
-    inner = column_type[column_type.index("(") + 1: column_type.rindex(")")]
-    return tuple(v.replace("''", "'") for v in re.findall(r"'((?:[^']|'')*)'", inner))
+_INT_NAMES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
+_TEXT_NAMES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
+_BYTES_NAMES = {"varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+_GEOMETRY_NAMES = {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
+                   "multipolygon", "geometrycollection"}
 
 
 def from_information_schema(row: dict[str, Any]) -> ColumnSpec:
     """The spec of a column from an ``information_schema.COLUMNS`` row."""
+    spec = _from_information_schema(row)
+    return replace(spec, nullable=str(row.get("IS_NULLABLE", "YES")).upper() == "YES")
+
+
+def _from_information_schema(row: dict[str, Any]) -> ColumnSpec:
     name = row["COLUMN_NAME"]
     data_type = str(row["DATA_TYPE"]).lower()
     column_type = str(row["COLUMN_TYPE"]).lower()
-    if data_type in _INT_NAMES or data_type == "year":
+    nullable = str(row.get("IS_NULLABLE", "YES")).upper() == "YES"
+    if data_type in _INT_NAMES:
         unsigned = data_type == "bigint" and "unsigned" in column_type
         return make_spec(name, "ulong" if unsigned else "long")
     if data_type == "float":
@@ -153,82 +244,200 @@ def from_information_schema(row: dict[str, Any]) -> ColumnSpec:
     if data_type in ("double", "real"):
         return make_spec(name, "double")
     if data_type in ("decimal", "numeric"):
-        precision, scale = int(row["NUMERIC_PRECISION"]), int(row["NUMERIC_SCALE"] or 0)
-        if precision > MAX_SPARK_PRECISION:
-            return make_spec(name, "bigdecimal")
-        return make_spec(name, "decimal", precision, scale)
-    if data_type in ("datetime", "timestamp"):
-        return make_spec(name, "timestamp")
-    if data_type == "date":
-        return make_spec(name, "date")
+        return _decimal_spec(name, int(row["NUMERIC_PRECISION"]), int(row["NUMERIC_SCALE"] or 0))
+    if data_type in ("datetime", "timestamp", "date"):
+        return make_spec(name, data_type, nullable=nullable)
     if data_type == "time":
         return make_spec(name, "time", fsp=int(row.get("DATETIME_PRECISION") or 0))
-    if data_type == "set":
-        return make_spec(name, "set", set_values=_quoted_list(row["COLUMN_TYPE"]))
+    if data_type in ("enum", "set"):
+        return make_spec(name, data_type, members=quoted_list(row["COLUMN_TYPE"]))
     if data_type == "bit":
-        return make_spec(name, "bit")
-    if data_type == "json":
+        return _bit_spec(name, int(row["NUMERIC_PRECISION"]))
+    if data_type == "json":  # MySQL; MariaDB's JSON is longtext
         return make_spec(name, "json")
-    if data_type in ("geometry", "point", "linestring", "polygon", "multipoint",
-                     "multilinestring", "multipolygon", "geometrycollection"):
+    if data_type in _GEOMETRY_NAMES:
+        return make_spec(name, "geometry")
+    if data_type in _MARIADB_BINARY_TYPES:
+        return make_spec(name, data_type)
+    if data_type == "binary":
+        return make_spec(name, "fixed", width=int(row["CHARACTER_OCTET_LENGTH"]))
+    if data_type in _BYTES_NAMES:
         return make_spec(name, "bytes")
     if data_type in _TEXT_NAMES:
-        binary = row.get("CHARACTER_SET_NAME") in (None, "binary")
-        return make_spec(name, "bytes" if binary else "string")
+        charset = str(row.get("CHARACTER_SET_NAME") or "binary")
+        if charset == "binary":
+            return make_spec(name, "bytes")
+        return make_spec(name, "string", charset=charset)
     raise UnsupportedColumn(f"column '{name}' has type {column_type}, which the tap does not "
                             "support; exclude the table")
 
 
-def _time_text(value: timedelta, fsp: int) -> str:
-    micros = value // timedelta(microseconds=1)
-    sign = "-" if micros < 0 else ""
-    micros = abs(micros)
-    seconds, fraction = divmod(micros, 1_000_000)
-    hours, rest = divmod(seconds, 3600)
-    text = f"{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
-    return text + (f".{fraction:06d}"[: fsp + 1] if fsp else "")
+def select_sql(spec: ColumnSpec, quoted: str) -> str:
+    """The bootstrap's SELECT expression of a column: its value in a form ``to_avro`` maps to
+    the same Avro value as the binlog's (FLOAT widened exactly, temporal values as text)."""
+    if spec.kind == "float":
+        return f"CAST({quoted} AS DOUBLE) AS {quoted}"
+    if spec.kind in (*TEMPORAL, "time"):
+        return f"CAST({quoted} AS CHAR) AS {quoted}"
+    return quoted
 
 
-def to_avro(spec: ColumnSpec, value: Any) -> Any:
-    """Convert a binlog or SELECT value of ``spec``'s column to its Avro value."""
+# ---- values ----------------------------------------------------------------------------------
+
+_PYTHON_CODECS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "ascii": "ascii",
+                  "ucs2": "utf-16-be", "utf16": "utf-16-be", "utf16le": "utf-16-le",
+                  "utf32": "utf-32-be"}
+
+
+def decode_text(charset: str, raw: bytes) -> str:
+    """Text of ``raw`` in a Unicode charset (or ascii); others need the server
+    (``charsets.Charsets``)."""
+    codec = _PYTHON_CODECS.get(charset)
+    if codec is None:
+        raise UnsupportedColumn(f"no converter for charset {charset}")
+    return raw.decode(codec)
+
+
+TextDecoder = Callable[[str, bytes], str]
+
+
+def _temporal(spec: ColumnSpec, y: int, m: int, d: int, micros_of_day: int) -> int | None:
+    """Days (date) or micros (datetime/timestamp) of a date, or the zero-date policy."""
+    if valid_date(y, m, d):
+        day = days_from_civil(y, m, d)
+    elif spec.nullable:
+        return None
+    else:
+        day = zero_day(y, m, d)
+    return day if spec.kind == "date" else day * DAY_MICROS + micros_of_day
+
+
+def _temporal_text(spec: ColumnSpec, text: str) -> int | None:
+    y, m, d, micros = parse_date_text(text)
+    return _temporal(spec, y, m, d, micros)
+
+
+def _bits(value: Any) -> int:
+    if isinstance(value, bytes | bytearray):
+        return int.from_bytes(value, "big")
+    return int(value, 2) if isinstance(value, str) else int(value)
+
+
+def to_avro(spec: ColumnSpec, value: Any, text: TextDecoder = decode_text) -> Any:
+    """Convert a binlog or SELECT value of ``spec``'s column to its Avro value (dates as days,
+    DATETIME/TIMESTAMP as microseconds since the epoch, UTC). ``text`` decodes the bytes of a
+    text column in its charset."""
     if value is None:
         return None
     kind = spec.kind
-    if kind in ("long", "string", "double", "float", "bytes"):
-        if kind == "bytes" and isinstance(value, str):
-            return value.encode("utf-8")
-        if kind == "string" and isinstance(value, bytes):
-            return value.decode("utf-8")
-        return value
+    if kind == "long":
+        return int(value)
+    if kind in ("string", "enum", "set") and isinstance(value, bytes | bytearray):
+        return text(spec.charset, bytes(value))
+    if kind == "string":
+        return str(value)
+    if kind in ("double", "float"):
+        return float(value)
     if kind == "decimal":
         return value if isinstance(value, Decimal) else Decimal(str(value))
     if kind == "ulong":
         return Decimal(int(value))
     if kind == "bigdecimal":
+        return format(Decimal(str(value)), f".{spec.scale}f")
+    if kind in ("bytes", "geometry", "fixed"):
+        raw = bytes(value) if not isinstance(value, str) else value.encode("utf-8")
+        if kind == "geometry":
+            return raw[4:]  # MariaDB/MySQL: 4 bytes SRID, then WKB
+        return raw.ljust(spec.width, b"\0") if kind == "fixed" else raw
+    if kind == "enum":
+        if isinstance(value, int):
+            return spec.members[value - 1] if 1 <= value <= len(spec.members) else ""
         return str(value)
-    if kind == "timestamp":
-        if isinstance(value, str):  # SELECT of a zero date ('0000-00-00 ...'): the binlog says null
-            return None
-        return value
-    if kind == "date":
-        return value if isinstance(value, date) else None
-    if kind == "time":
-        return _time_text(value, spec.fsp) if isinstance(value, timedelta) else str(value)
     if kind == "set":
-        if isinstance(value, str):
-            return value or None
-        return ",".join(v for v in spec.set_values if v in value) or None
+        if isinstance(value, int):
+            return ",".join(m for i, m in enumerate(spec.members) if value >> i & 1)
+        if isinstance(value, set | frozenset):
+            return ",".join(m for m in spec.members if m in value)
+        return str(value)
+    if kind in TEMPORAL:
+        if isinstance(value, RawTimestamp):
+            if value.seconds == 0 and value.micro == 0:
+                return _temporal(spec, 0, 0, 0, 0)
+            return value.seconds * 1_000_000 + value.micro
+        if isinstance(value, RawDate):
+            return _temporal(spec, value.year, value.month, value.day, 0)
+        if isinstance(value, RawDateTime):
+            micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000
+            return _temporal(spec, value.year, value.month, value.day, micros + value.micro)
+        if isinstance(value, datetime):
+            return (days_from_civil(value.year, value.month, value.day) * DAY_MICROS
+                    + ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000
+                    + value.microsecond)
+        if isinstance(value, date):
+            return days_from_civil(value.year, value.month, value.day)
+        return _temporal_text(spec, value.decode() if isinstance(value, bytes) else str(value))
+    if kind == "time":
+        if isinstance(value, RawTime):
+            return time_text(value.micros, spec.fsp)
+        if isinstance(value, timedelta):
+            return time_text(value // timedelta(microseconds=1), spec.fsp)
+        return time_text(time_micros(str(value)), spec.fsp)
+    if kind == "bool":
+        return _bits(value) != 0
     if kind == "bit":
-        if isinstance(value, bytes):
-            return int.from_bytes(value, "big")
-        return int(value, 2)
+        return _bits(value)
+    if kind == "bit64":
+        return Decimal(_bits(value))
     if kind == "json":
-        return value if isinstance(value, str) else json.dumps(value)
+        return value if isinstance(value, str) else json_text(value)
+    if kind in ("uuid", "inet4", "inet6"):
+        if isinstance(value, str):
+            return value
+        raw = bytes(value).ljust(_MARIADB_BINARY_TYPES[kind], b"\0")  # the binlog strips 0x00
+        if kind == "uuid":
+            return str(uuid.UUID(bytes=raw))
+        return ".".join(str(b) for b in raw) if kind == "inet4" else inet6_text(raw)
     raise UnsupportedColumn(f"column '{spec.name}': unknown kind {kind}")
 
 
-def key_text(value: Any) -> str:
-    """A key column's value as the changelog decoder renders it in ``_row_key``."""
-    if isinstance(value, datetime) and value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
+# ---- text forms ------------------------------------------------------------------------------
+
+NATURAL_KEY_KINDS = ("long", "ulong", "bit", "bit64", "decimal", "bigdecimal", "string", "enum",
+                     "set", "json", "time", "uuid", "inet4", "inet6", "bool", *TEMPORAL)
+
+
+def key_text(spec: ColumnSpec, value: Any) -> str:
+    """A key column's Avro value as the changelog decoder renders it in ``_row_key`` (Arrow's
+    cast to string) for the kinds in NATURAL_KEY_KINDS."""
+    if spec.kind == "date":
+        return date_text(value)
+    if spec.kind in ("datetime", "timestamp"):
+        return timestamp_text(value) + "Z"
+    if spec.kind == "bool":
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return str(value)
+
+
+def canonical(spec: ColumnSpec, value: Any) -> str | None:
+    """An Avro value of ``spec``'s column as canonical text: hex for bytes, full-width
+    fractions for times (``YYYY-MM-DD HH:MM:SS.ffffff``), the shortest exact text of a float.
+    Used for synthetic keys and row identities."""
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).hex()
+    if spec.kind == "date":
+        return date_text(value)
+    if spec.kind in ("datetime", "timestamp"):
+        return timestamp_text(value)
+    if spec.kind == "float":
+        return float32_text(value)
+    if spec.kind == "double":
+        return repr(float(value))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return format(value, "f")
     return str(value)

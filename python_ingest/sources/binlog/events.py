@@ -3,22 +3,37 @@
 - insert: the full row, ``_changed_columns`` null (every column set);
 - update: the full after image, ``_changed_columns`` = the columns whose values differ between
   the before and after images (an update that changes nothing publishes nothing); an update of
-  the primary key is a delete of the old key followed by an insert of the new one;
+  the key is a delete of the old key followed by an insert of the new one;
 - delete: the before image with ``_is_deleted`` true.
+
+How a change is keyed follows the table's ``KeyChoice``: by its key columns (or their text in
+``sluice_row_id``); with a full-row identity by ``<digest>#<copy>`` (an update is a delete of
+the old copy and an insert of the new one); in an append-only changelog every change is an
+insert keyed by its ref key, ``sluice_op`` saying what it was.
+
+A value that cannot be converted is set to null and reported with the change (``Problem``);
+a change whose key cannot be built is reported and not published.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from python_ingest.changelog.schema import KEY_SEPARATOR
-from python_ingest.sources.binlog.columns import ColumnSpec, key_text, to_avro
+from python_ingest.sources.binlog.columns import (
+    OPERATION,
+    ROW_ID,
+    ColumnSpec,
+    TextDecoder,
+    decode_text,
+    to_avro,
+)
+from python_ingest.sources.binlog.keys import RowCounts, row_digest
 from python_ingest.sources.binlog.position import row_refs
 from python_ingest.sources.binlog.producer import Encoder
-from python_ingest.sources.binlog.registry import TableShape
+from python_ingest.sources.binlog.registry import CHANGELOG, ROW, TableShape
 
-INSERT, UPDATE, DELETE = "insert", "update", "delete"
+INSERT, UPDATE, DELETE, SNAPSHOT = "insert", "update", "delete", "snapshot"
 
 
 @dataclass
@@ -29,6 +44,8 @@ class TappedTable:
     schema_id: int
     encoder: Encoder
     topic: str
+    text: TextDecoder = decode_text  # bytes of a text column -> str (charsets.Charsets.decode)
+    rows: RowCounts | None = None  # the copies of a full-row-identity table (the tap's)
 
     @property
     def specs(self) -> tuple[ColumnSpec, ...]:
@@ -44,46 +61,158 @@ class Envelope:
     data_center: str | None
 
 
+@dataclass(frozen=True)
+class Problem:
+    """A value the tap could not convert or publish: set to null, or the change not sent."""
+
+    column: str | None
+    reason: str
+    value: str | None = None
+
+
+@dataclass
+class Change:
+    """One record to publish under ``key`` (None: its key could not be built, not published)."""
+
+    key: str | None
+    record: dict[str, Any]
+    op: str
+    problems: list[Problem] = field(default_factory=list)
+
+
+def preview(value: Any) -> str | None:
+    """A short text of a value for an error record."""
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray):
+        return f"{len(value)} bytes: {bytes(value[:48]).hex()}{'...' if len(value) > 48 else ''}"
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= 200 else f"{text[:200]}... ({len(text)} characters)"
+
+
+def convert(table: TappedTable, raw: dict[str, Any],
+            problems: list[Problem] | None = None) -> dict[str, Any]:
+    """The Avro values of a row image; with ``problems``, a value that cannot be converted is
+    null and reported there (else the error propagates)."""
+    out: dict[str, Any] = {}
+    for spec in table.specs:
+        value = raw.get(spec.name)
+        try:
+            out[spec.name] = to_avro(spec, value, table.text)
+        except Exception as exc:
+            if problems is None:
+                raise
+            problems.append(Problem(spec.name, f"cannot convert the {spec.kind} value: "
+                                    f"{type(exc).__name__}: {exc}", preview(value)))
+            out[spec.name] = None
+    return out
+
+
 def row_key(table: TappedTable, values: dict[str, Any]) -> str:
-    return KEY_SEPARATOR.join(key_text(values[c]) for c in table.shape.primary_key)
+    """The row key of converted values (tables keyed by columns)."""
+    return table.shape.key_of(values)
 
 
 def to_record(table: TappedTable, values: dict[str, Any], ref: int, env: Envelope,
               changed: list[str] | None = None, deleted: bool = False) -> dict[str, Any]:
-    event = {spec.name: values.get(spec.name) for spec in table.specs}
+    event = {spec.name: values.get(spec.name) for spec in table.shape.payload}
     event.update(_ref_key=ref, _changed_columns=changed, _source=env.source,
-              _event_ts=env.event_ts_ms, _is_deleted=deleted, _force_update=False,
-              _data_center=env.data_center)
+                 _event_ts=env.event_ts_ms, _is_deleted=deleted, _force_update=False,
+                 _data_center=env.data_center)
     return event
 
 
-def convert(table: TappedTable, raw: dict[str, Any]) -> dict[str, Any]:
-    return {spec.name: to_avro(spec, raw.get(spec.name)) for spec in table.specs}
+def _keyed(table: TappedTable, values: dict[str, Any], problems: list[Problem]) -> str | None:
+    failed = [p.column for p in problems if p.column in table.shape.key.columns]
+    if failed:
+        problems.append(Problem(failed[0], "a key column has no value: the change is not "
+                                "published"))
+        return None
+    key = row_key(table, values)
+    if table.shape.key.synthetic:
+        values[ROW_ID] = key
+    return key
+
+
+def _copy(table: TappedTable, values: dict[str, Any], add: bool) -> str:
+    """The row id of a full-row identity: the copy an insert adds or a delete removes."""
+    assert table.rows is not None
+    digest = row_digest(table.specs, values)
+    counts = table.rows
+    n = counts.add(table.shape.qualified, digest) if add else \
+        counts.remove(table.shape.qualified, digest)
+    values[ROW_ID] = f"{digest}#{n}"
+    return values[ROW_ID]
+
+
+def snapshot_change(table: TappedTable, raw: dict[str, Any], ref: int, env: Envelope,
+                    ordinal: int, copies: dict[str, int]) -> Change:
+    """A bootstrap row (``ordinal``-th of the snapshot; ``copies`` counts full-row identities)."""
+    problems: list[Problem] = []
+    values = convert(table, raw, problems)
+    kind = table.shape.key.kind
+    if kind == CHANGELOG:
+        values[ROW_ID], values[OPERATION] = f"{ref}.{ordinal}", SNAPSHOT
+        return Change(values[ROW_ID], to_record(table, values, ref, env), SNAPSHOT, problems)
+    if kind == ROW:
+        digest = row_digest(table.specs, values)
+        copies[digest] = copies.get(digest, 0) + 1
+        values[ROW_ID] = f"{digest}#{copies[digest]}"
+        return Change(values[ROW_ID], to_record(table, values, ref, env), SNAPSHOT, problems)
+    key = _keyed(table, values, problems)
+    return Change(key, to_record(table, values, ref, env), SNAPSHOT, problems)
+
+
+def _changelog(table: TappedTable, op: str, raw: dict[str, Any], ref: int,
+               env: Envelope) -> Change:
+    problems: list[Problem] = []
+    values = convert(table, raw, problems)
+    values[ROW_ID], values[OPERATION] = str(ref), op
+    return Change(values[ROW_ID], to_record(table, values, ref, env), op, problems)
 
 
 def changes(table: TappedTable, kind: str, rows: list[dict[str, Any]], file_index: int,
-            event_end: int, env: Envelope) -> list[tuple[str, dict[str, Any]]]:
-    """The (row key, record) pairs of one rows event, in binlog order."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    if kind == INSERT:
+            event_end: int, env: Envelope) -> list[Change]:
+    """The changes of one rows event, in binlog order."""
+    mode = table.shape.key.kind
+    out: list[Change] = []
+    if kind in (INSERT, DELETE):
         for ref, row in zip(row_refs(file_index, event_end, len(rows)), rows, strict=True):
-            values = convert(table, row["values"])
-            out.append((row_key(table, values), to_record(table, values, ref, env)))
-    elif kind == DELETE:
-        for ref, row in zip(row_refs(file_index, event_end, len(rows)), rows, strict=True):
-            values = convert(table, row["values"])
-            out.append((row_key(table, values), to_record(table, values, ref, env, deleted=True)))
-    else:
-        refs = row_refs(file_index, event_end, 2 * len(rows))
-        for i, row in enumerate(rows):
-            before = convert(table, row["before_values"])
-            after = convert(table, row["after_values"])
-            old_key, new_key = row_key(table, before), row_key(table, after)
-            if old_key != new_key:
-                out.append((old_key, to_record(table, before, refs[2 * i], env, deleted=True)))
-                out.append((new_key, to_record(table, after, refs[2 * i + 1], env)))
+            if mode == CHANGELOG:
+                out.append(_changelog(table, kind, row["values"], ref, env))
                 continue
-            changed = [s.name for s in table.specs if before[s.name] != after[s.name]]
-            if changed:
-                out.append((new_key, to_record(table, after, refs[2 * i + 1], env, changed)))
+            problems: list[Problem] = []
+            values = convert(table, row["values"], problems)
+            key = _copy(table, values, kind == INSERT) if mode == ROW else \
+                _keyed(table, values, problems)
+            out.append(Change(key, to_record(table, values, ref, env, deleted=kind == DELETE),
+                              kind, problems))
+        return out
+    refs = row_refs(file_index, event_end, 2 * len(rows))
+    for i, row in enumerate(rows):
+        if mode == CHANGELOG:
+            out.append(_changelog(table, UPDATE, row["after_values"], refs[2 * i + 1], env))
+            continue
+        before_problems: list[Problem] = []
+        after_problems: list[Problem] = []
+        before = convert(table, row["before_values"], before_problems)
+        after = convert(table, row["after_values"], after_problems)
+        changed = [s.name for s in table.specs if before[s.name] != after[s.name]]
+        if not changed:
+            continue
+        old_key: str | None
+        new_key: str | None
+        if mode == ROW:
+            old_key, new_key = _copy(table, before, False), _copy(table, after, True)
+        else:
+            old_key = _keyed(table, before, before_problems)
+            new_key = _keyed(table, after, after_problems)
+        if old_key != new_key or mode == ROW:
+            out.append(Change(old_key, to_record(table, before, refs[2 * i], env, deleted=True),
+                              DELETE, before_problems))
+            out.append(Change(new_key, to_record(table, after, refs[2 * i + 1], env), INSERT,
+                              after_problems))
+        else:
+            out.append(Change(new_key, to_record(table, after, refs[2 * i + 1], env, changed),
+                              UPDATE, after_problems))
     return out

@@ -9,8 +9,10 @@ itself: rows events before ``P`` end at or below it (their refs are < P) and row
 start after the GTID/BEGIN event at ``P`` (their refs are > P).
 
 The checkpoint file (``<state_dir>/tap/<source>.json``) names the position after the last
-transaction whose events the broker acknowledged, and the tables stopped by incompatible schema
-changes. It is replaced atomically (write a temp file, fsync, rename).
+transaction whose events the broker acknowledged, the tables stopped by incompatible schema
+changes, and for tables with a full-row identity the copies of each distinct row at that
+position (``rows``, see ``keys.RowCounts``). It is replaced atomically (write a temp file,
+fsync, rename).
 """
 
 from __future__ import annotations
@@ -71,20 +73,25 @@ def unpack_ref(ref: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class BinlogCheckpoint:
-    """Where the tap resumes, and which tables it stopped (table → position and reason)."""
+    """Where the tap resumes, which tables it stopped (table → position and reason), and the
+    row copies of full-row-identity tables (table → since, counts)."""
 
     position: BinlogPosition
     gtid: str | None = None
     stopped: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.position.file, "pos": self.position.pos, "gtid": self.gtid,
+        data = {"file": self.position.file, "pos": self.position.pos, "gtid": self.gtid,
                 "stopped": self.stopped, "saved_at": datetime.now(UTC).isoformat()}
+        if self.rows:
+            data["rows"] = self.rows
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BinlogCheckpoint:
         return cls(BinlogPosition(str(data["file"]), int(data["pos"])), data.get("gtid"),
-                   dict(data.get("stopped") or {}))
+                   dict(data.get("stopped") or {}), dict(data.get("rows") or {}))
 
 
 class BinlogCheckpointStore:

@@ -53,6 +53,8 @@ class Encoder:
         self.schema_id = schema_id
         self.parsed = fastavro.parse_schema(schema)
         self.header = struct.pack(">bI", 0, schema_id)
+        self.fields = {f["name"]: f for f in schema["fields"]}
+        self._single: dict[str, Any] = {}
         self.decimals: list[tuple[str, int]] = []
         self.timestamps: list[str] = []
         for f in schema["fields"]:
@@ -76,6 +78,29 @@ class Encoder:
         out.write(self.header)
         fastavro.schemaless_writer(out, self.parsed, record)
         return out.getvalue()
+
+    def failing_fields(self, record: dict[str, Any]) -> list[tuple[str, str]]:
+        """The fields of ``record`` whose values this schema cannot encode, and why."""
+        failing = []
+        for name, value in record.items():
+            field = self.fields.get(name)
+            if field is None or value is None:
+                continue
+            if name not in self._single:
+                self._single[name] = (fastavro.parse_schema(
+                    {"type": "record", "name": "one", "fields": [field]}),
+                    Encoder(0, {"type": "record", "name": "one", "fields": [field]})
+                    if name in dict(self.decimals) or name in self.timestamps else None)
+            parsed, converter = self._single[name]
+            one = {name: value}
+            try:
+                if converter is not None:
+                    converter.encode(one)
+                else:
+                    fastavro.schemaless_writer(io.BytesIO(), parsed, one)
+            except Exception as exc:
+                failing.append((name, f"{type(exc).__name__}: {exc}"))
+        return failing
 
 
 class ChangelogProducer:

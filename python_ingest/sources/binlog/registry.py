@@ -18,8 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.exceptions import IncompatibleSchemaChange
-from python_ingest.sources.binlog.columns import ColumnSpec
+from python_ingest.sources.binlog.columns import (
+    OPERATION,
+    ROW_ID,
+    ColumnSpec,
+    canonical,
+    key_text,
+    synthetic_spec,
+)
 
 ENVELOPE_FIELDS: tuple[dict[str, Any], ...] = (
     {"name": "_ref_key", "type": "long"},
@@ -33,18 +41,129 @@ ENVELOPE_FIELDS: tuple[dict[str, Any], ...] = (
 )
 
 
+PRIMARY, UNIQUE, COLUMNS, ROW, CHANGELOG = "primary", "unique", "columns", "row", "changelog"
+KEY_KINDS = (PRIMARY, UNIQUE, COLUMNS, ROW, CHANGELOG)
+
+
+# What the tap publishes, per source, for a change it cannot publish as it is (a value that
+# cannot be encoded, a message over Kafka's size limit): topic <prefix>.__tap_errors, job
+# <source>__tap_errors, lake table lake.<source>__tap_errors (docs/binlog-tap.md).
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "record", "name": "tap_error", "namespace": "sluice.tap",
+    "doc": "a change the tap published without a value, or could not publish",
+    "primary_key": ["error_id"],
+    "fields": [
+        {"name": "error_id", "type": "string"},
+        {"name": "table_name", "type": "string"},
+        {"name": "operation", "type": "string"},
+        {"name": "binlog_file", "type": ["null", "string"], "default": None},
+        {"name": "binlog_pos", "type": ["null", "long"], "default": None},
+        {"name": "column_name", "type": ["null", "string"], "default": None},
+        {"name": "error", "type": "string"},
+        {"name": "value_text", "type": ["null", "string"], "default": None},
+        {"name": "row_key", "type": ["null", "string"], "default": None},
+        {"name": "published", "type": "boolean"},
+        *ENVELOPE_FIELDS,
+    ],
+}
+
+
+@dataclass(frozen=True)
+class KeyChoice:
+    """What identifies a row of a tapped table in the lake (docs/binlog-tap.md, "Keys").
+
+    - ``primary``: the primary key; ``unique``: a UNIQUE index over NOT NULL columns
+      (``index``); ``columns``: the source's ``key_columns`` setting: ``columns`` are the key.
+      The key columns themselves are the job's row key, unless one of them cannot be a row key
+      as it is (bytes, floats, or nullable): then ``synthetic`` and the row key is the column
+      ``sluice_row_id``, the key's canonical text (one column: its text; several: a JSON list).
+    - ``row``: no key: every row is its own identity, ``sluice_row_id`` = digest of the row's
+      values + ``#n``, the n-th identical copy (a multiset: a delete removes one copy).
+    - ``changelog``: an append-only changelog table: every change is a new lake row,
+      ``sluice_row_id`` = its ref key, ``sluice_op`` = insert, update, delete or snapshot.
+    """
+
+    kind: str
+    columns: tuple[str, ...] = ()
+    synthetic: bool = False
+    index: str | None = None
+    why: str = ""
+
+    @property
+    def row_key(self) -> tuple[str, ...]:
+        """The job's row key columns."""
+        return (ROW_ID,) if self.synthetic or self.kind in (ROW, CHANGELOG) else self.columns
+
+    @property
+    def synthetic_columns(self) -> tuple[str, ...]:
+        if self.kind == CHANGELOG:
+            return (ROW_ID, OPERATION)
+        return (ROW_ID,) if self.synthetic or self.kind == ROW else ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "columns": list(self.columns), "synthetic": self.synthetic,
+                "index": self.index}
+
+    def describe(self) -> str:
+        names = f"({', '.join(self.columns)})"
+        text = {PRIMARY: f"primary key {names}", UNIQUE: f"unique index {self.index} {names}",
+                COLUMNS: f"key_columns {names}", ROW: "full-row identity (a multiset)",
+                CHANGELOG: "append-only changelog"}[self.kind]
+        return text + (f" as {ROW_ID}" if self.synthetic else "")
+
+
+def old_key(schema: dict[str, Any]) -> dict[str, Any]:
+    """What identifies rows in a registered version (kind, columns, synthetic), for comparing
+    versions; versions before keys were chosen had a primary key."""
+    key = schema.get("sluice_key") or {"kind": PRIMARY,
+                                       "columns": list(schema.get("primary_key", ())),
+                                       "synthetic": False}
+    return {"kind": key["kind"], "columns": list(key["columns"]),
+            "synthetic": bool(key.get("synthetic"))}
+
+
+def registered_key(schema: dict[str, Any]) -> KeyChoice:
+    """The key a registered version recorded."""
+    key = old_key(schema)
+    index = (schema.get("sluice_key") or {}).get("index")
+    return KeyChoice(key["kind"], tuple(key["columns"]), key["synthetic"], index)
+
+
 @dataclass(frozen=True)
 class TableShape:
-    """A table's columns (in table order) and primary key (in key order)."""
+    """A table's columns (in table order) and the key that identifies its rows."""
 
     db: str
     table: str
     columns: tuple[ColumnSpec, ...]
-    primary_key: tuple[str, ...]
+    key: KeyChoice
 
     @property
     def qualified(self) -> str:
         return f"{self.db}.{self.table}"
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        """The row key columns of the job (the key columns, or sluice_row_id)."""
+        return self.key.row_key
+
+    @property
+    def payload(self) -> tuple[ColumnSpec, ...]:
+        """Every column of an event: sluice's own (sluice_row_id ...) first, then the table's."""
+        return tuple(synthetic_spec(n) for n in self.key.synthetic_columns) + self.columns
+
+    def spec(self, name: str) -> ColumnSpec:
+        return next(c for c in self.payload if c.name == name)
+
+    def key_of(self, values: dict[str, Any]) -> str:
+        """The row key of converted values (for primary/unique/columns keys)."""
+        if self.key.synthetic:
+            specs = [self.spec(c) for c in self.key.columns]
+            texts = [canonical(s, values.get(s.name)) for s in specs]
+            if len(texts) == 1 and not specs[0].nullable and texts[0] is not None:
+                return texts[0]
+            return json.dumps(texts, ensure_ascii=False)
+        return KEY_SEPARATOR.join(key_text(self.spec(c), values[c]) for c in self.key.columns)
 
     def avro(self) -> dict[str, Any]:
         name = re.sub(r"[^A-Za-z0-9_]", "_", f"{self.db}_{self.table}")
@@ -54,11 +173,12 @@ class TableShape:
             "namespace": "sluice.tap",
             "doc": f"changelog of {self.qualified}",
             "primary_key": list(self.primary_key),
-            "fields": [c.field() for c in self.columns] + [dict(f) for f in ENVELOPE_FIELDS],
+            "sluice_key": self.key.to_json(),
+            "fields": [c.field() for c in self.payload] + [dict(f) for f in ENVELOPE_FIELDS],
         }
 
     def types(self) -> dict[str, Any]:
-        return {c.name: c.avro for c in self.columns}
+        return {c.name: c.avro for c in self.payload}
 
 
 def _fields(schema: dict[str, Any]) -> dict[str, Any]:
@@ -77,10 +197,15 @@ def check_compatible(old: dict[str, Any], shape: TableShape) -> None:
     if changed:
         problems.append("changed type of " + ", ".join(
             f"{n} ({json.dumps(before[n])} -> {json.dumps(after[n])})" for n in changed))
-    old_key = tuple(old.get("primary_key", shape.primary_key))
-    if old_key != shape.primary_key:
-        problems.append(f"primary key changed from ({', '.join(old_key)}) to "
-                        f"({', '.join(shape.primary_key)})")
+    before_key, after_key = old_key(old), old_key(shape.avro())
+    if before_key != after_key:
+        was = KeyChoice(before_key["kind"], tuple(before_key["columns"]),
+                        bool(before_key.get("synthetic")))
+        if was.kind == shape.key.kind == PRIMARY:
+            problems.append(f"primary key changed from ({', '.join(was.columns)}) to "
+                            f"({', '.join(shape.key.columns)})")
+        else:
+            problems.append(f"key changed from {was.describe()} to {shape.key.describe()}")
     if problems:
         raise IncompatibleSchemaChange(
             f"table {shape.qualified}: incompatible schema change: {'; '.join(problems)}. "
@@ -119,11 +244,22 @@ class Registry:
         while True:
             versions = self.versions()
             for sid, existing in sorted(versions.items(), reverse=True):
-                if existing["fields"] == schema["fields"] and \
-                        existing.get("primary_key") == schema["primary_key"]:
+                if existing["fields"] == schema["fields"] and old_key(existing) == old_key(schema):
                     return sid
             if versions:
                 check_compatible(versions[max(versions)], shape)
+            sid = max(versions, default=0) + 1
+            if self._create(sid, schema):
+                self._cache[sid] = schema
+                return sid
+
+    def register_schema(self, schema: dict[str, Any]) -> int:
+        """The id of a fixed schema (``ERROR_SCHEMA``): an equal version, else a new one."""
+        while True:
+            versions = self.versions()
+            for sid, existing in versions.items():
+                if existing == schema:
+                    return sid
             sid = max(versions, default=0) + 1
             if self._create(sid, schema):
                 self._cache[sid] = schema

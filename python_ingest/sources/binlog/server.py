@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import SetupError, SluiceError
+from python_ingest.sources.binlog import keys
 from python_ingest.sources.binlog.columns import from_information_schema
 from python_ingest.sources.binlog.position import BinlogPosition
 from python_ingest.sources.binlog.registry import TableShape
@@ -108,23 +109,56 @@ def primary_key(conn: Any, db: str, table: str) -> tuple[str, ...]:
         return tuple(r[0] for r in cur.fetchall())
 
 
-def table_shape(conn: Any, db: str, table: str) -> TableShape:
-    """The table's current shape from information_schema (used by bootstrap and jobs)."""
+def unique_keys(conn: Any, db: str, table: str) -> list[tuple[str, tuple[str, ...]]]:
+    """The table's UNIQUE indexes (other than the primary key) whose columns are all NOT NULL
+    and whole (no prefix), in the server's index order: (index name, columns in index order).
+    Without a primary key the server treats the first of them as the primary key (InnoDB's
+    clustered index; the binlog marks its columns as the key)."""
+    with conn.cursor() as cur:
+        cur.execute(f"SHOW INDEX FROM {quote(db)}.{quote(table)}")
+        names = [d[0].lower() for d in cur.description]
+        rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    indexes: dict[str, list[str]] = {}
+    unfit: set[str] = set()
+    for row in rows:
+        index = str(row["key_name"])
+        if index == "PRIMARY":
+            continue
+        indexes.setdefault(index, []).append(str(row["column_name"]))
+        if int(row["non_unique"]) or row["sub_part"] is not None or \
+                str(row["null"] or "").upper() == "YES":
+            unfit.add(index)
+    return [(i, tuple(c)) for i, c in indexes.items() if i not in unfit]
+
+
+def data_types(conn: Any, db: str, table: str) -> dict[str, str]:
+    """DATA_TYPE of each column (MariaDB's UUID/INET4/INET6 look like BINARY in the binlog)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE "
+                    "TABLE_SCHEMA=%s AND TABLE_NAME=%s", (db, table))
+        return {str(n): str(t).lower() for n, t in cur.fetchall()}
+
+
+COLUMN_FIELDS = ("COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE, "
+                 "DATETIME_PRECISION, CHARACTER_SET_NAME, CHARACTER_OCTET_LENGTH, IS_NULLABLE")
+
+
+def table_shape(conn: Any, db: str, table: str,
+                source: SourceConfig | None = None) -> TableShape:
+    """The table's current shape and key from information_schema (bootstrap, jobs); the key
+    follows the source's ``key_columns`` when given (keys.decide)."""
     import pymysql
 
     with conn.cursor(pymysql.cursors.DictCursor) as cur:
-        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, "
-                    "NUMERIC_SCALE, DATETIME_PRECISION, CHARACTER_SET_NAME FROM "
-                    "information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
-                    "ORDER BY ORDINAL_POSITION", (db, table))
+        cur.execute(f"SELECT {COLUMN_FIELDS} FROM information_schema.COLUMNS WHERE "
+                    "TABLE_SCHEMA=%s AND TABLE_NAME=%s ORDER BY ORDINAL_POSITION", (db, table))
         rows = cur.fetchall()
     if not rows:
         raise SluiceError(f"table {db}.{table} does not exist on the source")
-    key = primary_key(conn, db, table)
-    if not key:
-        raise SluiceError(f"table {db}.{table} has no primary key: the tap keys every event by "
-                          "it; add one or exclude the table")
-    return TableShape(db, table, tuple(from_information_schema(r) for r in rows), key)
+    specs = tuple(from_information_schema(r) for r in rows)
+    key = keys.decide(source, f"{db}.{table}", specs, primary_key(conn, db, table),
+                      unique_keys(conn, db, table))
+    return TableShape(db, table, specs, key)
 
 
 def quote(name: str) -> str:

@@ -26,8 +26,10 @@ from python_ingest.exceptions import (
     UnsupportedColumn,
 )
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog import server
+from python_ingest.sources.binlog import decoding, keys, server
+from python_ingest.sources.binlog.charsets import Charsets
 from python_ingest.sources.binlog.columns import from_binlog
+from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
 from python_ingest.sources.binlog.events import (
     DELETE,
     INSERT,
@@ -42,7 +44,14 @@ from python_ingest.sources.binlog.position import (
     BinlogPosition,
 )
 from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
-from python_ingest.sources.binlog.registry import Registry, TableShape
+from python_ingest.sources.binlog.registry import (
+    PRIMARY,
+    ROW,
+    UNIQUE,
+    Registry,
+    TableShape,
+    registered_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +81,7 @@ class TapStats:
     events: int = 0
     row_changes: int = 0
     messages: int = 0
+    errors: int = 0
     transactions: int = 0
     checkpoints_saved: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -92,14 +102,17 @@ class Tap:
         self._signatures: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._table_objs: dict[tuple[str, str], Any] = {}
         self.stopped: dict[str, dict[str, Any]] = {}
-        self._pending: deque[tuple[int, BinlogPosition, str | None]] = deque()
+        self.rows = keys.RowCounts()
+        self._pending: deque[tuple[int, BinlogPosition, str | None, Any]] = deque()
         self._last_end: BinlogPosition | None = None
         self._saved: BinlogPosition | None = None
         self._last_save = 0.0
         self._gtid: str | None = None
         self._known_topics: set[str] = set()
         self._conn: Any = None
+        self._charsets: Charsets | None = None
         self.producer: ChangelogProducer | None = None
+        self.errors: ErrorSink | None = None
 
     # ---- public -----------------------------------------------------------------------
 
@@ -121,6 +134,7 @@ class Tap:
         checkpoint = self.store.load()
         if checkpoint is not None:
             self.stopped = dict(checkpoint.stopped)
+            self.rows = keys.RowCounts(checkpoint.rows)
             self._gtid = checkpoint.gtid
             return checkpoint.position
         start = (server.master_position(self._conn) if self.source.start_from == "current"
@@ -142,11 +156,17 @@ class Tap:
         )
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+        decoding.install()
+        keys.check_setting(self.source)
         self._conn = server.connect(self.source)
         server.check_server(self._conn, self.source)
+        self._charsets = Charsets(self._conn)
         start = self._start_position()
         self._saved = self._last_end = start
         self.producer = ChangelogProducer(self.settings.broker.bootstrap_servers)
+        broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, error_topic(self.source),
+                                self.source.partitions)
+        self.errors = ErrorSink(self.producer, self.source, self.registry_root)
         log.info("tapping source %s from %s into topics %s.<db>.<table>", self.source.name,
                  start, self.source.topic_base)
         stream = BinLogStreamReader(
@@ -202,7 +222,8 @@ class Tap:
         assert self.producer is not None
         self.stats.transactions += 1
         self._last_end = position
-        self._pending.append((self.producer.acks.next_seq, position, self._gtid))
+        self._pending.append((self.producer.acks.next_seq, position, self._gtid,
+                              self.rows.take_delta()))
 
     def _maybe_save(self, force: bool = False) -> None:
         assert self.producer is not None
@@ -211,12 +232,14 @@ class Tap:
             return
         self.producer.poll()
         done = self.producer.acks.done_below
-        safe: tuple[int, BinlogPosition, str | None] | None = None
+        safe: tuple[int, BinlogPosition, str | None, Any] | None = None
         while self._pending and self._pending[0][0] <= done:
             safe = self._pending.popleft()
+            self.rows.apply(safe[3])
         self._last_save = now
         if safe is not None and safe[1] != self._saved:
-            self.store.save(BinlogCheckpoint(safe[1], safe[2], dict(self.stopped)))
+            self.store.save(BinlogCheckpoint(safe[1], safe[2], dict(self.stopped),
+                                             self.rows.to_json(safe[1])))
             self._saved = safe[1]
             self.stats.checkpoints_saved += 1
 
@@ -225,9 +248,9 @@ class Tap:
         assert self.producer is not None
         self.producer.flush()
         self._maybe_save(force=True)
-        log.info("tap of %s stopped cleanly at %s: %d row changes, %d messages, %d transactions",
-                 self.source.name, self._saved, self.stats.row_changes, self.stats.messages,
-                 self.stats.transactions)
+        log.info("tap of %s stopped cleanly at %s: %d row changes, %d messages, %d transactions, "
+                 "%d error records", self.source.name, self._saved, self.stats.row_changes,
+                 self.stats.messages, self.stats.transactions, self.stats.errors)
 
     # ---- rows -------------------------------------------------------------------------
 
@@ -238,13 +261,24 @@ class Tap:
         table = self._table(event, db, name)
         if table is None:
             return
-        assert self.producer is not None
-        self.stats.row_changes += len(event.rows)
+        assert self.producer is not None and self.errors is not None
+        end = BinlogPosition(file, event.packet.log_pos)
+        if table.shape.key.kind == ROW and self.rows.skip(table.shape.qualified, end):
+            return  # in the table's bootstrap snapshot already
+        try:
+            rows = event.rows  # read here: a row image the reader cannot parse stops the table
+        except Exception as exc:
+            self._stop_table(db, name, f"the rows event ending at {end} cannot be read "
+                                       f"({type(exc).__name__}: {exc})")
+            return
+        self.stats.row_changes += len(rows)
         env = Envelope(self.source.kind, event.timestamp * 1000, self.source.data_center)
-        index = BinlogPosition(file, 0).file_index
-        for key, record in changes(table, kind, event.rows, index, event.packet.log_pos, env):
-            self.producer.send(table.topic, key.encode("utf-8"), table.encoder.encode(record))
-            self.stats.messages += 1
+        reported = self.errors.reported
+        for change in changes(table, kind, rows, end.file_index, end.pos, env):
+            if publish(self.producer, table.topic, table.encoder, change, table.shape.key.columns,
+                       self.errors, table.shape.qualified, (end.file, end.pos), env):
+                self.stats.messages += 1
+        self.stats.errors += self.errors.reported - reported
 
     def _table(self, event: Any, db: str, name: str) -> TappedTable | None:
         """The table's publishing state for this event's columns (new version if added)."""
@@ -253,9 +287,11 @@ class Tap:
         if self._table_objs.get(key) is table_obj:
             return self.tables[key]
         columns = event.columns
-        signature = tuple((c.name, c.type, c.unsigned, c.character_set_name,
-                           getattr(c, "precision", None), getattr(c, "decimals", None),
-                           getattr(c, "fsp", None), tuple(c.set_values or ()), c.is_primary)
+        signature = tuple((c.name, c.type, c.unsigned, getattr(c, "collation_id", None),
+                           getattr(c, "nullable", None), getattr(c, "max_length", None),
+                           getattr(c, "bits", None), getattr(c, "precision", None),
+                           getattr(c, "decimals", None), getattr(c, "fsp", None),
+                           tuple(c.enum_values or ()), tuple(c.set_values or ()), c.is_primary)
                           for c in columns)
         if self._signatures.get(key) == signature:
             self._table_objs[key] = table_obj
@@ -271,29 +307,46 @@ class Tap:
         return table
 
     def _register(self, db: str, name: str, columns: list[Any]) -> TappedTable:
-        specs = tuple(from_binlog(c) for c in columns)
+        types = server.data_types(self._conn, db, name)
+        specs = tuple(from_binlog(c, self._charsets, types.get(c.name)) for c in columns)
         key_set = {c.name for c in columns if c.is_primary}
-        if not key_set:
-            raise SluiceError(f"table {db}.{name} has no primary key: the tap keys every event "
-                              "by it; add one or exclude the table")
         registry = Registry(self.registry_root / f"{db}.{name}")
         latest = registry.latest()
-        order: tuple[str, ...] = tuple(latest[1].get("primary_key", ())) if latest else ()
-        if set(order) != key_set:
-            order = server.primary_key(self._conn, db, name)
-            if set(order) != key_set:  # the table changed again since: binlog column order
-                order = tuple(c.name for c in columns if c.is_primary)
-        shape = TableShape(db, name, specs, order)
+        order: tuple[str, ...] = ()
+        uniques: list[tuple[str, tuple[str, ...]]] = []
+        if key_set:  # the primary key, or the UNIQUE index the server promoted to it
+            known = registered_key(latest[1]) if latest else None
+            if known is not None and known.kind in (PRIMARY, UNIQUE) and \
+                    set(known.columns) == key_set:
+                if known.kind == PRIMARY:
+                    order = known.columns
+                else:
+                    uniques = [(known.index or "?", known.columns)]
+            else:
+                order = server.primary_key(self._conn, db, name)
+                if not order:
+                    uniques = [u for u in server.unique_keys(self._conn, db, name)
+                               if set(u[1]) == key_set][:1]
+                if set(order) != key_set and not uniques:  # changed again since: binlog order
+                    order = tuple(c.name for c in columns if c.is_primary)
+        else:
+            uniques = server.unique_keys(self._conn, db, name)
+        key = keys.decide(self.source, f"{db}.{name}", specs, order, uniques)
+        shape = TableShape(db, name, specs, key)
         previous = latest[0] if latest else None
         schema_id = registry.register(shape)
         if previous is not None and schema_id != previous:
             log.info("table %s.%s: columns added, new schema version %d", db, name, schema_id)
+        elif previous is None:
+            log.info("table %s.%s: keyed by %s (%s)", db, name, key.describe(), key.why)
         topic = topic_for(self.source, db, name)
         if topic not in self._known_topics:
             broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, topic,
                                     self.source.partitions)
             self._known_topics.add(topic)
-        return TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic)
+        assert self._charsets is not None
+        return TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic,
+                           self._charsets.decode, self.rows if key.kind == ROW else None)
 
     def _stop_table(self, db: str, name: str, reason: str) -> None:
         """Stop publishing one table; its resume position is the last transaction end."""

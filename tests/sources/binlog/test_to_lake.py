@@ -48,9 +48,12 @@ def test_random_workload_through_the_pipeline_ends_equal(tap_env, spark) -> None
         done = sluice_cmd(env.config, "tap", env.source, "--scaffold")
         assert done.returncode == 0, done.stdout + done.stderr
         env.jobs = yaml.safe_load(env.config.read_text())["jobs"]
-        assert len(env.jobs) == 2 and "jobs added" in done.stdout, done.stdout
+        # a job per table, and the one of the source's error records (<source>__tap_errors)
+        assert len(env.jobs) == 3 and "jobs added" in done.stdout, done.stdout
+        assert f"{env.source}__tap_errors" in env.jobs
+        assert "row key primary key (id): the table's primary key" in done.stdout
         again = sluice_cmd(env.config, "tap", env.source, "--scaffold")
-        assert "kept 7 existing file(s)" in again.stdout, again.stdout
+        assert "kept 10 existing file(s)" in again.stdout, again.stdout
         assert "none (all present)" in again.stdout, again.stdout
         env.tap_until_end()
         tap = env.start_tap()

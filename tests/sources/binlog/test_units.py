@@ -28,7 +28,7 @@ from python_ingest.sources.binlog.position import (
     unpack_ref,
 )
 from python_ingest.sources.binlog.producer import Encoder
-from python_ingest.sources.binlog.registry import Registry, TableShape
+from python_ingest.sources.binlog.registry import KeyChoice, Registry, TableShape
 
 
 def test_ref_keys_increase_across_rows_events_files_and_snapshots() -> None:
@@ -79,7 +79,8 @@ def test_checkpoint_file_is_replaced_atomically_and_locked(tmp_path: Path) -> No
 
 
 def _shape(*columns: tuple[str, str], key: tuple[str, ...] = ("id",)) -> TableShape:
-    return TableShape("shop", "t", tuple(make_spec(n, k) for n, k in columns), key)
+    return TableShape("shop", "t", tuple(make_spec(n, k, nullable=n not in key)
+                                         for n, k in columns), KeyChoice("primary", key))
 
 
 def test_registry_adds_versions_for_added_columns_and_refuses_the_rest(tmp_path: Path) -> None:
@@ -105,7 +106,7 @@ def test_events_name_changed_columns_and_split_key_changes() -> None:
     env = Envelope("mariadb", 1000, "dc1")
     (insert,) = changes(table, INSERT, [{"values": {"id": 1, "name": "a", "qty": 1}}], 2, 500,
                         env)
-    assert insert[0] == "1" and insert[1]["_changed_columns"] is None
+    assert insert.key == "1" and insert.record["_changed_columns"] is None
     updates = changes(table, UPDATE, [
         {"before_values": {"id": 1, "name": "a", "qty": 1},
          "after_values": {"id": 1, "name": "b", "qty": 1}},
@@ -114,14 +115,14 @@ def test_events_name_changed_columns_and_split_key_changes() -> None:
         {"before_values": {"id": 3, "name": "a", "qty": 1},
          "after_values": {"id": 4, "name": "a", "qty": 1}},  # key change: delete + insert
     ], 2, 900, env)
-    assert [(k, r["_changed_columns"], r["_is_deleted"]) for k, r in updates] == [
+    assert [(c.key, c.record["_changed_columns"], c.record["_is_deleted"]) for c in updates] == [
         ("1", ["name"], False), ("3", None, True), ("4", None, False)]
-    refs = [r["_ref_key"] for _, r in updates]
+    refs = [c.record["_ref_key"] for c in updates]
     assert refs == sorted(refs) and refs[-1] < BinlogPosition("b.000002", 900).ref_key()
     (delete,) = changes(table, DELETE, [{"values": {"id": 4, "name": "a", "qty": 1}}], 2, 950,
                         env)
-    assert delete[1]["_is_deleted"] and delete[1]["_data_center"] == "dc1"
-    assert table.encoder.encode(delete[1])[:5] == b"\x00\x00\x00\x00\x01"
+    assert delete.record["_is_deleted"] and delete.record["_data_center"] == "dc1"
+    assert table.encoder.encode(delete.record)[:5] == b"\x00\x00\x00\x00\x01"
 
 
 def _config(tmp_path: Path, source: dict) -> Path:
