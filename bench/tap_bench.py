@@ -24,6 +24,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from python_ingest.cli.progress import printer  # noqa: E402
 from python_ingest.config import load_settings  # noqa: E402
 from python_ingest.kafka import broker  # noqa: E402
 from python_ingest.sources.binlog import server  # noqa: E402
@@ -95,7 +96,7 @@ def main() -> int:
                 print(f"filled bench.items with {args.rows} rows in "
                       f"{time.monotonic() - began:.1f}s")
             result = bootstrap(settings, source, "bench.items", workers=args.workers,
-                               progress=lambda line: None)
+                               progress=printer(sys.stdout))
             print(f"bootstrap: {result.rows} rows in {result.seconds:.1f}s = "
                   f"{result.rows_per_s:,.0f} rows/s ({args.workers} workers, "
                   f"{result.chunks} chunks)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -76,6 +77,7 @@ def _scaffold(args: argparse.Namespace, settings: Settings, source: SourceConfig
 
 def cmd_bootstrap(args: argparse.Namespace, settings: Settings) -> int:
     """Snapshot one table into its topic and hand over to the tap."""
+    from python_ingest.cli.progress import printer
     from python_ingest.kafka import broker
     from python_ingest.sources.binlog.bootstrap import bootstrap
 
@@ -83,7 +85,7 @@ def cmd_bootstrap(args: argparse.Namespace, settings: Settings) -> int:
     if settings.broker.embedded and broker.start(settings):
         print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
     bootstrap(settings, source, args.table, workers=args.workers, chunk_rows=args.chunk_rows,
-              progress=lambda line: print(line, flush=True))
+              progress=printer(sys.stdout))
     return 0
 
 

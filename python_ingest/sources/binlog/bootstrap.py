@@ -286,6 +286,9 @@ def _report(progress: Callable[[str], None], qualified: str, done: int, total: i
     if now - last < 2 and done != total:
         return last
     elapsed = now - started
-    progress(f"bootstrap {qualified}: {done}/{total} chunks, {rows} rows, "
-             f"{rows / elapsed if elapsed else 0:.0f} rows/s")
+    filled = 24 * done // total if total else 24
+    left = f"ETA {(total - done) * elapsed / done:.0f}s" if done and done < total else "done"
+    progress(f"bootstrap {qualified}: [{'#' * filled}{'-' * (24 - filled)}] {done}/{total} "
+             f"chunks, {rows} rows, {rows / elapsed if elapsed else 0:.0f} rows/s, {left}"
+             + ("..." if done < total else ""))
     return now
