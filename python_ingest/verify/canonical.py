@@ -6,15 +6,16 @@ rows where the rows live. The two sides agree only if every type renders identic
 =====================================  =========================================================
 source type                            canonical text (both sides)
 =====================================  =========================================================
-integers, YEAR, BIGINT UNSIGNED, BIT   the integer in decimal (BIT: its unsigned value)
+integers, YEAR, BIGINT UNSIGNED, BIT   the integer in decimal (BIT, BIT(1) too: unsigned value)
 DECIMAL(p, s)                          the unscaled integer (value * 10^s) in decimal
 FLOAT, DOUBLE                          rounded to 6 decimal places, fixed point
-DATE                                   YYYY-MM-DD (zero and partial-zero dates: NULL)
-DATETIME, TIMESTAMP                    YYYY-MM-DD HH:MM:SS.ffffff in UTC (zero dates: NULL)
+DATE                                   YYYY-MM-DD (zero dates: NULL, or their digits if NOT NULL)
+DATETIME, TIMESTAMP                    YYYY-MM-DD HH:MM:SS.ffffff in UTC (zero dates: as DATE)
 TIME                                   [-]HH:MM:SS[.f...] as the server prints it
 CHAR/VARCHAR/TEXT, ENUM, JSON          the text (UTF-8)
 SET                                    the members, comma-separated (empty set: NULL)
-BINARY, VARBINARY, BLOB, spatial       hex, upper case
+BINARY, VARBINARY, BLOB               hex, upper case
+spatial types                          hex of the WKB (the lake holds WKB, without the SRID)
 NULL                                   \\N (a value never renders as that)
 =====================================  =========================================================
 
@@ -43,6 +44,7 @@ class Column:
     data_type: str  # information_schema DATA_TYPE, lower case
     scale: int  # DECIMAL scale (0 otherwise)
     lake_type: str  # Spark simpleString of the lake column
+    nullable: bool = True  # the source column allows NULL (zero dates land as NULL then)
 
     def source_sql(self) -> str:
         """The canonical text of this column in MariaDB/MySQL SQL (NULL for NULL)."""
@@ -56,16 +58,18 @@ class Column:
             return f"CAST({c} * 1{'0' * self.scale} AS DECIMAL(65, 0))"
         if t in ("float", "double", "real"):
             return f"CAST(ROUND({c}, {FLOAT_DIGITS}) AS DECIMAL(65, {FLOAT_DIGITS}))"
-        if t == "date":
-            return (f"IF(YEAR({c}) = 0 OR MONTH({c}) = 0 OR DAY({c}) = 0, NULL, "
-                    f"DATE_FORMAT({c}, '%Y-%m-%d'))")
-        if t in ("datetime", "timestamp"):
-            return (f"IF(YEAR({c}) = 0 OR MONTH({c}) = 0 OR DAY({c}) = 0, NULL, "
-                    f"DATE_FORMAT({c}, '%Y-%m-%d %H:%i:%s.%f'))")
+        if t in ("date", "datetime", "timestamp"):
+            text = f"DATE_FORMAT({c}, '{'%Y-%m-%d' if t == 'date' else '%Y-%m-%d %H:%i:%s.%f'}')"
+            if not self.nullable:  # a zero date lands as a date below 0001-01-01 that keeps
+                return text        # its digits (docs/types.md): compare the digits
+            return f"IF(YEAR({c}) = 0 OR MONTH({c}) = 0 OR DAY({c}) = 0, NULL, {text})"
         if t == "time":
             return f"CAST({c} AS CHAR)"
         if t == "set":
             return f"NULLIF(CAST({c} AS CHAR), '')"
+        if t in BYTE_TYPES - {"binary", "varbinary", "tinyblob", "blob", "mediumblob",
+                              "longblob"}:
+            return f"HEX(ST_AsWKB({c}))"  # spatial: the lake holds WKB (no SRID)
         if t in BYTE_TYPES:
             return f"HEX({c})"
         return f"CONVERT({c} USING utf8mb4)"  # text, enum, json and anything else textual
@@ -76,20 +80,37 @@ class Column:
         t, lake = self.data_type, self.lake_type
         if t == "bit" and lake == "binary":
             return f"conv(hex({c}), 16, 10)"
+        if t == "bit" and lake == "boolean":
+            return f"cast(cast({c} as int) as string)"
         if t in ("decimal", "numeric") and lake.startswith("decimal"):
             return f"cast(cast({c} * 1{'0' * self.scale} as decimal(38, 0)) as string)"
         if t in ("float", "double", "real"):
             return f"cast(cast(round(cast({c} as double), {FLOAT_DIGITS}) as decimal(38, " \
                    f"{FLOAT_DIGITS})) as string)"
         if lake == "date":
-            return f"date_format({c}, 'yyyy-MM-dd')"
+            return _zero_or(f"unix_date({c})", f"date_format({c}, 'yyyy-MM-dd')", "")
         if lake == "timestamp":
-            return f"date_format({c}, 'yyyy-MM-dd HH:mm:ss.SSSSSS')"
+            return _zero_or(f"unix_date(cast({c} as date))",
+                            f"date_format({c}, 'yyyy-MM-dd HH:mm:ss.SSSSSS')",
+                            f"date_format({c}, ' HH:mm:ss.SSSSSS')")
         if lake == "binary":
             return f"hex({c})"
         if t == "set":
             return f"nullif(cast({c} as string), '')"
         return f"cast({c} as string)"
+
+
+# The tap lands a zero or partial-zero date of a NOT NULL column on day
+# -719529 - (Y*416 + M*32 + D) (docs/types.md): below every valid date, one-to-one.
+ZERO_DAY = -719529
+
+
+def _zero_or(day: str, text: str, time_text: str) -> str:
+    """Spark SQL: the source's digits for a zero-date day (``0000-00-00``), else ``text``."""
+    n = f"({ZERO_DAY} - {day})"
+    digits = f"format_string('%04d-%02d-%02d', {n} div 416, ({n} % 416) div 32, {n} % 32)"
+    zero = f"concat({digits}, {time_text})" if time_text else digits
+    return f"case when {day} <= {ZERO_DAY} then {zero} else {text} end"
 
 
 NULL_SQL = "'\\\\N'"  # the SQL literal '\\N' (both dialects read a backslash escape)

@@ -59,13 +59,14 @@ def resolve_target(spark: SparkSession, conn: Any, job: JobConfig, lake_table: s
     lake_types = {f.name.lower(): f.dataType.simpleString()
                   for f in spark.table(lake_table).schema.fields if not f.name.startswith("_")}
     with conn.cursor() as cur:
-        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, NUMERIC_SCALE FROM information_schema.COLUMNS "
-                    "WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s ORDER BY ORDINAL_POSITION",
-                    (db, table))
+        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, NUMERIC_SCALE, IS_NULLABLE FROM "
+                    "information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
+                    "ORDER BY ORDINAL_POSITION", (db, table))
         source_columns = cur.fetchall()
     columns = {str(name): Column(str(name), str(kind).lower(), int(scale or 0),
-                                 lake_types[str(name).lower()])
-               for name, kind, scale in source_columns if str(name).lower() in lake_types}
+                                 lake_types[str(name).lower()], nullable == "YES")
+               for name, kind, scale, nullable in source_columns
+               if str(name).lower() in lake_types}
     missing = [k for k in job.row_key if k not in columns]
     if missing:
         raise SluiceError(f"key column(s) {', '.join(missing)} of job {job.name} are not in both "

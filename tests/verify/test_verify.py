@@ -20,12 +20,18 @@ pytestmark = pytest.mark.e2e
 KINDS = """CREATE TABLE kinds (
   id INT PRIMARY KEY, big BIGINT, ubig BIGINT UNSIGNED, dec_col DECIMAL(20,6), dbl DOUBLE,
   flt FLOAT, day DATE, stamp DATETIME(6), dur TIME(3), txt VARCHAR(40), choice ENUM('a','b','ç'),
-  flags SET('x','y','z'), raw VARBINARY(16), doc LONGTEXT, bits BIT(8), yr YEAR)"""
+  flags SET('x','y','z'), raw VARBINARY(16), doc LONGTEXT, bits BIT(8), yr YEAR, flag BIT(1),
+  due DATE NOT NULL, place POINT)"""
 NEW_VALUES = {  # one changed value per column type, written behind the pipeline's back
     "big": "-9007199254740993", "ubig": "18446744073709551615", "dec_col": "12345678.000001",
     "dbl": "2.5e-3", "flt": "1.5", "day": "'1999-12-31'", "stamp": "'2001-02-03 04:05:06.000007'",
     "dur": "'-838:59:58.999'", "txt": "'zürich ✓'", "choice": "'ç'", "flags": "'x,z'",
-    "raw": "x'00ff00'", "doc": "'{\"k\": [1, 2]}'", "bits": "b'10000001'", "yr": "2155"}
+    "raw": "x'00ff00'", "doc": "'{\"k\": [1, 2]}'", "bits": "b'10000001'", "yr": "2155",
+    "flag": "b'0'", "due": "'0000-00-00'", "place": "ST_GeomFromText('POINT(-1.5 2)')"}
+
+
+def _due(i: int) -> str:
+    return "0000-00-00" if i % 5 == 0 else f"2022-02-{1 + i % 27:02d}"  # zero dates, NOT NULL
 
 
 def _fill(env: Any, rows: int) -> None:
@@ -33,7 +39,8 @@ def _fill(env: Any, rows: int) -> None:
         f"({i}, {i * 1000003}, {i * 7}, {i}.25, {i / 3}, {i / 8}, '2020-01-{1 + i % 28:02d}', "
         f"'2021-03-04 05:06:{i % 60:02d}.{i:06d}', '{i}:01:02.5', 'row {i} ø', "
         f"'{'ab'[i % 2]}', '{'x,y' if i % 3 else ''}', x'{i:04x}', '{{\"n\": {i}}}', {i % 256}, "
-        f"{1990 + i % 30})" for i in range(1, rows + 1))
+        f"{1990 + i % 30}, {i % 2}, '{_due(i)}', "
+        f"ST_GeomFromText('POINT({i} {i / 4})'))" for i in range(1, rows + 1))
     env.sql(f"INSERT INTO kinds VALUES {values}")
 
 
@@ -47,7 +54,7 @@ def test_equal_then_each_change_behind_the_pipelines_back_is_found_by_key_and_co
         tap_env: Any, spark: Any) -> None:
     env = tap_env
     make_project(env.tmp)
-    env.sql(KINDS)
+    env.sql("SET GLOBAL sql_mode = 'STRICT_TRANS_TABLES'", KINDS)  # zero dates allowed
     scaffold(env)
     env.tap_until_end()  # the tap's starting position: the rows below are in its binlog
     _fill(env, 40)
@@ -60,8 +67,10 @@ def test_equal_then_each_change_behind_the_pipelines_back_is_found_by_key_and_co
     assert equal.rows_moved == 0  # equal tables: no row crosses the wire
 
     # behind the pipeline's back: not in the binlog, so the lake never sees it
-    changes = ["SET SESSION sql_log_bin = 0", "DELETE FROM kinds WHERE id = 3",
-               "INSERT INTO kinds (id, txt) VALUES (999, 'only in the source')"]
+    changes = ["SET SESSION sql_log_bin = 0", "SET SESSION sql_mode = 'STRICT_TRANS_TABLES'",
+               "DELETE FROM kinds WHERE id = 3",
+               "INSERT INTO kinds (id, txt, due) VALUES (999, 'only in the source', "
+               "'2000-01-01')"]
     changed_rows = {}
     for offset, (column, value) in enumerate(NEW_VALUES.items()):
         row = 10 + offset
