@@ -27,9 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-NULL_TEXT = "\\N"
 INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"}
-TEXT_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "json"}
 BYTE_TYPES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry",
               "point", "linestring", "polygon", "multipoint", "multilinestring",
               "multipolygon", "geometrycollection"}
