@@ -59,10 +59,10 @@ $(ASSETS_STAMP): $(STAMP) python_ingest/reports/assets.py
 
 setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) ## everything a fresh machine needs (idempotent)
 
-run: setup ## run the main job on the embedded default (local Spark, Iceberg, Apache Kafka, demo data)
+run: setup ## run the main job on the embedded default (local Spark, Hudi tables, Apache Kafka, demo data)
 	$(BIN)/sluice demo
 
-test: setup ## run all tests (unit and end-to-end, against real Apache Kafka, Spark and Iceberg)
+test: setup ## run all tests (unit and end-to-end, against real Apache Kafka, Spark, Hudi and Iceberg)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-quick: setup ## only the quick unit tests
@@ -86,10 +86,13 @@ bench-tap: setup ## the binlog tap benchmark (1M-row bootstrap, tap rate vs bare
 bench-verify: setup ## the verify benchmark (1M rows each side: equal and one-row-diff vs a scan)
 	$(BIN)/python bench/verify_bench.py
 
+bench-formats: setup ## Hudi vs Iceberg: 500k events end to end, 10k changes into 1M rows, a 100-event batch
+	$(BIN)/python bench/formats_bench.py
+
 broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 	-$(BIN)/sluice broker stop
 
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-formats broker-stop clean

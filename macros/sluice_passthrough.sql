@@ -1,6 +1,6 @@
 {#
     A converter that converts nothing: every column of the raw source (the payload columns
-    and sluice's own), only the raw batches the staging table does not hold yet. For tapped
+    and sluice's own; not Hudi's _hoodie_* meta columns), only the raw batches the staging table does not hold yet. For tapped
     tables (`sluice tap <source> --scaffold`), whose columns already carry the source's names
     and types. `select *` is resolved when the model runs, so a column the source table gains
     reaches staging with the next run (on_schema_change: append_new_columns adds it).
@@ -11,7 +11,18 @@ with
 
 source as (
 
-    select * from {{ source_relation }}
+    select
+        {%- if execute %}
+        {%- set columns = [] -%}
+        {%- for column in adapter.get_columns_in_relation(source_relation) -%}
+            {%- if not column.name.startswith('_hoodie_') -%}
+                {%- do columns.append('`' ~ column.name ~ '`') -%}
+            {%- endif -%}
+        {%- endfor %}
+        {{ columns | join(',\n        ') }}
+        {%- else %} *
+        {%- endif %}
+    from {{ source_relation }}
     {{ sluice_new_batches() }}
 
 ),

@@ -14,7 +14,8 @@
                               '_merged_at'] -%}
     {%- set columns = [] -%}
     {%- for column in adapter.get_columns_in_relation(relation) -%}
-        {%- if column.name | lower not in sluice_columns -%}
+        {%- if column.name | lower not in sluice_columns
+              and not column.name.startswith('_hoodie_') -%}
             {%- do columns.append(column.name) -%}
         {%- endif -%}
     {%- endfor -%}

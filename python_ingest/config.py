@@ -30,6 +30,7 @@ VALUE_FORMATS = ("avro", "confluent-avro")
 STARTING_OFFSETS = ("earliest", "latest")
 DATA_LOSS_POLICIES = ("fail", "accept")
 CATALOG_TYPES = ("hadoop", "hive", "rest")
+TABLE_FORMATS = ("hudi", "iceberg")  # docs/formats.md
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
@@ -104,6 +105,7 @@ class Settings:
     jobs: Mapping[str, JobConfig] = field(default_factory=dict)
     state_dir: str = ".sluice"
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)
+    table_format: str = "hudi"  # of every table sluice and dbt write (docs/formats.md)
 
     def path(self, relative: str) -> Path:
         """Resolve a path from config against the project root."""
@@ -167,12 +169,6 @@ def _heap(value: Any) -> str:
         raise ConfigError("broker.heap", f"expected a JVM heap size like '512m' or '1g', "
                           f"got {value!r}")
     return value
-
-
-def _retention_bytes(value: Any) -> int:
-    if value == -1:
-        return -1
-    return parse_size(value, "broker.retention_bytes")
 
 
 def _check_keys(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
@@ -360,6 +356,8 @@ def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
     for var, (section, key) in simple.items():
         if env.get(var):
             data.setdefault(section, {})[key] = env[var]
+    if env.get("SLUICE_TABLE_FORMAT"):
+        data["table_format"] = env["SLUICE_TABLE_FORMAT"].strip().lower()
     if env.get("SLUICE_BROKER_EMBEDDED"):
         value = env["SLUICE_BROKER_EMBEDDED"].strip().lower()
         if value not in ("true", "false", "1", "0", "yes", "no"):
@@ -400,7 +398,8 @@ def load_settings(path: str | os.PathLike[str] | None = None,
             raise ConfigError(str(config_file), "the top level must be a mapping")
         data = json.loads(json.dumps(loaded))  # deep copy with plain types
     _env_overrides(data, env)
-    _check_keys(data, {"spark", "catalog", "broker", "jobs", "state_dir", "sources"}, "config")
+    _check_keys(data, {"spark", "catalog", "broker", "jobs", "state_dir", "sources",
+                       "table_format"}, "config")
 
     spark_raw = _mapping(data.get("spark"), "spark")
     _check_keys(spark_raw, {"master", "app_name", "conf"}, "spark")
@@ -434,8 +433,8 @@ def load_settings(path: str | os.PathLike[str] | None = None,
         heap=_heap(broker_raw.get("heap", BrokerConfig.heap)),
         retention_ms=_positive_int(broker_raw.get("retention_ms", BrokerConfig.retention_ms),
                                    "broker.retention_ms"),
-        retention_bytes=_retention_bytes(broker_raw.get("retention_bytes",
-                                                        BrokerConfig.retention_bytes)),
+        retention_bytes=-1 if (kept := broker_raw.get("retention_bytes", -1)) == -1
+        else parse_size(kept, "broker.retention_bytes"),
     )
     jobs = {
         str(name): parse_job(str(name), _mapping(raw, f"jobs.{name}"), root)
@@ -446,4 +445,6 @@ def load_settings(path: str | os.PathLike[str] | None = None,
         for name, raw in _mapping(data.get("sources"), "sources").items()
     }
     return Settings(root=root, spark=spark, catalog=catalog, broker=broker, jobs=jobs,
-                    state_dir=str(data.get("state_dir", ".sluice")), sources=sources)
+                    state_dir=str(data.get("state_dir", ".sluice")), sources=sources,
+                    table_format=_choice(data.get("table_format", Settings.table_format),
+                                         TABLE_FORMATS, "table_format"))

@@ -42,6 +42,25 @@ def test_defaults_are_the_embedded_setup(tmp_path: Path) -> None:
     tables = JobTables(trips.name)
     assert tables.raw == "raw.trips" and tables.raw_errors == "errors.trips__raw"
     assert trips.reader == "kafka-python" and trips.starting_offsets == "earliest"
+    assert settings.table_format == "hudi"
+
+
+def test_table_format_from_file_and_environment_and_what_the_session_gets(
+        tmp_path: Path) -> None:
+    from python_ingest.runtime.session import spark_conf
+
+    iceberg = load_settings(write(tmp_path, {"table_format": "iceberg", "jobs": {}}), env={})
+    assert iceberg.table_format == "iceberg"
+    assert spark_conf(iceberg)["spark.sql.defaultCatalog"] == "sluice"
+    hudi = load_settings(write(tmp_path, {"table_format": "iceberg", "jobs": {}}),
+                         env={"SLUICE_TABLE_FORMAT": "Hudi"})
+    assert hudi.table_format == "hudi"
+    conf = spark_conf(hudi)
+    assert conf["spark.sql.defaultCatalog"] == "spark_catalog"
+    assert conf["spark.sluice.table_format"] == "hudi"
+    assert conf["spark.sluice.warehouse"] == str(hudi.path(hudi.catalog.warehouse))
+    with pytest.raises(ConfigError, match="table_format.*'delta' is not one of hudi, iceberg"):
+        load_settings(write(tmp_path, {"table_format": "delta", "jobs": {}}), env={})
 
 
 def test_environment_overrides_the_file(tmp_path: Path) -> None:

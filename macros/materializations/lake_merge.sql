@@ -1,11 +1,12 @@
 {#
     Materialization of lake models: applies one raw batch's change set (the model's SQL, built
-    with sluice_merge_changes) to the lake table with one Iceberg MERGE (merge-on-read), writes
-    the rejected changes to the error table and the deletes to the tombstone table.
+    with sluice_merge_changes) to the lake table with one MERGE (Hudi merge-on-read with its
+    record-level index, or Iceberg merge-on-read: sluice_table_format), writes the rejected
+    changes to the error table and the deletes to the tombstone table.
 
     dbt-spark's own incremental merge cannot delete and fails on duplicate source keys, hence
     this one. It runs only under the runner (`sluice run`), which sets the vars below and
-    commits the merge checkpoint (sluice.merge.batch_id) in the same Iceberg commits; a plain
+    commits the merge checkpoint (sluice.merge.batch_id) in the same commits; a plain
     `dbt run` skips lake models with a message.
 
     vars (set by the runner; every table name comes from python_ingest/tables/names.py):
@@ -25,6 +26,7 @@
     {%- endif -%}
 
     {%- set target = this.incorporate(type='table') -%}
+    {%- set table_format = sluice_table_format() -%}
     {%- set keep_tombstones = config.get('keep_tombstones', false) -%}
     {%- set error_table = var('sluice_error_table') -%}
     {%- set tombstone_table = var('sluice_tombstone_table') -%}
@@ -41,12 +43,20 @@
     {%- set previous_constraints = run_query('set ' ~ constraint_conf).rows[0][1] -%}
     {% call statement('constraints_off') -%} set {{ constraint_conf }}=false {%- endcall %}
 
-    {#- computed once and stored: the statements below change the tables it reads -#}
+    {#- computed once and stored: the statements below change the tables it reads. On Hudi a
+        plain parquet table (a process that died may have left its files: CTAS replaces them) -#}
     {% call statement('drop_changes') -%}
         drop table if exists {{ changes_view }} purge
     {%- endcall %}
+    {%- if table_format == 'hudi' %}
+        {% call statement('changes_location') -%}
+            set spark.sql.legacy.allowNonEmptyLocationInCTAS=true
+        {%- endcall %}
+    {%- endif %}
     {% call statement('changes') -%}
-        create table {{ changes_view }} using iceberg as {{ sql }}
+        create table {{ changes_view }}
+        using {{ 'parquet' if table_format == 'hudi' else 'iceberg' }}
+        as {{ sql }}
     {%- endcall %}
 
     {#- lake columns: the change set's, without the merge's own bookkeeping -#}
@@ -67,8 +77,12 @@
                 `{{ name }}` {{ type }}{% if not loop.last %},{% endif %}
                 {%- endfor %}
             )
-            using iceberg
-            {{ tblproperties_clause() }}
+            using {{ table_format }}
+            tblproperties (
+                {%- for key, value in sluice_lake_properties().items() %}
+                '{{ key }}' = '{{ value }}'{% if not loop.last %},{% endif %}
+                {%- endfor %}
+            )
         {%- endcall %}
     {%- else -%}
         {#- on_schema_change append_new_columns: the lake table gains new columns, never loses -#}
@@ -116,18 +130,24 @@
             where _merge_action != 'none'
         ) as batch
         on lake._row_key = batch._row_key
+        {#- mutually exclusive clauses that assign every column: Hudi's MERGE needs both (it
+            evaluates an unconditional update before an earlier conditional delete, and a
+            column left out of an update comes back null) -#}
         {%- if keep_tombstones %}
         when matched and batch._merge_action in ('delete', 'tombstone') then update set
-            {%- for name in framework %}
-            lake.{{ name }} = batch.{{ name }},
+            {%- for name, type in lake_columns %}
+            {%- if name in framework or name in ('_row_key', '_merged_at') %}
+            lake.`{{ name }}` = batch.`{{ name }}`,
+            {%- elif name != '_is_deleted' %}
+            lake.`{{ name }}` = lake.`{{ name }}`,
+            {%- endif %}
             {%- endfor %}
-            lake._is_deleted = true,
-            lake._merged_at = batch._merged_at
+            lake._is_deleted = true
         {%- else %}
         when matched and batch._merge_action in ('delete', 'tombstone') then delete
         {%- endif %}
-        when matched then update set
-            {%- for name, type in lake_columns if name != '_row_key' %}
+        when matched and batch._merge_action not in ('delete', 'tombstone') then update set
+            {%- for name, type in lake_columns %}
             lake.`{{ name }}` = batch.`{{ name }}`{% if not loop.last %},{% endif %}
             {%- endfor %}
         when not matched

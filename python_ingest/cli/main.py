@@ -222,8 +222,8 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sluice",
-        description="Land change data (Kafka changelog events) in Iceberg tables on Spark, "
-                    "exactly once.",
+        description="Land change data (Kafka changelog events) in Hudi or Iceberg tables on "
+                    "Spark, exactly once.",
         epilog="Config: sluice.yml in the current folder, or --config / $SLUICE_CONFIG; "
                "environment variables SLUICE_* override it (see README).")
     parser.add_argument("--config", help="config file (default: ./sluice.yml or $SLUICE_CONFIG)")

@@ -28,7 +28,7 @@ from python_ingest.exceptions import SluiceError
 from python_ingest.kafka import client as kafka_client
 from python_ingest.steps.dbt import Dbt
 from python_ingest.tables.checkpoints import read_checkpoint
-from python_ingest.tables.iceberg import table_exists
+from python_ingest.tables.formats import commit_times, table_exists
 from python_ingest.tables.names import RUNS_TABLE, JobTables
 
 if TYPE_CHECKING:
@@ -187,7 +187,7 @@ def _fill(spark: SparkSession, settings: Settings, job: JobConfig, report: JobRe
 def _commit_times(spark: SparkSession, table: str | None) -> list[datetime]:
     if not table or not table_exists(spark, table):
         return []
-    return [r[0] for r in spark.sql(f"select committed_at from {table}.snapshots").collect()]
+    return commit_times(spark, table)
 
 
 def _step_durations(spark: SparkSession, tables: JobTables, runs: list[RunPoint]) -> None:

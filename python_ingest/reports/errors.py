@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.reports.data import JobReport
 from python_ingest.steps.fork import ERROR_PREFIX, STEP, error_query
-from python_ingest.tables.iceberg import table_exists
+from python_ingest.tables.formats import table_exists
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,7 +1,14 @@
 """The one place that builds the SparkSession.
 
-The Iceberg catalog named in config becomes Spark's default catalog, so tables are addressed
-as ``raw.trips``, ``errors.trips__raw``, ``lake.trips`` by sluice and dbt alike.
+Tables are addressed as ``raw.trips``, ``errors.trips__raw``, ``lake.trips`` by sluice and dbt
+alike, in the default catalog of the configured table format (docs/formats.md):
+
+- ``hudi`` (default): Spark's session catalog with Hudi's ``HoodieCatalog``; tables live at
+  ``<warehouse>/<namespace>/<table>`` and each process registers them at start;
+- ``iceberg``: the Iceberg catalog named in config (a Hadoop catalog by default).
+
+Both formats' jars, extensions and the Kryo serializer Hudi wants are always configured, and
+the Iceberg catalog is always there under its own name.
 """
 
 from __future__ import annotations
@@ -12,6 +19,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from python_ingest.config import Settings
+from python_ingest.runtime.catalog import (
+    FORMAT_CONF,
+    HUDI_COMMIT_PREFIX,
+    WAREHOUSE_CONF,
+    register_tables,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,12 +45,20 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.app.name": settings.spark.app_name,
         "spark.jars": ",".join(str(j) for j in spark_jars()),
         "spark.sql.extensions":
+            "org.apache.spark.sql.hudi.HoodieSparkSessionExtension,"
             "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+        "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
         prefix: "org.apache.iceberg.spark.SparkCatalog",
         f"{prefix}.type": cat.type,
         # Other processes (tap, CLI runs, dbt) commit to the same tables: always read fresh.
         f"{prefix}.cache-enabled": "false",
+        "spark.sql.filesourceTableRelationCacheSize": "0",
         "spark.sql.defaultCatalog": cat.name,
+        FORMAT_CONF: settings.table_format,
+        WAREHOUSE_CONF: str(settings.path(cat.warehouse)),
+        "hoodie.datasource.write.commitmeta.key.prefix": HUDI_COMMIT_PREFIX,
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -56,6 +77,12 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         conf[f"{prefix}.uri"] = str(cat.uri)
         if cat.warehouse:
             conf[f"{prefix}.warehouse"] = cat.warehouse
+    if settings.table_format == "hudi":
+        conf["spark.sql.defaultCatalog"] = "spark_catalog"
+        # one process writes a table at a time (docs/formats.md): no per-commit timeline
+        # server (it starts a web server for every write) and plain marker files
+        conf["hoodie.embed.timeline.server"] = "false"
+        conf["hoodie.write.markers.type"] = "DIRECT"
     conf.update(settings.spark.conf)
     return conf
 
@@ -75,9 +102,19 @@ def build_session(settings: Settings) -> SparkSession:
              settings.catalog.name, settings.catalog.warehouse)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    prepare_catalog(session)
+    return session
+
+
+def prepare_catalog(session: SparkSession) -> None:
+    """Create sluice's namespaces and, on Hudi, name the tables other processes created."""
+    if session.conf.get(FORMAT_CONF, "iceberg") == "hudi":
+
+        found = register_tables(session, NAMESPACES)
+        log.info("registered %d Hudi tables of %s", found, session.conf.get(WAREHOUSE_CONF))
+        return
     for namespace in NAMESPACES:
         session.sql(f"create namespace if not exists {namespace}")
-    return session
 
 
 def activate(spark: SparkSession) -> None:

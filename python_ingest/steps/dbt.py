@@ -5,10 +5,9 @@ returns the running session: the staging and lake models run on the same Spark a
 catalog as ingestion, without a second JVM. A failing dbt node raises PipelineError with dbt's
 own message; the caller moves no checkpoint after it.
 
-Checkpoints of lake merges ride in the merge's own Iceberg commits: Iceberg's
-``CommitMetadata.withCommitProperties`` adds snapshot summary properties to every commit made
-by one JVM thread while it runs. dbt runs single-threaded inside that call (a py4j callback
-whose Spark calls stay on the calling JVM thread), so its MERGE commits carry the checkpoint.
+Checkpoints of lake merges ride in the merge's own commits: the runner wraps the dbt run in
+``tables.formats.committing`` (Iceberg: a JVM thread-local of commit properties; Hudi: commit
+metadata from session conf), so dbt runs single-threaded there.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,6 @@ from python_ingest.tables.names import JobModels
 
 if TYPE_CHECKING:
     from dbt.contracts.graph.manifest import Manifest
-    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +68,8 @@ class Dbt:
         """Profile variables so that profiles.yml describes the session we already run."""
         conf = spark_conf(self.settings)
         env = {"SLUICE_SPARK_MASTER": conf["spark.master"],
-               "SLUICE_SPARK_JARS": conf["spark.jars"]}
+               "SLUICE_SPARK_JARS": conf["spark.jars"],
+               "SLUICE_TABLE_FORMAT": self.settings.table_format}
         warehouse = conf.get(f"spark.sql.catalog.{self.settings.catalog.name}.warehouse")
         if warehouse:
             env["SLUICE_WAREHOUSE"] = warehouse
@@ -158,41 +157,3 @@ def _failure_message(result: Any) -> str:
     if result.exception is not None:
         messages.append(str(result.exception))
     return "; ".join(messages) or "dbt reported failure without a message (see dbt's log)"
-
-
-def with_commit_properties(spark: SparkSession, properties: Mapping[str, str],
-                           action: Callable[[], T]) -> T:
-    """Run ``action`` so that every Iceberg commit it makes carries ``properties``.
-
-    Iceberg keeps the properties in a JVM thread-local. ``action`` runs as a py4j callback of
-    that JVM thread, and py4j runs a callback's own JVM calls on the calling thread, so its
-    Spark statements (and a single-threaded dbt) commit with the properties.
-    """
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    gateway = spark.sparkContext._gateway
-    assert gateway is not None
-    ensure_callback_server_started(gateway)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    outcome: dict[str, Any] = {}
-
-    class Task:
-        def call(self) -> None:
-            try:
-                outcome["value"] = action()
-            except BaseException as exc:  # handed back to the caller below
-                outcome["error"] = exc
-
-        class Java:
-            implements = ["java.util.concurrent.Callable"]
-
-    java_props = jvm.java.util.HashMap()
-    for key, value in properties.items():
-        java_props.put(key, value)
-    jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
-        java_props, Task(), jvm.java.lang.Class.forName("java.lang.RuntimeException"))
-    if "error" in outcome:
-        raise outcome["error"]
-    result: T = outcome["value"]
-    return result

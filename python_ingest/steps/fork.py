@@ -37,8 +37,8 @@ from urllib.parse import unquote, urlparse
 
 from python_ingest.exceptions import PipelineError
 from python_ingest.runtime.jars import repo_root
-from python_ingest.tables.checkpoints import step_checkpoint, write_options
-from python_ingest.tables.iceberg import ensure_table
+from python_ingest.tables.checkpoints import step_checkpoint, step_properties
+from python_ingest.tables.formats import append, ensure_table, read_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -146,7 +146,7 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
     from pyspark.sql import functions as F
 
     ensure_table(spark, error_table, ERROR_COLUMNS)
-    staging = spark.table(staging_table)
+    staging = read_table(spark, staging_table)
     ensure_table(spark, valid_table, [(f.name, f.dataType.simpleString())
                                       for f in staging.schema.fields])
     done = step_checkpoint(spark, valid_table, STEP)
@@ -172,12 +172,12 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
         error_rows = error_rows.persist(StorageLevel.MEMORY_AND_DISK)
         errors = error_rows.count()
         valid_rows = batch.join(error_rows.select(*ROW_ID), list(ROW_ID), "left_anti")
-        valid_rows = valid_rows.select(*spark.table(valid_table).columns)
+        valid_rows = valid_rows.select(*read_table(spark, valid_table).columns)
         if errors:
             pending = error_rows.where(F.col("_batch_id") > errors_done)
-            pending.select(*[n for n, _ in ERROR_COLUMNS]).writeTo(error_table).options(
-                **write_options(STEP, target)).append()
-        valid_rows.writeTo(valid_table).options(**write_options(STEP, target)).append()
+            append(pending.select(*[n for n, _ in ERROR_COLUMNS]), error_table,
+                   step_properties(STEP, target))
+        append(valid_rows, valid_table, step_properties(STEP, target))
         error_rows.unpersist()
     finally:
         batch.unpersist()

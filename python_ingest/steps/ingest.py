@@ -41,7 +41,7 @@ from python_ingest.sources.kafka.reader import (
 )
 from python_ingest.sources.kafka.workunits import Plan, WorkUnit, plan, start_positions
 from python_ingest.tables.checkpoints import Checkpoint, append_with_checkpoint, read_checkpoint
-from python_ingest.tables.iceberg import ensure_table
+from python_ingest.tables.formats import ensure_table
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
 

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import PipelineError, SluiceError
-from python_ingest.steps.dbt import Dbt, with_commit_properties
+from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.fork import ERROR_COLUMNS, fork, suite_path
 from python_ingest.steps.ingest import fault_point, ingest
-from python_ingest.tables.checkpoints import property_name, read_checkpoint, step_checkpoint
-from python_ingest.tables.iceberg import ensure_table, table_exists
+from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint, step_properties
+from python_ingest.tables.formats import committing, ensure_table, table_exists
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
 
@@ -163,8 +163,8 @@ def _merge_batch(spark: SparkSession, dbt: Dbt, tables: JobTables, batch_id: int
     changes = tables.merge_changes
     assert lake_model is not None and changes is not None
     variables = {"sluice_batch_id": batch_id, "sluice_skip": skip, **tables.dbt_vars()}
-    with_commit_properties(spark, {property_name(MERGE_STEP): str(batch_id)},
-                           lambda: dbt.run(lake_model, variables, single_threaded=True))
+    committing(spark, step_properties(MERGE_STEP, batch_id),
+               lambda: dbt.run(lake_model, variables, single_threaded=True))
     actions: dict[str, int] = dict(
         spark.sql(f"select _merge_action, count(*) from {changes} group by 1").collect())
     rejected = spark.sql(f"select coalesce(sum(size(_rejected)), 0) from {changes}"

@@ -1,15 +1,24 @@
-"""Iceberg tables sluice writes: existence, creation and additive schema evolution."""
+"""Apache Iceberg tables (``table_format: iceberg``): creation, appends with snapshot
+properties, and the snapshot history checkpoints are read from.
+
+A checkpoint is a snapshot summary property of the commit that wrote the rows it covers.
+SQL statements (dbt's MERGE) get their properties from Iceberg's
+``CommitMetadata.withCommitProperties``, a JVM thread-local: dbt runs single-threaded inside
+that call (a py4j callback whose Spark calls stay on the calling JVM thread).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TABLE_PROPERTIES = {
     "format-version": "2",
@@ -19,23 +28,105 @@ TABLE_PROPERTIES = {
 }
 
 
-def table_exists(spark: SparkSession, table: str) -> bool:
-    """Whether the catalog knows ``table`` (a catalog call, no Spark job)."""
-    return bool(spark.catalog.tableExists(table))
+class IcebergFormat:
+    """``tables.formats.TableFormat`` for Iceberg (Spark's default catalog is Iceberg's)."""
+
+    name = "iceberg"
+
+    def exists(self, spark: SparkSession, table: str) -> bool:
+        """Whether the catalog knows ``table`` (a catalog call, no Spark job)."""
+        return bool(spark.catalog.tableExists(table))
+
+    def ensure_table(self, spark: SparkSession, table: str,
+                     columns: Iterable[tuple[str, str]]) -> None:
+        columns = list(columns)
+        if not self.exists(spark, table):
+            ddl = ", ".join(f"`{n}` {t}" for n, t in columns)
+            props = ", ".join(f"'{k}'='{v}'" for k, v in TABLE_PROPERTIES.items())
+            spark.sql(f"create table if not exists {table} ({ddl}) using iceberg "
+                      f"tblproperties ({props})")
+            log.info("created table %s", table)
+            return
+        existing = {f.name for f in spark.table(table).schema.fields}
+        for name, spark_type in columns:
+            if name not in existing:
+                spark.sql(f"alter table {table} add column `{name}` {spark_type}")
+                log.info("added column %s %s to %s", name, spark_type, table)
+
+    def append(self, df: DataFrame, table: str, properties: Mapping[str, str]) -> None:
+        writer = df.writeTo(table)
+        for key, value in properties.items():
+            writer = writer.option(f"snapshot-property.{key}", value)
+        writer.append()
+
+    def commit_properties(self, spark: SparkSession,
+                          table: str) -> Iterator[Mapping[str, str]]:
+        """Snapshot summaries from the current one back through its parents (Iceberg's Java
+        API: milliseconds, where a metadata-table query costs a Spark job)."""
+        if not self.exists(spark, table):
+            return
+        iceberg = _load(spark, table)
+        snapshot = iceberg.currentSnapshot()
+        while snapshot is not None:
+            yield dict(snapshot.summary())
+            parent = snapshot.parentId()
+            snapshot = iceberg.snapshot(parent) if parent is not None else None
+
+    def committing(self, spark: SparkSession, properties: Mapping[str, str],
+                   action: Callable[[], T]) -> T:
+        return with_commit_properties(spark, properties, action)
+
+    def commit_times(self, spark: SparkSession, table: str) -> list[datetime]:
+        if not self.exists(spark, table):
+            return []
+        snapshots = _load(spark, table).snapshots()
+        return [datetime.fromtimestamp(s.timestampMillis() / 1000) for s in snapshots]
+
+    def payload_columns(self, spark: SparkSession, table: str) -> list[str]:
+        return [f.name for f in spark.table(table).schema.fields]
 
 
-def ensure_table(spark: SparkSession, table: str, columns: Iterable[tuple[str, str]]) -> None:
-    """Create the table, or add columns that the schema gained since (never drops any)."""
-    columns = list(columns)
-    if not table_exists(spark, table):
-        ddl = ", ".join(f"`{n}` {t}" for n, t in columns)
-        props = ", ".join(f"'{k}'='{v}'" for k, v in TABLE_PROPERTIES.items())
-        spark.sql(f"create table if not exists {table} ({ddl}) using iceberg "
-                  f"tblproperties ({props})")
-        log.info("created table %s", table)
-        return
-    existing = {f.name for f in spark.table(table).schema.fields}
-    for name, spark_type in columns:
-        if name not in existing:
-            spark.sql(f"alter table {table} add column `{name}` {spark_type}")
-            log.info("added column %s %s to %s", name, spark_type, table)
+ICEBERG = IcebergFormat()
+
+
+def _load(spark: SparkSession, table: str) -> Any:
+    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(  # type: ignore[union-attr]
+        spark._jsparkSession, table)
+
+
+def with_commit_properties(spark: SparkSession, properties: Mapping[str, str],
+                           action: Callable[[], T]) -> T:
+    """Run ``action`` so that every Iceberg commit it makes carries ``properties``.
+
+    Iceberg keeps the properties in a JVM thread-local. ``action`` runs as a py4j callback of
+    that JVM thread, and py4j runs a callback's own JVM calls on the calling thread, so its
+    Spark statements (and a single-threaded dbt) commit with the properties.
+    """
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None
+    ensure_callback_server_started(gateway)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    outcome: dict[str, Any] = {}
+
+    class Task:
+        def call(self) -> None:
+            try:
+                outcome["value"] = action()
+            except BaseException as exc:  # handed back to the caller below
+                outcome["error"] = exc
+
+        class Java:
+            implements = ["java.util.concurrent.Callable"]
+
+    java_props = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        java_props.put(key, value)
+    jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
+        java_props, Task(), jvm.java.lang.Class.forName("java.lang.RuntimeException"))
+    if "error" in outcome:
+        raise outcome["error"]
+    result: T = outcome["value"]
+    return result

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from python_ingest.tables.iceberg import ensure_table, table_exists
+from python_ingest.tables.formats import append, ensure_table, table_exists
 from python_ingest.tables.names import RUNS_TABLE
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class Run:
         try:
             ensure_table(spark, RUNS_TABLE, RUNS_COLUMNS)
             ddl = ", ".join(f"`{n}` {t}" for n, t in RUNS_COLUMNS)
-            spark.createDataFrame([row], ddl).writeTo(RUNS_TABLE).append()
+            append(spark.createDataFrame([row], ddl), RUNS_TABLE)
         except Exception:  # the run's own outcome matters more than its record
             log.exception("could not record run %s of job %s", self.run_id, self.job)
 

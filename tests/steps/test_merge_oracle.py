@@ -135,21 +135,23 @@ def to_event(parsed: Any, change: Change) -> Event:
 
 
 @pytest.fixture
-def oracle_job(spark: Any, broker: str, make_settings: Any, project: Any,
-               job_name: str) -> tuple[Any, Any, Dbt]:
+def oracle_job(broker: str, make_settings: Any, project: Any, job_name: str,
+               table_format: str) -> tuple[Any, Any, Dbt]:
     project(job_name)
-    settings = make_settings({job_name: trips_job(job_name)})
+    settings = make_settings({job_name: trips_job(job_name)}, table_format=table_format)
     broker_mod.ensure_topic(broker, job_name, 2)
     return settings, settings.job(job_name), Dbt(settings)
 
 
 @pytest.mark.e2e
-@settings(max_examples=8, deadline=None, database=None,
+@settings(max_examples=5, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(stream=streams())
-def test_lake_equals_oracle(spark: Any, broker: str, oracle_job: Any,
+def test_lake_equals_oracle(format_spark: Any, broker: str, oracle_job: Any,
                             stream: tuple[list[list[Change]], int]) -> None:
+    """On both table formats (the table_format fixture)."""
+    spark = format_spark
     settings_, job, dbt = oracle_job
     batches, base = stream
     parsed = schema()

@@ -17,7 +17,7 @@ from python_ingest.demo.trips import Event, TripsGenerator
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.steps.pipeline import JobTables, run_job
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
-from python_ingest.tables.iceberg import table_exists
+from python_ingest.tables.formats import table_exists
 from tests.conftest import REPO, sluice_cmd, trips_job
 from tests.steps.helpers import as_lake, lake_rows
 
@@ -76,13 +76,16 @@ def _reconcile(spark: Any, tables: JobTables) -> None:
 
 
 @pytest.mark.e2e
-def test_kill_between_steps_then_rerun(spark: Any, broker: str, make_settings: Any,
-                                       project: Any, job_name: str, tmp_path: Path) -> None:
+def test_kill_between_steps_then_rerun(format_spark: Any, broker: str, make_settings: Any,
+                                       project: Any, job_name: str, tmp_path: Path,
+                                       table_format: str) -> None:
     """The CLI killed at each fault point in turn, each run a rerun of the killed one before
     it; new batches arrive between some of them (late re-deliveries included), so reruns
-    finish earlier batches together with new ones. One JVM per kill keeps this affordable."""
+    finish earlier batches together with new ones. One JVM per kill keeps this affordable.
+    On both table formats."""
+    spark = format_spark
     project(job_name)
-    settings = make_settings({job_name: trips_job(job_name)})
+    settings = make_settings({job_name: trips_job(job_name)}, table_format=table_format)
     job = settings.job(job_name)
     broker_mod.ensure_topic(broker, job.topic, 2)
     generator = _generator(seed=61)

@@ -1,0 +1,194 @@
+"""Table-format benchmark: the same work on Hudi and on Iceberg, in one run.
+
+Per format, in its own process (own JVM, own warehouse; the same broker and the same events):
+  batch100  a 100-event batch through the whole pipeline (ingest, staging, fork, merge, run
+            record) on a warm session, after a first batch created every table;
+  e2e       N changelog events (default 500k, the demo's mix) through the whole pipeline in one
+            run: events/s;
+  merge     the lake table filled to 1M rows, then a batch of 10k changes (50% updates of random
+            existing keys, 40% inserts, 10% deletes): seconds of the merge step alone.
+Ends with the line (one line; wrapped here)
+  formats: hudi_e2e=<ev/s> iceberg_e2e=<ev/s> hudi_merge=<s> iceberg_merge=<s>
+           hudi_batch100=<s> iceberg_batch100=<s>
+
+    .venv/bin/python bench/formats_bench.py [--events 500000] [--lake-rows 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+FORMATS = ("hudi", "iceberg")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def one_format(fmt: str, bootstrap: str, workdir: Path, events: int, lake_rows: int) -> dict:
+    """Run the three measurements for ``fmt``; returns the figures."""
+    from python_ingest.config import load_settings
+    from python_ingest.demo.trips import Event, TripsGenerator, produce, trips_schema
+    from python_ingest.kafka.broker import ensure_topic
+    from python_ingest.runtime.session import build_session
+    from python_ingest.steps import pipeline
+    from python_ingest.steps.dbt import Dbt
+
+    topic = f"bench.formats.{fmt}"
+    config = workdir / f"sluice-{fmt}.yml"
+    config.write_text(yaml.safe_dump({
+        "spark": {"master": "local[2]"}, "table_format": fmt,
+        "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(workdir / fmt)},
+        "broker": {"bootstrap_servers": bootstrap, "embedded": False},
+        "state_dir": str(workdir / f"state-{fmt}"),
+        "jobs": {"trips": {"topic": topic, "schema": str(REPO / "schemas" / "trips.avsc"),
+                           "row_key": ["trip_id"], "ref_key": "_ref_key"}}}))
+    os.environ["SLUICE_DBT_PROJECT_DIR"] = str(REPO)
+    settings = load_settings(config, env={})
+    spark = build_session(settings)
+    ensure_topic(bootstrap, topic, 4)
+    job = settings.job("trips")
+    dbt = Dbt(settings)
+    generator = TripsGenerator(trips_schema(REPO), malformed_rate=0.0, duplicate_rate=0.0)
+    merge_seconds: list[float] = []
+    merge = pipeline._merge
+
+    def timed_merge(*args: Any) -> None:
+        start = time.perf_counter()
+        merge(*args)
+        merge_seconds.append(time.perf_counter() - start)
+
+    pipeline._merge = timed_merge  # type: ignore[assignment]
+
+    def run(label: str) -> float:
+        start = time.perf_counter()
+        result = pipeline.run_job(spark, settings, job, dbt=dbt)
+        seconds = time.perf_counter() - start
+        print(f"  {fmt} {label}: {seconds:.1f} s {result.counts}", flush=True)
+        return seconds
+
+    produce(bootstrap, topic, generator.events(100))
+    run("first batch (creates the tables)")
+    produce(bootstrap, topic, generator.events(100))
+    batch100 = run("batch100")
+    produce(bootstrap, topic, generator.events(events))
+    e2e = events / run(f"e2e {events} events")
+
+    lake = "lake.trips"
+    present = spark.table(lake).count()
+    sample = spark.table(lake).where("_row_key is not null").limit(1).collect()[0]
+    first_id = generator.next_trip_id + 1_000_000
+    fill = max(0, lake_rows - present)
+    columns = [f.name for f in spark.table(lake).schema.fields
+               if not f.name.startswith("_hoodie_")]
+    values = []
+    for name in columns:
+        if name == "trip_id":
+            values.append("id as trip_id")
+        elif name == "_row_key":
+            values.append(f"replace('{sample['_row_key']}', '{sample['trip_id']}', "
+                          f"cast(id as string)) as _row_key")
+        else:
+            values.append(f"s.`{name}`")
+    spark.createDataFrame([sample.asDict()]).select(*columns).createOrReplaceTempView("sample")
+    if fmt == "hudi":
+        spark.conf.set("hoodie.spark.sql.insert.into.operation", "bulk_insert")
+    start = time.perf_counter()
+    spark.sql(f"insert into {lake} ({', '.join(f'`{c}`' for c in columns)}) "
+              f"select {', '.join(values)} from range({first_id}, {first_id + fill}) "
+              f"cross join sample s")
+    print(f"  {fmt} filled {lake} with {fill} rows in {time.perf_counter() - start:.1f} s "
+          f"({spark.table(lake).count()} rows)", flush=True)
+    if fmt == "hudi":
+        spark.conf.unset("hoodie.spark.sql.insert.into.operation")
+
+    rng = random.Random(11)
+    keys = rng.sample(range(first_id, first_id + fill), 6_000)
+    changes: list[Event] = []
+    for trip_id in keys[:5_000]:  # updates of random existing keys (full rows)
+        changes.append(generator._event("update", {**generator._new_row(trip_id),
+                                                   **generator._envelope()}))
+    for _ in range(4_000):  # inserts
+        trip_id = generator.next_trip_id
+        generator.next_trip_id += 1
+        changes.append(generator._event("create", {**generator._new_row(trip_id),
+                                                   **generator._envelope()}))
+    for trip_id in keys[5_000:]:  # deletes
+        changes.append(generator._event("delete", {**generator._new_row(trip_id),
+                                                   **generator._envelope(_is_deleted=True)}))
+    rng.shuffle(changes)
+    produce(bootstrap, topic, iter(changes))
+    merge_seconds.clear()
+    run("10k changes into the filled lake table")
+    figures = {"e2e": e2e, "merge": merge_seconds[-1], "batch100": batch100}
+    spark.stop()
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=500_000)
+    parser.add_argument("--lake-rows", type=int, default=1_000_000)
+    parser.add_argument("--one", choices=FORMATS, help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        figures = one_format(args.one, args.bootstrap, Path(args.workdir), args.events,
+                             args.lake_rows)
+        print("FIGURES " + json.dumps(figures), flush=True)
+        return
+
+    from python_ingest.kafka.broker import start_embedded
+
+    workdir = Path(tempfile.mkdtemp(prefix="sluice-formats-bench-"))
+    port = free_port()
+    broker = start_embedded(workdir / "broker", "127.0.0.1", port, heap="1g")
+    results: dict[str, dict] = {}
+    try:
+        for fmt in FORMATS:
+            print(f"{fmt}:", flush=True)
+            proc = subprocess.run(
+                [sys.executable, __file__, "--one", fmt, "--bootstrap", f"127.0.0.1:{port}",
+                 "--workdir", str(workdir), "--events", str(args.events),
+                 "--lake-rows", str(args.lake_rows)],
+                capture_output=True, text=True, cwd=REPO)
+            lines = proc.stdout.splitlines()
+            for line in lines:
+                if not line.startswith("FIGURES "):
+                    print(line, flush=True)
+            found = [json.loads(line[8:]) for line in lines if line.startswith("FIGURES ")]
+            if proc.returncode != 0 or not found:
+                sys.exit(f"the {fmt} run failed:\n{proc.stderr[-4000:]}")
+            results[fmt] = found[0]
+    finally:
+        broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    h, i = results["hudi"], results["iceberg"]
+    print(f"ratios hudi/iceberg: e2e {h['e2e'] / i['e2e']:.2f} (higher is better), "
+          f"merge {h['merge'] / i['merge']:.2f}, batch100 {h['batch100'] / i['batch100']:.2f} "
+          "(lower is better)")
+    print(f"formats: hudi_e2e={h['e2e']:.0f} iceberg_e2e={i['e2e']:.0f} "
+          f"hudi_merge={h['merge']:.1f} iceberg_merge={i['merge']:.1f} "
+          f"hudi_batch100={h['batch100']:.1f} iceberg_batch100={i['batch100']:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+{#
+    Table properties of a lake table (one row per row key, changed by one merge per batch).
+    Hudi: merge-on-read keyed by _row_key, ordered by _ref_key; the change set already applied
+    the out-of-order guard and force updates, so the latest commit wins (COMMIT_TIME_ORDERING);
+    the record-level index finds each key's file group without scanning the table; compaction
+    every 5 delta commits, cleaning keeps 10 commits (Hudi's defaults, named here).
+    Iceberg: format 2 with merge-on-read deletes, updates and merges.
+#}
+{% macro sluice_lake_properties() -%}
+    {%- if sluice_table_format() == 'hudi' -%}
+        {{ return({
+            'type': 'mor',
+            'primaryKey': '_row_key',
+            'preCombineField': '_ref_key',
+            'hoodie.record.merge.mode': 'COMMIT_TIME_ORDERING',
+            'hoodie.metadata.record.index.enable': 'true',
+            'hoodie.index.type': 'RECORD_INDEX',
+            'hoodie.compact.inline': 'true',
+            'hoodie.compact.inline.max.delta.commits': '5',
+            'hoodie.clean.commits.retained': '10',
+        }) }}
+    {%- else -%}
+        {{ return({
+            'format-version': '2',
+            'write.delete.mode': 'merge-on-read',
+            'write.update.mode': 'merge-on-read',
+            'write.merge.mode': 'merge-on-read',
+        }) }}
+    {%- endif -%}
+{%- endmacro %}

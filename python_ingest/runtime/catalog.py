@@ -1,0 +1,76 @@
+"""Spark's session catalog for Hudi tables: one name per table in every process.
+
+Hudi tables live in Spark's session catalog (``HoodieCatalog``) at
+``<warehouse>/<namespace>/<table>``. That catalog is in memory, one per process, so each
+process registers the tables it finds on disk by location (``register_tables`` at session
+start; ``tables.hudi`` registers tables another process created since): every process sees the
+same tables by the same names without a metastore. Several hosts need a shared metastore
+instead (docs/formats.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+FORMAT_CONF = "spark.sluice.table_format"  # which format the session writes
+WAREHOUSE_CONF = "spark.sluice.warehouse"  # where Hudi tables live
+HUDI_COMMIT_PREFIX = "sluice."  # settings and options with it become Hudi commit metadata
+
+
+def location(spark: SparkSession, table: str) -> str:
+    """Where a Hudi table of this session's warehouse lives: <warehouse>/<namespace>/<name>."""
+    namespace, name = split_name(table)
+    return f"{spark.conf.get(WAREHOUSE_CONF)}/{namespace}/{name}"
+
+
+def register(spark: SparkSession, table: str, path: str) -> None:
+    """Name an existing Hudi table in this process's catalog (its schema is on disk)."""
+    spark.sql(f"create table if not exists {table} using hudi location '{path}'")
+    log.debug("registered Hudi table %s at %s", table, path)
+
+
+def register_tables(spark: SparkSession, namespaces: Iterable[str]) -> int:
+    """Create the namespaces (folders of the warehouse) and register every Hudi table in
+    them; returns how many tables were registered."""
+    warehouse = spark.conf.get(WAREHOUSE_CONF)
+    registered = 0
+    for namespace in namespaces:
+        spark.sql(f"create database if not exists {namespace} location '{warehouse}/{namespace}'")
+        for name in _fs_children(spark, f"{warehouse}/{namespace}"):
+            path = f"{warehouse}/{namespace}/{name}"
+            if fs_exists(spark, f"{path}/.hoodie/hoodie.properties"):
+                register(spark, f"{namespace}.{name}", path)
+                registered += 1
+    return registered
+
+
+def split_name(table: str) -> tuple[str, str]:
+    parts = table.replace("`", "").split(".")
+    return parts[-2], parts[-1]
+
+
+def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    jvm = spark._jvm
+    assert jvm is not None
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    return hpath, hpath.getFileSystem(spark._jsc.hadoopConfiguration())
+
+
+def fs_exists(spark: SparkSession, path: str) -> bool:
+    hpath, fs = _hadoop_path(spark, path)
+    return bool(fs.exists(hpath))
+
+
+def _fs_children(spark: SparkSession, path: str) -> list[str]:
+    hpath, fs = _hadoop_path(spark, path)
+    if not fs.exists(hpath):
+        return []
+    return sorted(s.getPath().getName() for s in fs.listStatus(hpath) if s.isDirectory()
+                  and not s.getPath().getName().startswith("."))

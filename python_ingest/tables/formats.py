@@ -1,0 +1,101 @@
+"""The table format behind every sluice table: Apache Hudi (default) or Apache Iceberg.
+
+Ingest, fork, runner and CLI call the functions here and never name a format; the session
+says which one it writes (``spark.sluice.table_format``, set by ``runtime.session`` from
+``table_format`` in sluice.yml). What differs between the formats is one small interface,
+``TableFormat``:
+
+- ``exists`` / ``ensure_table``: a table by name, created or grown by new columns (append-only
+  tables: raw, errors, staging, tombstones, runs);
+- ``append``: rows and commit properties (checkpoints) in ONE commit;
+- ``commit_properties``: the properties of the commits in the table's current history, newest
+  first (where checkpoints are read back from);
+- ``committing``: run SQL (dbt's merge) so that its commits carry properties;
+- ``commit_times``: when the table's commits happened (the dashboard's step timings).
+
+docs/formats.md puts the two side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from python_ingest.runtime.catalog import FORMAT_CONF
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+T = TypeVar("T")
+
+
+class TableFormat(Protocol):
+    """What sluice needs of a table format."""
+
+    name: str
+
+    def exists(self, spark: SparkSession, table: str) -> bool: ...
+
+    def ensure_table(self, spark: SparkSession, table: str,
+                     columns: Iterable[tuple[str, str]]) -> None: ...
+
+    def append(self, df: DataFrame, table: str, properties: Mapping[str, str]) -> None: ...
+
+    def commit_properties(self, spark: SparkSession,
+                          table: str) -> Iterator[Mapping[str, str]]: ...
+
+    def committing(self, spark: SparkSession, properties: Mapping[str, str],
+                   action: Callable[[], T]) -> T: ...
+
+    def commit_times(self, spark: SparkSession, table: str) -> list[datetime]: ...
+
+    def payload_columns(self, spark: SparkSession, table: str) -> list[str]: ...
+
+
+def table_format(spark: SparkSession) -> TableFormat:
+    """The format this session writes (Iceberg for a session sluice did not configure)."""
+    name = spark.conf.get(FORMAT_CONF, "iceberg")
+    if name == "hudi":
+        from python_ingest.tables.hudi import HUDI
+
+        return HUDI
+    from python_ingest.tables.iceberg import ICEBERG
+
+    return ICEBERG
+
+
+def table_exists(spark: SparkSession, table: str) -> bool:
+    """Whether ``table`` exists (for Hudi: also when another process created it)."""
+    return table_format(spark).exists(spark, table)
+
+
+def ensure_table(spark: SparkSession, table: str, columns: Iterable[tuple[str, str]]) -> None:
+    """Create the table, or add the columns it gained since (never drops any)."""
+    table_format(spark).ensure_table(spark, table, columns)
+
+
+def append(df: DataFrame, table: str, properties: Mapping[str, str] | None = None) -> None:
+    """Append ``df`` to ``table`` with ``properties`` in the same commit."""
+    table_format(df.sparkSession).append(df, table, properties or {})
+
+
+def committing(spark: SparkSession, properties: Mapping[str, str], action: Callable[[], T]) -> T:
+    """Run ``action`` (SQL statements, a dbt run) so that its commits carry ``properties``."""
+    return table_format(spark).committing(spark, properties, action)
+
+
+def commit_properties(spark: SparkSession, table: str) -> Iterator[Mapping[str, str]]:
+    """The table's commit properties in its current history, newest first."""
+    return table_format(spark).commit_properties(spark, table)
+
+
+def commit_times(spark: SparkSession, table: str) -> list[datetime]:
+    """When the table's commits happened (naive local times, as pyspark returns timestamps)."""
+    return table_format(spark).commit_times(spark, table)
+
+
+def read_table(spark: SparkSession, table: str) -> DataFrame:
+    """The table's rows with its own columns only (no format bookkeeping columns)."""
+    columns = table_format(spark).payload_columns(spark, table)
+    return spark.table(table).select(*[f"`{c}`" for c in columns])

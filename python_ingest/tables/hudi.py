@@ -1,0 +1,137 @@
+"""Apache Hudi tables (``table_format: hudi``, the default): creation, appends whose commit
+metadata holds the checkpoint, and the timeline checkpoints are read back from.
+
+Names: see ``runtime.catalog`` (tables at ``<warehouse>/<namespace>/<table>``, registered by
+location in each process's catalog; ``exists`` registers tables another process created).
+
+Checkpoints. Write options and session settings starting with ``sluice.`` become the commit's
+extra metadata (``hoodie.datasource.write.commitmeta.key.prefix``), so rows and checkpoint land
+in one commit, as Hudi's own streamer keeps its checkpoint. An interrupted write leaves an
+inflight instant that readers ignore and the next writer rolls back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from python_ingest.runtime.catalog import (
+    HUDI_COMMIT_PREFIX,
+    fs_exists,
+    location,
+    register,
+    split_name,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+COMMIT_PREFIX = HUDI_COMMIT_PREFIX  # keys: sluice.checkpoint, sluice.<step>.batch_id
+META_PREFIX = "_hoodie_"  # Hudi's own columns in every table (commit time, record key, ...)
+# append-only tables (raw, errors, staging, tombstones, runs): copy-on-write, keyless (no
+# index look-up on write), no metadata table (nothing looks keys up in them, and it costs
+# seconds per small commit); the lake tables' properties: macros/sluice_lake_properties.sql
+APPEND_ONLY_PROPERTIES = {"type": "cow", "hoodie.metadata.enable": "false"}
+# bulk_insert: new files per commit, no index look-up, no rewrite of earlier files
+APPEND_OPTIONS = {"hoodie.datasource.write.operation": "bulk_insert",
+                  "hoodie.metadata.enable": "false",
+                  "hoodie.datasource.write.commitmeta.key.prefix": COMMIT_PREFIX}
+
+
+class HudiFormat:
+    """``tables.formats.TableFormat`` for Hudi."""
+
+    name = "hudi"
+
+    def exists(self, spark: SparkSession, table: str) -> bool:
+        if spark.catalog.tableExists(table):
+            return True
+        path = location(spark, table)
+        if not fs_exists(spark, f"{path}/.hoodie/hoodie.properties"):
+            return False
+        register(spark, table, path)  # created by another process since this one started
+        return True
+
+    def ensure_table(self, spark: SparkSession, table: str,
+                     columns: Iterable[tuple[str, str]]) -> None:
+        columns = list(columns)
+        if not self.exists(spark, table):
+            ddl = ", ".join(f"`{n}` {t}" for n, t in columns)
+            props = ", ".join(f"'{k}'='{v}'" for k, v in APPEND_ONLY_PROPERTIES.items())
+            spark.sql(f"create table if not exists {table} ({ddl}) using hudi "
+                      f"location '{location(spark, table)}' tblproperties ({props})")
+            log.info("created Hudi table %s", table)
+            return
+        existing = {f.name for f in spark.table(table).schema.fields}
+        missing = [(n, t) for n, t in columns if n not in existing]
+        if missing:
+            added = ", ".join(f"`{n}` {t}" for n, t in missing)
+            spark.sql(f"alter table {table} add columns ({added})")
+            log.info("added columns %s to %s", added, table)
+
+    def append(self, df: DataFrame, table: str, properties: Mapping[str, str]) -> None:
+        spark = df.sparkSession
+        options = {**APPEND_OPTIONS, "hoodie.table.name": split_name(table)[1]}
+        for key, value in properties.items():
+            if not key.startswith(COMMIT_PREFIX):
+                raise ValueError(f"commit property {key} must start with {COMMIT_PREFIX}")
+            options[key] = value
+        df.write.format("hudi").options(**options).mode("append").save(location(spark, table))
+
+    def commit_properties(self, spark: SparkSession,
+                          table: str) -> Iterator[Mapping[str, str]]:
+        """Extra metadata of the completed commits on the active timeline, newest first
+        (compaction and clustering commits carry none)."""
+        if not self.exists(spark, table):
+            return
+        timeline = _commits(spark, table)
+        instants = timeline.getInstants()
+        for i in range(instants.size() - 1, -1, -1):
+            metadata = timeline.readCommitMetadata(instants.get(i))
+            yield dict(metadata.getExtraMetadata() or {})
+
+    def committing(self, spark: SparkSession, properties: Mapping[str, str],
+                   action: Callable[[], T]) -> T:
+        """Session settings with the commit prefix become every Hudi commit's metadata while
+        ``action`` runs (SQL writes read them like write options)."""
+        for key, value in properties.items():
+            spark.conf.set(key, value)
+        try:
+            return action()
+        finally:
+            for key in properties:
+                spark.conf.unset(key)
+
+    def commit_times(self, spark: SparkSession, table: str) -> list[datetime]:
+        if not self.exists(spark, table):
+            return []
+        instants = _commits(spark, table).getInstants()
+        return [_instant_time(instants.get(i).getCompletionTime())
+                for i in range(instants.size())]
+
+    def payload_columns(self, spark: SparkSession, table: str) -> list[str]:
+        return [f.name for f in spark.table(table).schema.fields
+                if not f.name.startswith(META_PREFIX)]
+
+
+HUDI = HudiFormat()
+
+
+def _commits(spark: SparkSession, table: str) -> Any:
+    jvm = spark._jvm
+    assert jvm is not None
+    conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(
+        spark._jsc.hadoopConfiguration())
+    client = (jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder().setConf(conf)
+              .setBasePath(location(spark, table)).build())
+    return client.getCommitsTimeline().filterCompletedInstants()
+
+
+def _instant_time(text: str) -> datetime:
+    """A Hudi instant time (yyyyMMddHHmmssSSS, local time), naive like pyspark's timestamps."""
+    return datetime.strptime(text[:17], "%Y%m%d%H%M%S%f")
