@@ -167,6 +167,20 @@ def _print_run(result: Any) -> None:
         print(f"  expectation report: {result.report}")
 
 
+def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the table services of a job's tables now."""
+    from python_ingest.steps.dbt import Dbt
+    from python_ingest.steps.services import maintain_job
+
+    jobs = [settings.job(n) for n in (sorted(settings.jobs) if args.all else [args.job])]
+    spark = _session(settings)
+    dbt = Dbt(settings)
+    for job in jobs:
+        for table, done in maintain_job(spark, dbt, job).items():
+            print(f"{job.name}: {table}: {'; '.join(done)}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     """What `make run` does: the full pipeline on demo data twice, then a summary per table.
 
@@ -255,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_jobs_target(add("run", cmd_run, "Run a job's pipeline: ingest, staging (dbt), fork "
                         "(Great Expectations), merge into the lake table, reports."))
+
+    maintain = add("maintain", cmd_maintain, "Run the table services of a job's tables now "
+                   "(Hudi: compaction, cleaning, archival; Iceberg: delete-file rewrite).")
+    target = maintain.add_mutually_exclusive_group(required=True)
+    target.add_argument("job", nargs="?", help="job name from the config")
+    target.add_argument("--all", action="store_true", help="every job in the config")
 
     brk = add("broker", cmd_broker, "Start, stop or check the embedded Apache Kafka broker.")
     brk.add_argument("action", choices=("start", "stop", "status"))

@@ -55,6 +55,14 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # Other processes (tap, CLI runs, dbt) commit to the same tables: always read fresh.
         f"{prefix}.cache-enabled": "false",
         "spark.sql.filesourceTableRelationCacheSize": "0",
+        # dates and timestamps as the source holds them (proleptic Gregorian, as Iceberg
+        # writes them): Spark's parquet and Avro writers (Hudi's) refuse dates before 1582
+        "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+        "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
+        "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
+        "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
+        "spark.sql.avro.datetimeRebaseModeInWrite": "CORRECTED",
+        "spark.sql.avro.datetimeRebaseModeInRead": "CORRECTED",
         "spark.sql.defaultCatalog": cat.name,
         FORMAT_CONF: settings.table_format,
         WAREHOUSE_CONF: str(settings.path(cat.warehouse)),

@@ -11,7 +11,8 @@ says which one it writes (``spark.sluice.table_format``, set by ``runtime.sessio
 - ``commit_properties``: the properties of the commits in the table's current history, newest
   first (where checkpoints are read back from);
 - ``committing``: run SQL (dbt's merge) so that its commits carry properties;
-- ``commit_times``: when the table's commits happened (the dashboard's step timings).
+- ``commit_times``: when the table's commits happened (the dashboard's step timings);
+- ``maintain``: the table services, now (``sluice maintain``).
 
 docs/formats.md puts the two side by side.
 """
@@ -51,6 +52,8 @@ class TableFormat(Protocol):
     def commit_times(self, spark: SparkSession, table: str) -> list[datetime]: ...
 
     def payload_columns(self, spark: SparkSession, table: str) -> list[str]: ...
+
+    def maintain(self, spark: SparkSession, table: str, merged: bool) -> list[str]: ...
 
 
 def table_format(spark: SparkSession) -> TableFormat:
@@ -99,3 +102,9 @@ def read_table(spark: SparkSession, table: str) -> DataFrame:
     """The table's rows with its own columns only (no format bookkeeping columns)."""
     columns = table_format(spark).payload_columns(spark, table)
     return spark.table(table).select(*[f"`{c}`" for c in columns])
+
+
+def maintain(spark: SparkSession, table: str, merged: bool) -> list[str]:
+    """Run the format's table services on ``table`` now (``merged``: a lake table, changed by
+    merges rather than appends); returns what was done, in words."""
+    return table_format(spark).maintain(spark, table, merged)

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 COMMIT_PREFIX = HUDI_COMMIT_PREFIX  # keys: sluice.checkpoint, sluice.<step>.batch_id
+CLEAN_RETAIN_COMMITS = 10  # Hudi's default: a reader may use the files of the last 10 commits
 META_PREFIX = "_hoodie_"  # Hudi's own columns in every table (commit time, record key, ...)
 # append-only tables (raw, errors, staging, tombstones, runs): copy-on-write, keyless (no
 # index look-up on write), no metadata table (nothing looks keys up in them, and it costs
@@ -117,6 +118,25 @@ class HudiFormat:
     def payload_columns(self, spark: SparkSession, table: str) -> list[str]:
         return [f.name for f in spark.table(table).schema.fields
                 if not f.name.startswith(META_PREFIX)]
+
+    def maintain(self, spark: SparkSession, table: str, merged: bool) -> list[str]:
+        """Compaction of a merge-on-read lake table (whatever the delta-commit count), then
+        cleaning (keep 10 commits) and archival, on any table. Neither touches the newest
+        commits, which carry the checkpoints."""
+        done = []
+        if merged:
+            compacted = spark.sql(
+                f"call run_compaction(op => 'scheduleAndExecute', table => '{table}', "
+                "options => 'hoodie.compact.inline.max.delta.commits=1')").collect()
+            done.append(f"compacted {len(compacted)} file group plan(s)")
+        cleaned = spark.sql(f"call run_clean(table => '{table}', "
+                            f"retain_commits => {CLEAN_RETAIN_COMMITS})").collect()
+        deleted = sum(int(r["total_files_deleted"] or 0) for r in cleaned)
+        done.append(f"cleaned {deleted} file(s) older than the last {CLEAN_RETAIN_COMMITS} "
+                    "commits")
+        spark.sql(f"call archive_commits(table => '{table}')").collect()
+        done.append("archived old commits")
+        return done
 
 
 HUDI = HudiFormat()

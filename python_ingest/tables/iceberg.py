@@ -85,6 +85,17 @@ class IcebergFormat:
     def payload_columns(self, spark: SparkSession, table: str) -> list[str]:
         return [f.name for f in spark.table(table).schema.fields]
 
+    def maintain(self, spark: SparkSession, table: str, merged: bool) -> list[str]:
+        """Rewrite the position delete files of a lake table (merge-on-read leaves one per
+        merge). Snapshots are not expired here: they carry the checkpoints (issue #11)."""
+        if not merged:
+            return ["nothing to do (append-only)"]
+        catalog = spark.conf.get("spark.sql.defaultCatalog")
+        rows = spark.sql(f"call {catalog}.system.rewrite_position_delete_files("
+                         f"table => '{table}')").collect()
+        rewritten = sum(int(r[0] or 0) for r in rows)
+        return [f"rewrote {rewritten} position delete file(s)"]
+
 
 ICEBERG = IcebergFormat()
 
