@@ -2,7 +2,8 @@
     Table properties of a lake table (one row per row key, changed by one merge per batch).
     Hudi: merge-on-read keyed by _row_key, ordered by _ref_key; the change set already applied
     the out-of-order guard and force updates, so the latest commit wins (COMMIT_TIME_ORDERING);
-    the record-level index finds each key's file group without scanning the table; compaction
+    the record-level index finds each key's file group without scanning the table (no column
+    stats index: Hudi 1.0.2's collection fails on null values in log files); compaction
     every 5 delta commits, cleaning keeps 10 commits (Hudi's defaults, named here).
     Iceberg: format 2 with merge-on-read deletes, updates and merges.
 #}
@@ -15,6 +16,8 @@
             'hoodie.record.merge.mode': 'COMMIT_TIME_ORDERING',
             'hoodie.metadata.record.index.enable': 'true',
             'hoodie.index.type': 'RECORD_INDEX',
+            'hoodie.metadata.index.column.stats.enable': 'false',
+            'hoodie.metadata.index.partition.stats.enable': 'false',
             'hoodie.compact.inline': 'true',
             'hoodie.compact.inline.max.delta.commits': '5',
             'hoodie.clean.commits.retained': '10',

@@ -22,6 +22,19 @@ log = logging.getLogger(__name__)
 FORMAT_CONF = "spark.sluice.table_format"  # which format the session writes
 WAREHOUSE_CONF = "spark.sluice.warehouse"  # where Hudi tables live
 HUDI_COMMIT_PREFIX = "sluice."  # settings and options with it become Hudi commit metadata
+# Every Hudi write: several processes may commit to one table (two jobs' runs to meta.runs, a
+# runner and a manual run): optimistic concurrency with a lock file beside the table (any
+# Hadoop file system with atomic create: local disk, HDFS), failed writes rolled back lazily
+# (after their heartbeat stops) instead of by the next writer, which could be another live
+# one; no per-write timeline server (it starts a web server for every write), plain markers.
+HUDI_WRITE_CONF = {
+    "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+    "hoodie.cleaner.policy.failed.writes": "LAZY",
+    "hoodie.write.lock.provider":
+        "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider",
+    "hoodie.embed.timeline.server": "false",
+    "hoodie.write.markers.type": "DIRECT",
+}
 
 
 def location(spark: SparkSession, table: str) -> str:

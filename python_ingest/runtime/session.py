@@ -22,6 +22,7 @@ from python_ingest.config import Settings
 from python_ingest.runtime.catalog import (
     FORMAT_CONF,
     HUDI_COMMIT_PREFIX,
+    HUDI_WRITE_CONF,
     WAREHOUSE_CONF,
     register_tables,
 )
@@ -87,10 +88,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
             conf[f"{prefix}.warehouse"] = cat.warehouse
     if settings.table_format == "hudi":
         conf["spark.sql.defaultCatalog"] = "spark_catalog"
-        # one process writes a table at a time (docs/formats.md): no per-commit timeline
-        # server (it starts a web server for every write) and plain marker files
-        conf["hoodie.embed.timeline.server"] = "false"
-        conf["hoodie.write.markers.type"] = "DIRECT"
+        conf.update(HUDI_WRITE_CONF)
+        # SQL appends (dbt's staging models, the merge's error and tombstone rows) go to
+        # append-only tables: new files, no rewrite of earlier small files, no index look-up
+        conf["hoodie.spark.sql.insert.into.operation"] = "bulk_insert"
     conf.update(settings.spark.conf)
     return conf
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from python_ingest.runtime.catalog import (
     HUDI_COMMIT_PREFIX,
+    HUDI_WRITE_CONF,
     fs_exists,
     location,
     register,
@@ -39,7 +40,7 @@ META_PREFIX = "_hoodie_"  # Hudi's own columns in every table (commit time, reco
 # seconds per small commit); the lake tables' properties: macros/sluice_lake_properties.sql
 APPEND_ONLY_PROPERTIES = {"type": "cow", "hoodie.metadata.enable": "false"}
 # bulk_insert: new files per commit, no index look-up, no rewrite of earlier files
-APPEND_OPTIONS = {"hoodie.datasource.write.operation": "bulk_insert",
+APPEND_OPTIONS = {**HUDI_WRITE_CONF, "hoodie.datasource.write.operation": "bulk_insert",
                   "hoodie.metadata.enable": "false",
                   "hoodie.datasource.write.commitmeta.key.prefix": COMMIT_PREFIX}
 

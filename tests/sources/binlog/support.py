@@ -37,6 +37,7 @@ class TapEnv:
     source_overrides: dict[str, Any] = field(default_factory=dict)
     jobs: dict[str, Any] = field(default_factory=dict)
     taps: list[subprocess.Popen[str]] = field(default_factory=list)
+    table_format: str = "hudi"  # of the tables the pipeline writes (docs/formats.md)
 
     def __post_init__(self) -> None:
         self.state_dir = self.state_dir or self.tmp / "state"
@@ -63,6 +64,7 @@ class TapEnv:
                         "warehouse": str(self.workdir / "warehouse")},
             "broker": {"bootstrap_servers": self.bootstrap, "embedded": False},
             "state_dir": str(self.state_dir),
+            "table_format": self.table_format,
             "sources": {self.source: source},
             "jobs": self.jobs,
         }

@@ -37,8 +37,11 @@ def _writer(target: object, *args: object) -> threading.Thread:
 
 
 @pytest.mark.e2e
-def test_random_workload_through_the_pipeline_ends_equal(tap_env, spark) -> None:
-    env = tap_env
+def test_random_workload_through_the_pipeline_ends_equal(tap_env, format_spark,
+                                                         table_format) -> None:
+    """On both table formats."""
+    env, spark = tap_env, format_spark
+    env.table_format = table_format
     make_project(env.tmp)
     env.write_config(exclude=[f"{env.database}.order_lines"])  # two jobs keep it short
     with env.server.root(env.database) as conn:
