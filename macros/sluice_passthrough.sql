@@ -19,6 +19,10 @@ source as (
                 {%- do columns.append('`' ~ column.name ~ '`') -%}
             {%- endif -%}
         {%- endfor %}
+        {%- if not columns %}
+            {{ exceptions.raise_compiler_error("sluice_passthrough: " ~ source_relation
+               ~ " has no columns: does the raw table exist? (run `sluice ingest` first)") }}
+        {%- endif %}
         {{ columns | join(',\n        ') }}
         {%- else %} *
         {%- endif %}

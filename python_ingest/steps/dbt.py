@@ -102,7 +102,7 @@ class Dbt:
         if single_threaded:
             args.insert(0, "--single-threaded")
         log.debug("dbt %s", " ".join(args))
-        with _LOCK, self._environment():
+        with _LOCK, self._environment(), _on_active_session():
             result = dbtRunner().invoke(args)
         if not result.success:
             raise PipelineError(f"dbt {' '.join(command)} failed: {_failure_message(result)}")
@@ -146,6 +146,23 @@ class Dbt:
             names = ", ".join(sorted(n.name for n in lake))
             raise PipelineError(f"several lake models merge {converter.name} ({names})")
         return JobModels(converter.name, lake[0].name if lake else None)
+
+
+@contextmanager
+def _on_active_session() -> Iterator[None]:
+    """Make dbt-spark's ``SparkSession.builder.getOrCreate()`` return the calling thread's
+    active session: pyspark returns its first session otherwise, and would apply the profile's
+    settings (default catalog, table format) to that one instead of the caller's."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    previous = SparkSession._instantiatedSession
+    if active is not None:
+        SparkSession._instantiatedSession = active
+    try:
+        yield
+    finally:
+        SparkSession._instantiatedSession = previous
 
 
 def _failure_message(result: Any) -> str:
