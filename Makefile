@@ -59,7 +59,7 @@ $(ASSETS_STAMP): $(STAMP) python_ingest/reports/assets.py
 
 setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) ## everything a fresh machine needs (idempotent)
 
-run: setup ## run the main job on the embedded default (local Spark, Hudi tables, Apache Kafka, demo data)
+run: setup ## run the main job on the embedded default (local Spark, Iceberg tables, Apache Kafka, demo data)
 	$(BIN)/sluice demo
 
 test: setup ## run all tests (unit and end-to-end, against real Apache Kafka, Spark, Hudi and Iceberg)

@@ -71,7 +71,7 @@ def base_settings(workdir: Path, broker: str) -> Any:
 
 @pytest.fixture(scope="session")
 def spark(base_settings: Any) -> Iterator[Any]:
-    """One real SparkSession (default format: Hudi) for the whole test session."""
+    """One real SparkSession (the default table format) for the whole test session."""
     from python_ingest.runtime.session import build_session
 
     session = build_session(base_settings)
@@ -80,16 +80,24 @@ def spark(base_settings: Any) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def iceberg_spark(spark: Any) -> Any:
-    """A second session on the same SparkContext that writes Iceberg (table_format: iceberg):
-    what differs is the default catalog and the format setting, both per session."""
-    from python_ingest.runtime.catalog import FORMAT_CONF
-    from python_ingest.runtime.session import prepare_catalog
+def other_format_spark(spark: Any, base_settings: Any) -> Any:
+    """A second session on the same SparkContext that writes the format the default session
+    does not: what differs is the default catalog, the format setting and Hudi's write
+    settings, all per session."""
+    import dataclasses
 
+    from python_ingest.runtime.session import activate, prepare_catalog, spark_conf
+
+    other = "hudi" if base_settings.table_format == "iceberg" else "iceberg"
+    conf = spark_conf(dataclasses.replace(base_settings, table_format=other))
     session = spark.newSession()
-    session.conf.set(FORMAT_CONF, "iceberg")
-    session.conf.set("spark.sql.defaultCatalog", "sluice")  # write_config's catalog name
+    for key in ("spark.sluice.table_format", "spark.sql.defaultCatalog"):
+        session.conf.set(key, conf[key])
+    for key, value in conf.items():
+        if key.startswith("hoodie."):
+            session.conf.set(key, value)
     prepare_catalog(session)
+    activate(spark)
     return session
 
 
@@ -105,7 +113,8 @@ def format_spark(table_format: str, spark: Any, request: pytest.FixtureRequest) 
     thread's active session); the default session is active again afterwards."""
     from python_ingest.runtime.session import activate
 
-    session = spark if table_format == "hudi" else request.getfixturevalue("iceberg_spark")
+    default = spark.conf.get("spark.sluice.table_format")
+    session = spark if table_format == default else request.getfixturevalue("other_format_spark")
     activate(session)
     yield session
     activate(spark)

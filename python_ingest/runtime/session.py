@@ -3,9 +3,9 @@
 Tables are addressed as ``raw.trips``, ``errors.trips__raw``, ``lake.trips`` by sluice and dbt
 alike, in the default catalog of the configured table format (docs/formats.md):
 
-- ``hudi`` (default): Spark's session catalog with Hudi's ``HoodieCatalog``; tables live at
+- ``hudi``: Spark's session catalog with Hudi's ``HoodieCatalog``; tables live at
   ``<warehouse>/<namespace>/<table>`` and each process registers them at start;
-- ``iceberg``: the Iceberg catalog named in config (a Hadoop catalog by default).
+- ``iceberg`` (default): the Iceberg catalog named in config (a Hadoop catalog by default).
 
 Both formats' jars, extensions and the Kryo serializer Hudi wants are always configured, and
 the Iceberg catalog is always there under its own name.

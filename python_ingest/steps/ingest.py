@@ -143,10 +143,21 @@ _RESET = re.compile(r"topic '(?P<topic>[^']+)' partition (?P<partition>\d+): the
                     r"(?P<end>\d+)")
 
 
+def _causes(java_exception: Any, limit: int = 10) -> list[str]:
+    """The JVM exception and its causes, outermost first: a table format's writer (Hudi:
+    "Failed to write to Hudi") wraps the failed task's error, which names what went wrong."""
+    found: list[str] = []
+    while java_exception is not None and len(found) < limit:
+        found.append(str(java_exception.toString()))
+        java_exception = java_exception.getCause()
+    return found
+
+
 def _spark_error(exc: Exception) -> SluiceError:
     """Turn a failed Spark job into the sluice error raised inside the task, if any."""
     text = "\n".join(str(part) for part in (exc, getattr(exc, "desc", ""),
-                                            getattr(exc, "java_exception", "")) if part)
+                                            *_causes(getattr(exc, "java_exception", None)))
+                     if part)
     lost = _GONE.search(text)
     if lost:
         return DataLossError(lost["topic"], int(lost["partition"]), int(lost["position"]),

@@ -1,4 +1,4 @@
-"""The table format behind every sluice table: Apache Hudi (default) or Apache Iceberg.
+"""The table format behind every sluice table: Apache Iceberg (default) or Apache Hudi.
 
 Ingest, fork, runner and CLI call the functions here and never name a format; the session
 says which one it writes (``spark.sluice.table_format``, set by ``runtime.session`` from

@@ -1,4 +1,4 @@
-"""Apache Hudi tables (``table_format: hudi``, the default): creation, appends whose commit
+"""Apache Hudi tables (``table_format: hudi``): creation, appends whose commit
 metadata holds the checkpoint, and the timeline checkpoints are read back from.
 
 Names: see ``runtime.catalog`` (tables at ``<warehouse>/<namespace>/<table>``, registered by

@@ -247,9 +247,14 @@ def test_topic_recreated_below_the_checkpoint_is_a_hard_error_and_moves_nothing(
     assert spark.table(raw_of(job)).count() == 400
 
 
+@pytest.mark.parametrize("table_format", ["iceberg"])
 def test_compaction_keeps_the_checkpoint_and_losing_it_stops_runs(
-        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
-    settings = make_settings({job_name: trips_job(job_name, records_per_task=100)})
+        format_spark: Any, table_format: str, broker: str, make_settings: Any,
+        job_name: str) -> None:
+    """Iceberg's own services (on Hudi: tests/steps/test_services.py)."""
+    spark = format_spark
+    settings = make_settings({job_name: trips_job(job_name, records_per_task=100)},
+                             table_format=table_format)
     job = settings.job(job_name)
     produce(broker, job.topic, 600, seed=71, malformed_rate=0)
     run_ingest(spark, settings, job)

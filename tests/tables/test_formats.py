@@ -48,9 +48,13 @@ def test_rows_and_properties_in_one_commit_newest_first(format_spark: Any, table
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("table_format", ["hudi"])
 def test_two_processes_appending_to_one_hudi_table_lose_nothing(
-        spark: Any, workdir: Path, broker: str, tmp_path: Path) -> None:
-    config = write_config(tmp_path / "sluice.yml", workdir, broker, {})
+        format_spark: Any, table_format: str, workdir: Path, broker: str,
+        tmp_path: Path) -> None:
+    spark = format_spark
+    config = write_config(tmp_path / "sluice.yml", workdir, broker, {},
+                          table_format=table_format)
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(config), name], cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                for name in ("a", "b")]
