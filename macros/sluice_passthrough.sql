@@ -12,7 +12,8 @@ with
 source as (
 
     select
-        {%- if execute %}
+        {#- Hudi tables also hold Hudi's _hoodie_* columns: list the others (Iceberg: all) -#}
+        {%- if execute and sluice_table_format() == 'hudi' %}
         {%- set columns = [] -%}
         {%- for column in adapter.get_columns_in_relation(source_relation) -%}
             {%- if not column.name.startswith('_hoodie_') -%}
