@@ -47,12 +47,22 @@ def broker(workdir: Path) -> Iterator[str]:
     handle.stop()
 
 
+def warehouse_of(workdir: Path, table_format: str | None = None) -> Path:
+    """The shared warehouse of one table format: the formats lay tables out alike
+    (<warehouse>/<namespace>/<table>), so tests of the two never share a folder."""
+    from python_ingest.config import Settings
+
+    return workdir / f"warehouse-{table_format or Settings.table_format}"
+
+
 def write_config(path: Path, workdir: Path, bootstrap: str, jobs: dict[str, Any],
                  **extra: Any) -> Path:
-    """Write a sluice.yml for tests: shared warehouse, the test broker, the given jobs."""
+    """Write a sluice.yml for tests: the format's shared warehouse, the test broker, the
+    given jobs."""
+    warehouse = warehouse_of(workdir, extra.get("table_format"))
     config = {
         "spark": {"master": "local[2]"},
-        "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(workdir / "warehouse")},
+        "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(warehouse)},
         "broker": {"bootstrap_servers": bootstrap, "embedded": False},
         "state_dir": str(STATE_DIR),
         "jobs": jobs,
@@ -80,7 +90,7 @@ def spark(base_settings: Any) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def other_format_spark(spark: Any, base_settings: Any) -> Any:
+def other_format_spark(spark: Any, base_settings: Any, workdir: Path) -> Any:
     """A second session on the same SparkContext that writes the format the default session
     does not: what differs is the default catalog, the format setting and Hudi's write
     settings, all per session."""
@@ -89,9 +99,12 @@ def other_format_spark(spark: Any, base_settings: Any) -> Any:
     from python_ingest.runtime.session import activate, prepare_catalog, spark_conf
 
     other = "hudi" if base_settings.table_format == "iceberg" else "iceberg"
-    conf = spark_conf(dataclasses.replace(base_settings, table_format=other))
+    catalog = dataclasses.replace(base_settings.catalog,
+                                  warehouse=str(warehouse_of(workdir, other)))
+    conf = spark_conf(dataclasses.replace(base_settings, table_format=other, catalog=catalog))
     session = spark.newSession()
-    for key in ("spark.sluice.table_format", "spark.sql.defaultCatalog"):
+    for key in ("spark.sluice.table_format", "spark.sluice.warehouse",
+                "spark.sql.defaultCatalog", f"spark.sql.catalog.{catalog.name}.warehouse"):
         session.conf.set(key, conf[key])
     for key, value in conf.items():
         if key.startswith("hoodie."):

@@ -84,6 +84,18 @@
                 {%- endfor %}
             )
         {%- endcall %}
+        {%- if table_format == 'hudi' %}
+            {#- a first, empty commit: Hudi 1.0 would take the files of a failed first merge
+                for committed once a later one completes (docs/formats.md) -#}
+            {% call statement('first_commit') -%}
+                insert into {{ target }}
+                select
+                    {%- for name, type in lake_columns %}
+                    cast(null as {{ type }}) as `{{ name }}`{% if not loop.last %},{% endif %}
+                    {%- endfor %}
+                where false
+            {%- endcall %}
+        {%- endif %}
     {%- else -%}
         {#- on_schema_change append_new_columns: the lake table gains new columns, never loses -#}
         {%- set present = adapter.get_columns_in_relation(target) | map(attribute='column')

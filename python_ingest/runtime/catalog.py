@@ -14,6 +14,8 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from python_ingest.exceptions import ConfigError
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -58,10 +60,34 @@ def register_tables(spark: SparkSession, namespaces: Iterable[str]) -> int:
         spark.sql(f"create database if not exists {namespace} location '{warehouse}/{namespace}'")
         for name in _fs_children(spark, f"{warehouse}/{namespace}"):
             path = f"{warehouse}/{namespace}/{name}"
-            if fs_exists(spark, f"{path}/.hoodie/hoodie.properties"):
+            if not fs_exists(spark, f"{path}/.hoodie/hoodie.properties"):
+                continue
+            try:
                 register(spark, f"{namespace}.{name}", path)
                 registered += 1
+            except Exception as exc:  # one unreadable table must not stop every job
+                log.warning("Hudi table %s.%s at %s could not be registered (%s); it is tried "
+                            "again when a job uses it", namespace, name, path,
+                            _first_line(exc))
     return registered
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def refuse_other_format(spark: SparkSession, table: str, wanted: str) -> None:
+    """Raise before creating ``table`` in format ``wanted`` where a table of the other format
+    already lives (both lay tables out as ``<warehouse>/<namespace>/<table>``)."""
+    path = location(spark, table)
+    other, marker = ("Iceberg", "metadata") if wanted == "hudi" else ("Hudi", ".hoodie")
+    if fs_exists(spark, f"{path}/{marker}"):
+        raise ConfigError(
+            "table_format", f"{table}: an {other} table already lives at {path}, and "
+            f"table_format is now {wanted}", "a warehouse holds the tables of one format: set "
+            f"table_format back to {other.lower()}, or point catalog.warehouse at a new folder "
+            f"for {wanted} tables")
 
 
 def split_name(table: str) -> tuple[str, str]:

@@ -45,6 +45,11 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.master": settings.spark.master,
         "spark.app.name": settings.spark.app_name,
         "spark.jars": ",".join(str(j) for j in spark_jars()),
+        # and on the driver's own class path: Avro resolves Hudi's generated record classes
+        # (HoodieDeleteRecord in a log file's delete block) through the application class
+        # loader, and a jar only added by spark.jars loads them a second time, in Spark's
+        # loader: "GenericData$Record cannot be cast to HoodieDeleteRecord" (hudi #13410)
+        "spark.driver.extraClassPath": ":".join(str(j) for j in spark_jars()),
         "spark.sql.extensions":
             "org.apache.spark.sql.hudi.HoodieSparkSessionExtension,"
             "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",

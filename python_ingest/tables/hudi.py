@@ -13,6 +13,7 @@ inflight instant that readers ignore and the next writer rolls back.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,6 +23,7 @@ from python_ingest.runtime.catalog import (
     HUDI_WRITE_CONF,
     fs_exists,
     location,
+    refuse_other_format,
     register,
     split_name,
 )
@@ -34,6 +36,7 @@ T = TypeVar("T")
 
 COMMIT_PREFIX = HUDI_COMMIT_PREFIX  # keys: sluice.checkpoint, sluice.<step>.batch_id
 CLEAN_RETAIN_COMMITS = 10  # Hudi's default: a reader may use the files of the last 10 commits
+CREATE_RACE_TRIES, CREATE_RACE_WAIT_S = 20, 0.5  # another process creating the same table
 META_PREFIX = "_hoodie_"  # Hudi's own columns in every table (commit time, record key, ...)
 # append-only tables (raw, errors, staging, tombstones, runs): copy-on-write, keyless (no
 # index look-up on write), no metadata table (nothing looks keys up in them, and it costs
@@ -62,19 +65,55 @@ class HudiFormat:
     def ensure_table(self, spark: SparkSession, table: str,
                      columns: Iterable[tuple[str, str]]) -> None:
         columns = list(columns)
-        if not self.exists(spark, table):
-            ddl = ", ".join(f"`{n}` {t}" for n, t in columns)
-            props = ", ".join(f"'{k}'='{v}'" for k, v in APPEND_ONLY_PROPERTIES.items())
-            spark.sql(f"create table if not exists {table} ({ddl}) using hudi "
-                      f"location '{location(spark, table)}' tblproperties ({props})")
-            log.info("created Hudi table %s", table)
-            return
+        try:
+            exists = self.exists(spark, table)
+        except Exception:  # found another process's table half created
+            if not self._created_elsewhere(spark, table):
+                raise
+            exists = True
+        if not exists:
+            self._create(spark, table, columns)
+        if _commits(spark, table).countInstants() == 0:
+            # Hudi 1.0 takes a file written by an instant older than the table's first
+            # completed commit for an archived, so committed, one: a failed first write would
+            # become visible once any later write completes. A first, empty commit rules that
+            # out (docs/formats.md)
+            empty = spark.createDataFrame([], spark.table(table).select(
+                *self.payload_columns(spark, table)).schema)
+            self.append(empty, table, {})
+            log.info("Hudi table %s: first (empty) commit", table)
         existing = {f.name for f in spark.table(table).schema.fields}
         missing = [(n, t) for n, t in columns if n not in existing]
         if missing:
             added = ", ".join(f"`{n}` {t}" for n, t in missing)
             spark.sql(f"alter table {table} add columns ({added})")
             log.info("added columns %s to %s", added, table)
+
+    def _create(self, spark: SparkSession, table: str, columns: list[tuple[str, str]]) -> None:
+        refuse_other_format(spark, table, "hudi")
+        ddl = ", ".join(f"`{n}` {t}" for n, t in columns)
+        props = ", ".join(f"'{k}'='{v}'" for k, v in APPEND_ONLY_PROPERTIES.items())
+        try:
+            spark.sql(f"create table if not exists {table} ({ddl}) using hudi "
+                      f"location '{location(spark, table)}' tblproperties ({props})")
+            log.info("created Hudi table %s", table)
+        except Exception:
+            # another process created it at the same moment (its .hoodie folder half written
+            # when this one looked): use theirs once it is complete
+            if not self._created_elsewhere(spark, table):
+                raise
+            log.info("Hudi table %s was created by another process at the same time", table)
+
+    def _created_elsewhere(self, spark: SparkSession, table: str) -> bool:
+        """Whether a table another process is creating becomes usable within a few seconds."""
+        for _ in range(CREATE_RACE_TRIES):
+            time.sleep(CREATE_RACE_WAIT_S)
+            try:
+                if self.exists(spark, table):
+                    return True
+            except Exception as exc:  # hoodie.properties still being written
+                log.debug("Hudi table %s not readable yet: %s", table, str(exc)[:200])
+        return False
 
     def append(self, df: DataFrame, table: str, properties: Mapping[str, str]) -> None:
         spark = df.sparkSession

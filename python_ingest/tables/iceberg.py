@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from python_ingest.runtime.catalog import refuse_other_format
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -34,13 +36,18 @@ class IcebergFormat:
     name = "iceberg"
 
     def exists(self, spark: SparkSession, table: str) -> bool:
-        """Whether the catalog knows ``table`` (a catalog call, no Spark job)."""
+        """Whether the catalog knows ``table`` (a catalog call, no Spark job). A two-part name
+        is looked up in the default catalog only (pyspark's tableExists also answers from the
+        session catalog, where a Hudi session of the same application names its tables)."""
+        if table.replace("`", "").count(".") == 1:
+            table = f"{spark.conf.get('spark.sql.defaultCatalog')}.{table}"
         return bool(spark.catalog.tableExists(table))
 
     def ensure_table(self, spark: SparkSession, table: str,
                      columns: Iterable[tuple[str, str]]) -> None:
         columns = list(columns)
         if not self.exists(spark, table):
+            refuse_other_format(spark, table, "iceberg")
             ddl = ", ".join(f"`{n}` {t}" for n, t in columns)
             props = ", ".join(f"'{k}'='{v}'" for k, v in TABLE_PROPERTIES.items())
             spark.sql(f"create table if not exists {table} ({ddl}) using iceberg "

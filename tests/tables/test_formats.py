@@ -16,11 +16,18 @@ from tests.conftest import REPO, write_config
 
 WRITER = """
 import sys
+import time
+from pathlib import Path
 from python_ingest.config import load_settings
 from python_ingest.runtime.session import build_session
 from python_ingest.tables.formats import append, ensure_table
 
 spark = build_session(load_settings(sys.argv[1], env={}))
+barrier = Path(sys.argv[3])  # both sessions up before either creates the table: they race
+(barrier / sys.argv[2]).touch()
+deadline = time.monotonic() + 120
+while len(list(barrier.iterdir())) < 2 and time.monotonic() < deadline:
+    time.sleep(0.05)
 ensure_table(spark, "meta.concurrent_appends", [("n", "bigint"), ("writer", "string")])
 for n in range(6):
     df = spark.createDataFrame([(n, sys.argv[2])], "n bigint, writer string")
@@ -55,12 +62,72 @@ def test_two_processes_appending_to_one_hudi_table_lose_nothing(
     spark = format_spark
     config = write_config(tmp_path / "sluice.yml", workdir, broker, {},
                           table_format=table_format)
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(config), name], cwd=REPO,
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(config), name, str(barrier)],
+                                cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                for name in ("a", "b")]
     for writer in writers:
         output, _ = writer.communicate(timeout=300)
-        assert writer.returncode == 0, output[-3000:]
+        causes = [line for line in output.splitlines()
+                  if "Exception" in line or "Error" in line][:10]
+        assert writer.returncode == 0, "\n".join(causes) + "\n...\n" + output[-2000:]
     assert formats.table_exists(spark, "meta.concurrent_appends")  # created by another process
     rows = spark.table("meta.concurrent_appends").groupBy("writer").count().collect()
     assert {r["writer"]: r["count"] for r in rows} == {"a": 6, "b": 6}
+
+
+def _fail_some_tasks(rows: Any) -> Any:
+    """A task that fails after its siblings wrote their files (a read task meeting data loss)."""
+    import time
+
+    rows = list(rows)
+    if rows and rows[0][0] >= 150:
+        time.sleep(2)  # the other tasks' files are written by now
+        raise RuntimeError("this task fails")
+    return rows
+
+
+@pytest.mark.e2e
+def test_a_failed_first_write_stays_invisible_after_the_next_commit(
+        format_spark: Any, table_format: str, job_name: str) -> None:
+    """Hudi 1.0 takes files of an instant older than a table's first completed commit for
+    committed: the files of a failed first append must not appear once the next one lands."""
+    spark = format_spark
+    table = f"meta.{job_name}"
+    formats.ensure_table(spark, table, [("n", "bigint")])
+    rows = spark.sparkContext.parallelize([(n,) for n in range(100, 200)], 4)
+    with pytest.raises(Exception, match="this task fails"):
+        formats.append(spark.createDataFrame(rows.mapPartitions(_fail_some_tasks), "n bigint"),
+                       table, {"sluice.test.batch": "1"})
+    assert formats.read_table(spark, table).count() == 0
+    formats.append(spark.createDataFrame([(1,)], "n bigint"), table, {"sluice.test.batch": "1"})
+    assert [r[0] for r in formats.read_table(spark, table).collect()] == [1]
+
+
+@pytest.mark.e2e
+def test_a_table_of_the_other_format_in_the_warehouse_is_refused_by_name(
+        spark: Any, other_format_spark: Any, job_name: str) -> None:
+    """Both formats lay tables out as <warehouse>/<namespace>/<table>: switching table_format
+    on a warehouse fails before anything is written, naming the table and the fix."""
+    from python_ingest.exceptions import ConfigError
+    from python_ingest.runtime.catalog import WAREHOUSE_CONF
+    from python_ingest.runtime.session import activate
+
+    table = f"meta.{job_name}"
+    for writer in (spark, other_format_spark):
+        formats.ensure_table(writer, f"{table}_{formats.table_format(writer).name}",
+                             [("id", "bigint")])
+    activate(spark)  # a Hudi write leaves its session active on this thread
+    for writer, other in ((spark, other_format_spark), (other_format_spark, spark)):
+        theirs = f"{table}_{formats.table_format(other).name}"
+        own_warehouse = writer.conf.get(WAREHOUSE_CONF)
+        writer.conf.set(WAREHOUSE_CONF, other.conf.get(WAREHOUSE_CONF))  # the other's folder
+        try:
+            with pytest.raises(ConfigError, match=f"{theirs}: an .* table already lives at .*"
+                               "set table_format back to"):
+                formats.ensure_table(writer, theirs, [("id", "bigint")])
+        finally:
+            writer.conf.set(WAREHOUSE_CONF, own_warehouse)
+            activate(spark)

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from python_ingest.sources.binlog.server import LocalServer
+from tests.conftest import warehouse_of
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -61,7 +62,7 @@ class TapEnv:
         config = {
             "spark": {"master": "local[2]"},
             "catalog": {"name": "sluice", "type": "hadoop",
-                        "warehouse": str(self.workdir / "warehouse")},
+                        "warehouse": str(warehouse_of(self.workdir, self.table_format))},
             "broker": {"bootstrap_servers": self.bootstrap, "embedded": False},
             "state_dir": str(self.state_dir),
             "table_format": self.table_format,
