@@ -43,7 +43,8 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements.lock
-	$(BIN)/pip install -q --no-deps -e .
+	@# compat: the repo root on sys.path, so dbt's plugin manager finds dbt_sluice
+	$(BIN)/pip install -q --no-deps -e . --config-settings editable_mode=compat
 	touch $(STAMP)
 
 # the jars pinned in jvm/*/pom.xml, from Maven Central into .sluice/jars (once; atomic)
@@ -59,7 +60,7 @@ $(ASSETS_STAMP): $(STAMP) python_ingest/reports/assets.py
 
 setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) ## everything a fresh machine needs (idempotent)
 
-run: setup ## run the main job on the embedded default (local Spark, Iceberg tables, Apache Kafka, demo data)
+run: setup ## run the main job on the embedded default (local Spark, Hudi tables, Apache Kafka, demo data)
 	$(BIN)/sluice demo
 
 test: setup ## run all tests (unit and end-to-end, against real Apache Kafka, Spark, Hudi and Iceberg)

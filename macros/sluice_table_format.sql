@@ -1,7 +1,7 @@
 {#
-    The table format every sluice table is written in: `iceberg` (default) or `hudi`, from
+    The table format every sluice table is written in: `hudi` (default) or `iceberg`, from
     SLUICE_TABLE_FORMAT (the runner sets it from sluice.yml's table_format; docs/formats.md).
 #}
 {% macro sluice_table_format() -%}
-    {{ return(env_var('SLUICE_TABLE_FORMAT', 'iceberg') | trim | lower) }}
+    {{ return(env_var('SLUICE_TABLE_FORMAT', 'hudi') | trim | lower) }}
 {%- endmacro %}

@@ -105,7 +105,7 @@ class Settings:
     jobs: Mapping[str, JobConfig] = field(default_factory=dict)
     state_dir: str = ".sluice"
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)
-    table_format: str = "iceberg"  # of every table sluice and dbt write (docs/formats.md)
+    table_format: str = "hudi"  # of every table sluice and dbt write (docs/formats.md)
 
     def path(self, relative: str) -> Path:
         """Resolve a path from config against the project root."""

@@ -42,7 +42,7 @@ def test_defaults_are_the_embedded_setup(tmp_path: Path) -> None:
     tables = JobTables(trips.name)
     assert tables.raw == "raw.trips" and tables.raw_errors == "errors.trips__raw"
     assert trips.reader == "kafka-python" and trips.starting_offsets == "earliest"
-    assert settings.table_format == "iceberg"  # hudi by choice (docs/formats.md)
+    assert settings.table_format == "hudi"  # iceberg by choice (docs/formats.md)
 
 
 def test_table_format_from_file_and_environment_and_what_the_session_gets(

@@ -98,3 +98,5 @@ def test_the_dbt_profile_names_the_pinned_spark_jars() -> None:
     assert all(p.startswith(".sluice/jars/spark/") for p in default.group(1).split(","))
     resolved = [j.name for j in jars.spark_jars()]
     assert sorted(listed) == sorted(resolved)
+    assert f"spark.driver.extraClassPath: \"{{{{ env_var('SLUICE_SPARK_JARS', " \
+        f"'{default.group(1)}') | replace(',', ':') }}}}\"" in profile

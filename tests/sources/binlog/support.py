@@ -38,7 +38,7 @@ class TapEnv:
     source_overrides: dict[str, Any] = field(default_factory=dict)
     jobs: dict[str, Any] = field(default_factory=dict)
     taps: list[subprocess.Popen[str]] = field(default_factory=list)
-    table_format: str = "iceberg"  # of the tables the pipeline writes (the default; formats.md)
+    table_format: str = "hudi"  # of the tables the pipeline writes (the default; formats.md)
 
     def __post_init__(self) -> None:
         self.state_dir = self.state_dir or self.tmp / "state"
