@@ -36,6 +36,11 @@ def wanted(project_name: str, argv: Sequence[str], env: dict[str, str] | None = 
     if project_name != "sluice" and not (env.get(CONFIG_ENV)
                                          or Path(DEFAULT_CONFIG_FILE).is_file()):
         return False  # not a sluice project
+    return uses_spark(argv)
+
+
+def uses_spark(argv: Sequence[str]) -> bool:
+    """Whether the dbt command line ``argv`` (``dbt [options] command ...``) opens Spark."""
     command = next((a for a in argv[1:] if not a.startswith("-") or a in NO_SPARK), None)
     return command is not None and command not in NO_SPARK
 
