@@ -41,7 +41,7 @@ from python_ingest.sources.kafka.reader import (
 )
 from python_ingest.sources.kafka.workunits import Plan, WorkUnit, plan, start_positions
 from python_ingest.tables.checkpoints import Checkpoint, append_with_checkpoint, read_checkpoint
-from python_ingest.tables.formats import ensure_table
+from python_ingest.tables.formats import ensure_table, read_table
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
 
@@ -213,6 +213,9 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
         run.count("lost", sum(loss.end - loss.start for loss in work.data_loss))
         log.warning("accepted data loss on %s: %s", job.topic, work.data_loss)
     if not work.units and not work.data_loss:
+        if checkpoint is None and job.starting_offsets == "latest":
+            checkpoint = _pin_start(spark, job, work)
+            run.details["pinned_start"] = dict(checkpoint.offsets)
         log.info("job %s: up to date (no new messages on %s)", job.name, job.topic)
         for name in ("read", "landed", "decode_errors", "bytes"):
             run.count(name, 0)
@@ -271,6 +274,20 @@ def _read(spark: SparkSession, spec: ReadSpec, units: tuple[WorkUnit, ...],
         "topic string, partition int, start bigint, end bigint")
     return tasks.mapInArrow(lambda batches: read_units(spec, batches, report),
                             spec.output_ddl())
+
+
+def _pin_start(spark: SparkSession, job: JobConfig, work: Plan) -> Checkpoint:
+    """``starting_offsets: latest`` on a job's first run: commit the end offsets it found as
+    batch 0 (no rows) to both raw tables, so that later runs read everything after them rather
+    than starting at "latest" again."""
+    tables = JobTables(job.name)
+    pinned = Checkpoint(job.topic, dict(work.next_offsets), 0, None, dict(work.start),
+                        work.topic_id)
+    for table in (tables.raw, tables.raw_errors):
+        append_with_checkpoint(read_table(spark, table).limit(0), table, pinned)
+    log.info("job %s: starts at the end of %s as it is now (starting_offsets: latest): %s",
+             job.name, job.topic, dict(pinned.offsets))
+    return pinned
 
 
 def _commit_raw(spark: SparkSession, raw_rows: DataFrame, job: JobConfig,

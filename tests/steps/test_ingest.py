@@ -290,6 +290,30 @@ def _delete_records(bootstrap: str, topic: str, partition: int, before: int) -> 
         admin.close()
 
 
+@pytest.mark.reliability
+def test_starting_at_latest_pins_the_end_then_ingests_everything_after_it(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    """#9.3: a first run at "latest" with nothing new committed no checkpoint, so every run
+    started at "latest" again and nothing was ever ingested."""
+    settings = make_settings({job_name: trips_job(job_name, starting_offsets="latest")})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 50, seed=3, malformed_rate=0)  # before the job: not wanted
+    first = run_ingest(spark, settings, job)
+    assert first.read == 0
+    pinned = read_checkpoint(spark, raw_of(job))
+    assert pinned is not None and sum(pinned.offsets.values()) == 50
+    assert read_checkpoint(spark, raw_errors_of(job)) == pinned
+
+    later = produce(broker, job.topic, 30, seed=4, first_trip_id=1000, malformed_rate=0)
+    second = run_ingest(spark, settings, job)
+    assert second.read == 30
+    refs, raw_rows, error_rows = raw_state(spark, job)
+    assert (raw_rows, error_rows) == (30, 0)
+    assert refs == expected_ref_keys(later)
+    checkpoint = read_checkpoint(spark, raw_of(job))
+    assert checkpoint is not None and sum(checkpoint.offsets.values()) == 80
+
+
 @pytest.mark.parametrize(("reader", "table_format"),
                          [("kafka-python", "hudi"), ("confluent-kafka", "iceberg")])
 def test_records_deleted_between_plan_and_read_are_data_loss_never_a_silent_skip(
