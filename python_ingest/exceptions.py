@@ -90,6 +90,21 @@ class CheckpointLostError(SluiceError):
             "Maintenance); to start the table over deliberately, drop it.")
 
 
+class StepCheckpointLostError(SluiceError):
+    """The commit carrying a step's checkpoint has left the table's history (Iceberg snapshot
+    expiry): restarting the step from batch 0 would duplicate its rows."""
+
+    def __init__(self, table: str, step: str) -> None:
+        self.table, self.step = table, step
+        super().__init__(
+            f"table {table}: no commit in its history carries the {step} step's checkpoint "
+            f"(sluice.{step}.batch_id), and older snapshots have been expired, so where {step} "
+            "stopped is unknown. Nothing was run, so nothing is duplicated. Restore the table to "
+            "a snapshot that still has it (CALL <catalog>.system.rollback_to_snapshot), or drop "
+            "the table and the tables after it to rebuild them; when expiring snapshots, keep "
+            "the newest one of each step (docs/reliability.md).")
+
+
 class TapError(SluiceError):
     """The tap cannot go on; its checkpoint stays at the last safe transaction end."""
 

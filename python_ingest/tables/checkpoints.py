@@ -24,8 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from python_ingest.exceptions import CheckpointLostError
-from python_ingest.tables.formats import append, commit_properties, table_exists
+from python_ingest.exceptions import CheckpointLostError, StepCheckpointLostError
+from python_ingest.tables.formats import (
+    append,
+    commit_properties,
+    history_complete,
+    table_exists,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -92,6 +97,8 @@ def step_checkpoint(spark: SparkSession, table: str, step: str) -> int:
     for properties in commit_properties(spark, table):
         if key in properties:
             return int(properties[key])
+    if not history_complete(spark, table):
+        raise StepCheckpointLostError(table, step)  # 0 would re-run the step from the start
     return 0
 
 

@@ -46,6 +46,8 @@ class TableFormat(Protocol):
     def commit_properties(self, spark: SparkSession,
                           table: str) -> Iterator[Mapping[str, str]]: ...
 
+    def history_complete(self, spark: SparkSession, table: str) -> bool: ...
+
     def committing(self, spark: SparkSession, properties: Mapping[str, str],
                    action: Callable[[], T]) -> T: ...
 
@@ -91,6 +93,12 @@ def committing(spark: SparkSession, properties: Mapping[str, str], action: Calla
 def commit_properties(spark: SparkSession, table: str) -> Iterator[Mapping[str, str]]:
     """The table's commit properties in its current history, newest first."""
     return table_format(spark).commit_properties(spark, table)
+
+
+def history_complete(spark: SparkSession, table: str) -> bool:
+    """Whether ``commit_properties`` reaches back to the table's first commit (Iceberg: no
+    expired ancestor; Hudi: always, archived commits included)."""
+    return table_format(spark).history_complete(spark, table)
 
 
 def commit_times(spark: SparkSession, table: str) -> list[datetime]:

@@ -135,6 +135,17 @@ class HudiFormat:
         for i in range(instants.size() - 1, -1, -1):
             metadata = timeline.readCommitMetadata(instants.get(i))
             yield dict(metadata.getExtraMetadata() or {})
+        # then the archived ones (archival moves old commits out of the active timeline, and
+        # a step that has not committed for a while has its checkpoint only there)
+        archived = _meta_client(spark, table).getArchivedTimeline()
+        archived.loadCompletedInstantDetailsInMemory()
+        instants = archived.getCommitsTimeline().filterCompletedInstants().getInstants()
+        for i in range(instants.size() - 1, -1, -1):
+            metadata = archived.readCommitMetadata(instants.get(i))
+            yield dict(metadata.getExtraMetadata() or {})
+
+    def history_complete(self, spark: SparkSession, table: str) -> bool:
+        return True  # commit_properties reads the archived timeline too
 
     def committing(self, spark: SparkSession, properties: Mapping[str, str],
                    action: Callable[[], T]) -> T:
@@ -182,14 +193,17 @@ class HudiFormat:
 HUDI = HudiFormat()
 
 
-def _commits(spark: SparkSession, table: str) -> Any:
+def _meta_client(spark: SparkSession, table: str) -> Any:
     jvm = spark._jvm
     assert jvm is not None
     conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(
         spark._jsc.hadoopConfiguration())
-    client = (jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder().setConf(conf)
-              .setBasePath(location(spark, table)).build())
-    return client.getCommitsTimeline().filterCompletedInstants()
+    return (jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder().setConf(conf)
+            .setBasePath(location(spark, table)).build())
+
+
+def _commits(spark: SparkSession, table: str) -> Any:
+    return _meta_client(spark, table).getCommitsTimeline().filterCompletedInstants()
 
 
 def _instant_time(text: str) -> datetime:

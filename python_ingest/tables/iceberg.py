@@ -79,6 +79,16 @@ class IcebergFormat:
             parent = snapshot.parentId()
             snapshot = iceberg.snapshot(parent) if parent is not None else None
 
+    def history_complete(self, spark: SparkSession, table: str) -> bool:
+        """False when an ancestor of the current snapshot has been expired."""
+        if not self.exists(spark, table):
+            return True
+        iceberg = _load(spark, table)
+        snapshot = iceberg.currentSnapshot()
+        while snapshot is not None and snapshot.parentId() is not None:
+            snapshot = iceberg.snapshot(snapshot.parentId())
+        return snapshot is not None or iceberg.currentSnapshot() is None
+
     def committing(self, spark: SparkSession, properties: Mapping[str, str],
                    action: Callable[[], T]) -> T:
         return with_commit_properties(spark, properties, action)

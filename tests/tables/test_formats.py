@@ -131,3 +131,34 @@ def test_a_table_of_the_other_format_in_the_warehouse_is_refused_by_name(
         finally:
             writer.conf.set(WAREHOUSE_CONF, own_warehouse)
             activate(spark)
+
+
+@pytest.mark.e2e
+@pytest.mark.reliability
+def test_a_step_checkpoint_survives_archival_and_its_expiry_is_an_error_never_batch_0(
+        format_spark: Any, table_format: str, job_name: str) -> None:
+    """#9.10: a step checkpoint whose commit left the active history (Hudi archival, Iceberg
+    snapshot expiry) read as 0, so the step re-ran from the start and doubled its rows."""
+    from python_ingest.exceptions import StepCheckpointLostError
+    from python_ingest.tables.checkpoints import step_checkpoint
+
+    spark = format_spark
+    table = f"meta.{job_name}"
+    formats.ensure_table(spark, table, [("n", "bigint")])
+    formats.append(spark.createDataFrame([(0,)], "n bigint"), table, {"sluice.fork.batch_id": "7"})
+    for n in range(1, 6):  # later commits by another step
+        formats.append(spark.createDataFrame([(n,)], "n bigint"), table,
+                       {"sluice.merge.batch_id": str(n)})
+    assert (step_checkpoint(spark, table, "fork"), step_checkpoint(spark, table, "merge"),
+            step_checkpoint(spark, table, "never")) == (7, 5, 0)
+    if table_format == "hudi":
+        spark.sql(f"call archive_commits(table => '{table}', min_commits => 2, "
+                  "max_commits => 3, retain_commits => 1)").collect()
+        assert len(formats.commit_times(spark, table)) <= 3  # the fork's commit is archived
+        assert step_checkpoint(spark, table, "fork") == 7
+    else:
+        spark.sql(f"call sluice.system.expire_snapshots(table => '{table}', "
+                  "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)").collect()
+        with pytest.raises(StepCheckpointLostError, match=f"table {table}: no commit .* fork"):
+            step_checkpoint(spark, table, "fork")
+    assert step_checkpoint(spark, table, "merge") == 5
