@@ -6,6 +6,8 @@ Decoding runs inside Spark tasks, so everything here is plain Python and picklab
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import fastavro
@@ -92,6 +94,7 @@ class Decoder:
         self.writers = {sid: (fastavro.parse_schema(_strip_logical(w)),
                               None if _strip_logical(w) == reader else self.reader)
                         for sid, w in schema.writer_schemas.items()}
+        self._missing: dict[int, str] = {}  # unknown ids (registry read once): reason
         self.units = _plain_units(schema.avro)
         self.columns = schema.payload + RAW_META_COLUMNS[:CHANGELOG_COLUMNS]
         self.output = arrow_schema(self.columns)
@@ -125,10 +128,33 @@ class Decoder:
         if len(value) < 5 or value[0] != CONFLUENT_MAGIC:
             raise DecodeError("not in Confluent wire format (magic byte 0 + 4-byte schema id)")
         sid = int.from_bytes(value[1:5], "big")
-        if sid not in self.writers:
-            raise DecodeError(f"unknown schema id {sid}: add it to the job's schema_ids "
-                              "or schema_registry")
+        if sid not in self.writers and not self._registered_since(sid):
+            raise DecodeError(self._missing[sid])
         return self.writers[sid]
+
+    def _registered_since(self, sid: int) -> bool:
+        """Look for ``<sid>.avsc`` in the registry folder once per unknown id: a version
+        registered after the run loaded its schemas is used, not called undecodable."""
+        if sid in self._missing:
+            return False
+        self._missing[sid] = (f"unknown schema id {sid}: add it to the job's schema_ids or "
+                              "schema_registry")
+        if self.schema.registry is None:
+            return False
+        file = Path(self.schema.registry) / f"{sid}.avsc"
+        try:
+            writer = _strip_logical(json.loads(file.read_text()))
+            parsed = fastavro.parse_schema(writer)
+        except FileNotFoundError:
+            return False
+        except Exception as exc:  # a broken file: every message of that id is an error row
+            self._missing[sid] = (f"schema id {sid}: {file} is not a valid Avro schema: "
+                                  f"{type(exc).__name__}: {exc}")
+            return False
+        del self._missing[sid]
+        self.writers[sid] = (parsed, None if writer == _strip_logical(self.schema.avro)
+                             else self.reader)
+        return True
 
     def to_arrow(self, records: list[dict[str, Any]]) -> tuple[pa.RecordBatch, dict[int, str]]:
         """Changelog columns for decoded records, and the rows that cannot be raw rows.

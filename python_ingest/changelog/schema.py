@@ -101,6 +101,7 @@ class ChangelogSchema:
     ref_key: str
     writer_schemas: dict[int, dict[str, Any]]
     confluent: bool
+    registry: str | None = None  # the schema_registry folder (absolute), read again for new ids
 
     @classmethod
     def load(cls, job: JobConfig, root: Path) -> ChangelogSchema:
@@ -139,8 +140,13 @@ class ChangelogSchema:
         if clash:
             raise ConfigError(f"jobs.{job.name}.schema",
                               f"column '{clash[0]}' starts with '_', reserved for sluice's columns")
+        registry = None
+        if job.schema_registry:
+            folder = Path(job.schema_registry)
+            registry = str(folder if folder.is_absolute() else (root / folder).resolve())
         return cls(avro=avro, payload=payload, row_key=job.row_key, ref_key=job.ref_key,
-                   writer_schemas=writers, confluent=job.value_format == "confluent-avro")
+                   writer_schemas=writers, confluent=job.value_format == "confluent-avro",
+                   registry=registry)
 
     def raw_columns(self) -> tuple[tuple[str, str], ...]:
         return self.payload + RAW_META_COLUMNS

@@ -111,3 +111,26 @@ def test_logical_types_keep_their_values(tmp_path: Path) -> None:
     nulls = Decoder(ChangelogSchema.load(job, REPO)).decode(encode({"id": 2, "_ref_key": 4},
                                                                    schema))
     assert nulls["at_ms"] is None and nulls["amount"] is None and nulls["_event_ts"] is None
+
+
+@pytest.mark.reliability
+def test_a_schema_version_registered_after_the_run_started_is_read_not_an_error(
+        tmp_path: Path) -> None:
+    """#9.4: messages with a schema id registered after the run loaded its schemas went to
+    the error table for good; the registry folder is read again once per unknown id."""
+    registry = tmp_path / "registry"
+    registry.mkdir()
+    (registry / "1.avsc").write_text(json.dumps(SCHEMA))
+    config = JobConfig(name="trips", topic="t", schema="", row_key=("trip_id",),
+                       value_format="confluent-avro", schema_registry=str(registry))
+    dec = Decoder(ChangelogSchema.load(config, REPO))
+    older = {**SCHEMA, "fields": [f for f in SCHEMA["fields"] if f["name"] != "city"]}
+    (registry / "2.avsc").write_text(json.dumps(older))  # registered while the run reads
+    body = encode({"trip_id": 5, "_ref_key": 2}, older)
+    row = dec.decode(b"\x00" + (2).to_bytes(4, "big") + body)
+    assert row["_row_key"] == "5" and row["city"] is None
+    with pytest.raises(DecodeError, match="unknown schema id 3"):
+        dec.decode(b"\x00" + (3).to_bytes(4, "big") + body)
+    (registry / "4.avsc").write_text("{not json")
+    with pytest.raises(DecodeError, match="schema id 4: .*4.avsc is not a valid Avro schema"):
+        dec.decode(b"\x00" + (4).to_bytes(4, "big") + body)
