@@ -42,6 +42,7 @@ from python_ingest.sources.kafka.reader import (
 from python_ingest.sources.kafka.workunits import Plan, WorkUnit, plan, start_positions
 from python_ingest.tables.checkpoints import Checkpoint, append_with_checkpoint, read_checkpoint
 from python_ingest.tables.formats import ensure_table, read_table
+from python_ingest.tables.lease import check_held
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
 
@@ -235,6 +236,7 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
                                 checkpoint.bytes_per_message if checkpoint else None, work.start,
                                 work.topic_id)
     fault_point("before_raw_commit")
+    check_held(job.name)
     _commit_raw(spark, _read(spark, spec, work.units, report), job, new_checkpoint)
     totals: TaskReport = report.value
     if totals.read:
@@ -243,6 +245,7 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
              "in %.1fs", job.name, batch_id, totals.read, totals.bytes, tables.raw,
              dict(new_checkpoint.offsets), time.monotonic() - timer)
     fault_point("after_raw_commit")
+    check_held(job.name)
     _commit_errors(spark, settings, job, schema, spec, totals, new_checkpoint)
     fault_point("after_error_commit")
     landed = totals.read - totals.errors
@@ -281,6 +284,7 @@ def _pin_start(spark: SparkSession, job: JobConfig, work: Plan) -> Checkpoint:
     batch 0 (no rows) to both raw tables, so that later runs read everything after them rather
     than starting at "latest" again."""
     tables = JobTables(job.name)
+    check_held(job.name)
     pinned = Checkpoint(job.topic, dict(work.next_offsets), 0, None, dict(work.start),
                         work.topic_id)
     for table in (tables.raw, tables.raw_errors):
@@ -352,6 +356,7 @@ def _catch_up_errors(spark: SparkSession, settings: Settings, job: JobConfig,
     spec = ReadSpec(job.reader, settings.broker.bootstrap_servers, job.read_timeout_s, schema,
                     checkpoint.batch_id, int(datetime.now(UTC).timestamp() * 1_000_000),
                     mode="errors")
+    check_held(job.name)
     append_with_checkpoint(_read(spark, spec, units, None), raw_errors, checkpoint)
     run.details["recovered_error_batch"] = checkpoint.batch_id
     return checkpoint

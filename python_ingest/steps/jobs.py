@@ -10,6 +10,7 @@ from python_ingest.exceptions import SluiceError
 from python_ingest.kafka import client as kafka_client
 from python_ingest.steps.ingest import IngestResult, ingest
 from python_ingest.tables.checkpoints import read_checkpoint
+from python_ingest.tables.lease import job_lease
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run, last_runs
 
@@ -25,7 +26,8 @@ def run_ingest(spark: SparkSession, settings: Settings, job: JobConfig,
     run = Run(job=job.name)
     run.details["steps"] = ["ingest"]
     try:
-        result = ingest(spark, settings, job, run, accept_data_loss)
+        with job_lease(spark, job.name):  # one run of a job at a time (tables/lease.py)
+            result = ingest(spark, settings, job, run, accept_data_loss)
     except Exception as exc:
         run.finish(spark, "failed", f"{type(exc).__name__}: {exc}")
         if not isinstance(exc, SluiceError):

@@ -27,6 +27,7 @@ from python_ingest.steps.fork import ERROR_COLUMNS, fork, suite_path
 from python_ingest.steps.ingest import fault_point, ingest
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint, step_properties
 from python_ingest.tables.formats import committing, ensure_table, table_exists
+from python_ingest.tables.lease import check_held, job_lease
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
 
@@ -69,14 +70,15 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
     dbt = dbt or Dbt(settings)
     try:
         tables = JobTables(job.name, dbt.job_models(job.name))
-        ingest(spark, settings, job, run, accept_data_loss)
-        fault_point("after_ingest")
-        _staging(spark, dbt, tables, run)
-        fault_point("after_staging")
-        report = _fork(spark, settings, dbt.project, tables, run)
-        fault_point("after_fork")
-        _merge(spark, dbt, tables, run)
-        fault_point("after_merge")
+        with job_lease(spark, job.name):  # one run of a job at a time (tables/lease.py)
+            ingest(spark, settings, job, run, accept_data_loss)
+            fault_point("after_ingest")
+            _staging(spark, dbt, tables, run)
+            fault_point("after_staging")
+            report = _fork(spark, settings, dbt.project, tables, run)
+            fault_point("after_fork")
+            _merge(spark, dbt, tables, run)
+            fault_point("after_merge")
     except Exception as exc:
         run.finish(spark, "failed", f"{type(exc).__name__}: {exc}")
         if not isinstance(exc, SluiceError):
@@ -96,6 +98,7 @@ def _staging(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None
     run.details["staging"] = {"raw_batch": raw_batch, "staged_before": staged}
     if raw_batch <= staged:
         return
+    check_held(tables.job)
     dbt.run(tables.staging_model)
     run.details["staging"]["staged_after"] = _max_batch(spark, tables.staging)
 
@@ -112,6 +115,7 @@ def _fork(spark: SparkSession, settings: Settings, project: Path, tables: JobTab
     if not table_exists(spark, tables.staging):
         return None
     suite = suite_path(project, tables.staging_model)  # the suites beside dbt's project
+    check_held(tables.job)
     result = fork(spark, tables.staging, tables.valid, tables.errors, suite,
                   report_dir(settings, tables.job))
     run.count("valid", result.valid)
@@ -163,6 +167,7 @@ def _merge_batch(spark: SparkSession, dbt: Dbt, tables: JobTables, batch_id: int
     changes = tables.merge_changes
     assert lake_model is not None and changes is not None
     variables = {"sluice_batch_id": batch_id, "sluice_skip": skip, **tables.dbt_vars()}
+    check_held(tables.job)
     committing(spark, step_properties(MERGE_STEP, batch_id),
                lambda: dbt.run(lake_model, variables, single_threaded=True))
     actions: dict[str, int] = dict(

@@ -20,6 +20,7 @@ from python_ingest.exceptions import CheckpointLostError, DataLossError, OffsetR
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.steps.jobs import run_ingest
 from python_ingest.tables.checkpoints import read_checkpoint
+from python_ingest.tables.formats import table_exists
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import last_runs
 from tests.conftest import REPO, sluice_cmd, trips_job
@@ -50,6 +51,8 @@ def expected_ref_keys(events: list[demo.Event]) -> Counter[int]:
 
 
 def raw_state(spark: Any, job: Any) -> tuple[Counter[int], int, int]:
+    for table in (raw_of(job), raw_errors_of(job)):  # on Hudi: name what another process made
+        assert table_exists(spark, table), table
     raw = spark.table(raw_of(job))
     errors = spark.table(raw_errors_of(job))
     coords = raw.select("_kafka_partition", "_kafka_offset").union(
