@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import SetupError, SluiceError
+from python_ingest.runtime.files import write_private
 from python_ingest.sources.binlog import keys
 from python_ingest.sources.binlog.columns import from_information_schema
 from python_ingest.sources.binlog.position import BinlogPosition
@@ -253,9 +254,13 @@ class LocalServer:
         return conn
 
     def source_config(self, **overrides: Any) -> dict[str, Any]:
-        """A ``sources:`` entry for sluice.yml pointing at this server."""
+        """A ``sources:`` entry for sluice.yml pointing at this server; the tap user's password
+        is in an owner-only ``password_file`` in the server's folder (the documented way)."""
+        secret = self.folder / "tap.password"
+        if not secret.is_file():
+            write_private(secret, self.tap_password + "\n")
         return {"kind": "mariadb", "host": "127.0.0.1", "port": self.port,
-                "user": self.tap_user, "password": self.tap_password, **overrides}
+                "user": self.tap_user, "password_file": str(secret), **overrides}
 
     def stop(self, timeout_s: float = 30) -> None:
         if self.process is None:
