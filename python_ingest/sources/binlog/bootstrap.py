@@ -3,9 +3,9 @@
 The table is cut into key-ordered chunks (``bootstrap_chunk_rows`` keys each; boundaries found
 with index-only ``LIMIT 1 OFFSET n`` probes), read by ``bootstrap_workers`` processes. Each
 chunk is read in its own consistent-snapshot transaction and its rows get, as ref key, the
-binlog position ``P_i`` of that snapshot (MariaDB reports it exactly in
-``binlog_snapshot_file``/``binlog_snapshot_position``; on MySQL the position read just before
-the snapshot is used, which at worst repeats a few changes in ref-key order).
+binlog position ``P_i`` of that snapshot, exactly (MariaDB reports it in
+``binlog_snapshot_file``/``binlog_snapshot_position``; on MySQL it is read under a brief
+``FLUSH TABLES WITH READ LOCK`` while the snapshot starts).
 
 Hand-over: before any chunk starts, the current binlog position ``P0`` (<= every ``P_i``) is
 noted, and the tap's checkpoint is set to ``P0`` when the tap has none or is further on. The tap
@@ -106,20 +106,47 @@ def chunk_bounds(conn: Any, shape: TableShape, chunk_rows: int) -> list[Chunk]:
 
 _worker: dict[str, Any] = {}
 
+# A test seam (issue #9.6): called in the reading process right before a chunk's snapshot is
+# taken, so a test can commit a change at exactly that moment.
+BEFORE_SNAPSHOT: list[Callable[[], None]] = []
+
 
 def _snapshot_position(conn: Any, kind: str) -> BinlogPosition:
-    """Start a consistent snapshot and return the binlog position it corresponds to."""
+    """Start a consistent snapshot and return the binlog position it holds exactly: every
+    transaction before the position is in the snapshot, none after it (issue #9.6).
+
+    MariaDB reports that position inside the snapshot's transaction
+    (``binlog_snapshot_file``/``binlog_snapshot_position``). MySQL does not, and a position
+    read before or after ``START TRANSACTION`` can miss or repeat a commit made in between:
+    there a brief global read lock (``FLUSH TABLES WITH READ LOCK``, as mysqldump
+    --single-transaction --master-data does; needs RELOAD) holds commits while the snapshot
+    starts and the position is read."""
+    import pymysql
+
+    for hook in BEFORE_SNAPSHOT:
+        hook()
     with conn.cursor() as cur:
         cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        before = server.master_position(conn)
-        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
         if kind == "mariadb":
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
             cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
             status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
             if status.get("binlog_snapshot_file"):
                 return BinlogPosition(status["binlog_snapshot_file"],
                                       int(status["binlog_snapshot_position"]))
-    return before
+            conn.rollback()  # not reported: take it under the read lock instead
+        try:
+            cur.execute("FLUSH TABLES WITH READ LOCK")
+        except pymysql.err.OperationalError as exc:
+            raise SluiceError(
+                f"bootstrap needs a brief global read lock to take a snapshot at an exact "
+                f"binlog position on this server ({exc.args[-1]}): GRANT RELOAD ON *.* to the "
+                "source's user (docs/binlog-tap.md)") from exc
+        try:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            return server.master_position(conn)
+        finally:
+            cur.execute("UNLOCK TABLES")  # the transaction and its snapshot stay
 
 
 def chunk_predicate(primary_key: tuple[str, ...], chunk: Chunk) -> tuple[str, list[Any]]:
