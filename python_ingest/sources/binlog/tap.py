@@ -52,6 +52,7 @@ from python_ingest.sources.binlog.registry import (
     TableShape,
     registered_key,
 )
+from python_ingest.sources.binlog.xa import FL_PREPARED_XA, XaTransactions, xa_statement
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class Tap:
         self._table_objs: dict[tuple[str, str], Any] = {}
         self.stopped: dict[str, dict[str, Any]] = {}
         self.rows = keys.RowCounts()
+        self.xa = XaTransactions()
         self._pending: deque[tuple[int, BinlogPosition, str | None, Any]] = deque()
         self._last_end: BinlogPosition | None = None
         self._saved: BinlogPosition | None = None
@@ -152,6 +154,7 @@ class Tap:
             MariadbGtidEvent,
             QueryEvent,
             RotateEvent,
+            XAPrepareEvent,
             XidEvent,
         )
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -175,7 +178,8 @@ class Tap:
             log_file=start.file, log_pos=start.pos, is_mariadb=False,
             slave_heartbeat=self.source.heartbeat_s, ignored_schemas=list(server.SYSTEM_SCHEMAS),
             only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
-                         RotateEvent, HeartbeatLogEvent, MariadbGtidEvent, GtidEvent],
+                         RotateEvent, HeartbeatLogEvent, MariadbGtidEvent, GtidEvent,
+                         XAPrepareEvent],
             enable_logging=False)
         kinds = {WriteRowsEvent: INSERT, UpdateRowsEvent: UPDATE, DeleteRowsEvent: DELETE}
         file = start.file
@@ -190,14 +194,22 @@ class Tap:
                 self.stats.events += 1
                 kind = kinds.get(type(event))
                 if kind is not None:
-                    self._rows(event, kind, file)
+                    if not self.xa.hold(event, kind, file):
+                        self._rows(event, kind, file)
                 elif isinstance(event, XidEvent):
                     self._commit(BinlogPosition(file, event.packet.log_pos))
                 elif isinstance(event, QueryEvent):
+                    self._xa_statement(event.query)
                     if ends_transaction(event.query):
                         self._commit(BinlogPosition(file, event.packet.log_pos))
+                elif isinstance(event, XAPrepareEvent):
+                    self._publish_held(self.xa.prepare(event.one_phase))
+                    self._commit(BinlogPosition(file, event.packet.log_pos))
                 elif isinstance(event, MariadbGtidEvent | GtidEvent):
                     self._gtid = event.gtid
+                    if isinstance(event, MariadbGtidEvent) and event.flags & FL_PREPARED_XA:
+                        assert self._last_end is not None
+                        self.xa.begin(self._last_end)
                 elif isinstance(event, RotateEvent):
                     file = event.next_binlog
                 self._maybe_save()
@@ -205,6 +217,32 @@ class Tap:
             stream.close()
         self._finish()
         return self.stats
+
+    def _xa_statement(self, query: str) -> None:
+        """XA START begins holding row events (MySQL), XA END names them, XA COMMIT publishes
+        them and XA ROLLBACK drops them (xa.py)."""
+        statement = xa_statement(query)
+        if statement is None:
+            return
+        verb, xid = statement
+        if verb in ("START", "BEGIN"):
+            assert self._last_end is not None
+            self.xa.begin(self._last_end)
+        elif verb == "END":
+            self.xa.end(xid)
+        elif verb == "COMMIT":
+            held = self.xa.resolve(xid)
+            if held is None:
+                log.error("source %s: XA COMMIT %s of a transaction prepared before the tap's "
+                          "start: its row changes were not published; bootstrap the tables it "
+                          "changed (docs/binlog-tap.md)", self.source.name, xid)
+            self._publish_held(held)
+        else:
+            self.xa.resolve(xid)  # rolled back: its row events are dropped
+
+    def _publish_held(self, held: Any) -> None:
+        for event, kind, file in held.events if held is not None else ():
+            self._rows(event, kind, file)
 
     def _stream_error(self, exc: Exception) -> SluiceError:
         text = str(exc)
@@ -233,7 +271,9 @@ class Tap:
         self.producer.poll()
         done = self.producer.acks.done_below
         safe: tuple[int, BinlogPosition, str | None, Any] | None = None
-        while self._pending and self._pending[0][0] <= done:
+        limit = self.xa.resume_limit  # an XA transaction not yet resolved is read again
+        while self._pending and self._pending[0][0] <= done and (
+                limit is None or self._pending[0][1] <= limit):
             safe = self._pending.popleft()
             self.rows.apply(safe[3])
         self._last_save = now
