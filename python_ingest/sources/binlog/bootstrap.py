@@ -34,6 +34,7 @@ from python_ingest.sources.binlog import keys, server
 from python_ingest.sources.binlog.columns import select_sql
 from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
 from python_ingest.sources.binlog.events import Envelope, TappedTable, snapshot_change
+from python_ingest.sources.binlog.identity import foreign_server, identify, start_gtid
 from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
     BinlogCheckpointStore,
@@ -208,11 +209,12 @@ def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: 
 
 
 def _hand_over(store: BinlogCheckpointStore, locked: bool, qualified: str,
-               p0: BinlogPosition, copies: tuple[BinlogPosition, dict[str, int]] | None = None
-               ) -> str:
+               p0: BinlogPosition, copies: tuple[BinlogPosition, dict[str, int]] | None = None,
+               p0_gtid: str | None = None, server_identity: dict[str, Any] | None = None) -> str:
     """Point the tap at ``p0`` unless it already starts earlier; returns what happened.
     ``copies``: a full-row-identity table's snapshot position and copies per row digest, which
-    the tap continues from (it skips the table's changes up to that position)."""
+    the tap continues from (it skips the table's changes up to that position). ``p0_gtid``,
+    ``server_identity``: recorded with a checkpoint at ``p0`` (identity.py)."""
     checkpoint = store.load()
     if not locked:
         if checkpoint is not None and qualified in checkpoint.stopped:
@@ -228,10 +230,11 @@ def _hand_over(store: BinlogCheckpointStore, locked: bool, qualified: str,
         rows[qualified] = {"since": {"file": since.file, "pos": since.pos},
                            "counts": dict(sorted(counts.items()))}
     if checkpoint is None or checkpoint.position > p0:
-        store.save(BinlogCheckpoint(p0, None, stopped, rows))
+        store.save(BinlogCheckpoint(p0, p0_gtid, stopped, rows, server_identity))
         return f"the tap's checkpoint is now {p0}: it continues from the snapshot"
     if stopped != checkpoint.stopped or rows != checkpoint.rows:
-        store.save(BinlogCheckpoint(checkpoint.position, checkpoint.gtid, stopped, rows))
+        store.save(BinlogCheckpoint(checkpoint.position, checkpoint.gtid, stopped, rows,
+                                    checkpoint.server or server_identity))
     return f"the tap's checkpoint {checkpoint.position} is before the snapshot: it stays"
 
 
@@ -254,6 +257,13 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
     try:
         server.check_server(conn, source)
         keys.check_setting(source)
+        identity = identify(conn)
+        existing = store.load()
+        if existing is not None:  # a checkpoint of another server: start over first
+            error = foreign_server(source.name, f"{source.host}:{source.port}", existing,
+                                   identity, store.path)
+            if error is not None:
+                raise error
         shape = server.table_shape(conn, db, name, source)
         if shape.key.kind == ROW and not locked:
             raise SluiceError(f"{qualified} has a full-row identity ({shape.key.why}): its "
@@ -267,10 +277,11 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
         broker_mod.ensure_topic(bootstrap_servers, error_topic(source), source.partitions)
         table = TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic)
         p0 = server.master_position(conn)
+        p0_gtid = start_gtid(conn, p0)
         if locked:
             _hand_over_check = store.load()
             if _hand_over_check is None:  # so a tap started after us cannot skip P0..now
-                store.save(BinlogCheckpoint(p0))
+                store.save(BinlogCheckpoint(p0, p0_gtid, server=identity.to_json()))
         chunks = chunk_bounds(conn, shape, chunk_rows)
         progress(f"bootstrap {qualified}: {len(chunks)} chunks of up to {chunk_rows} rows, "
                  f"{workers} workers, schema version {schema_id}, topic {topic}, from {p0}")
@@ -297,7 +308,8 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
                     last_report = _report(progress, qualified, done, len(chunks), rows,
                                           started, last_report)
         handover = _hand_over(store, locked, qualified, p0,
-                              copies if shape.key.kind == ROW else None)
+                              copies if shape.key.kind == ROW else None, p0_gtid,
+                              identity.to_json())
     finally:
         store.release()
         conn.close()

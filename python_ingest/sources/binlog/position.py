@@ -73,25 +73,30 @@ def unpack_ref(ref: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class BinlogCheckpoint:
-    """Where the tap resumes, which tables it stopped (table → position and reason), and the
-    row copies of full-row-identity tables (table → since, counts)."""
+    """Where the tap resumes, which tables it stopped (table → position and reason), the
+    row copies of full-row-identity tables (table → since, counts), and the identity of the
+    server whose binlog the position is in (identity.py)."""
 
     position: BinlogPosition
     gtid: str | None = None
     stopped: dict[str, dict[str, Any]] = field(default_factory=dict)
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    server: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {"file": self.position.file, "pos": self.position.pos, "gtid": self.gtid,
                 "stopped": self.stopped, "saved_at": datetime.now(UTC).isoformat()}
         if self.rows:
             data["rows"] = self.rows
+        if self.server is not None:
+            data["server"] = self.server
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BinlogCheckpoint:
         return cls(BinlogPosition(str(data["file"]), int(data["pos"])), data.get("gtid"),
-                   dict(data.get("stopped") or {}), dict(data.get("rows") or {}))
+                   dict(data.get("stopped") or {}), dict(data.get("rows") or {}),
+                   data.get("server"))
 
 
 class BinlogCheckpointStore:

@@ -38,6 +38,7 @@ from python_ingest.sources.binlog.events import (
     TappedTable,
     changes,
 )
+from python_ingest.sources.binlog.identity import check_resume, identify, start_gtid
 from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
     BinlogCheckpointStore,
@@ -110,6 +111,7 @@ class Tap:
         self._saved: BinlogPosition | None = None
         self._last_save = 0.0
         self._gtid: str | None = None
+        self._server: dict[str, Any] | None = None  # identity.py: saved with each checkpoint
         self._known_topics: set[str] = set()
         self._conn: Any = None
         self._charsets: Charsets | None = None
@@ -134,14 +136,19 @@ class Tap:
 
     def _start_position(self) -> BinlogPosition:
         checkpoint = self.store.load()
-        if checkpoint is not None:
+        if checkpoint is not None:  # of this server's binlog as it is now, else TapError
+            where = f"{self.source.host}:{self.source.port}"
+            self._server = check_resume(self._conn, self.source.name, where, checkpoint,
+                                        self.store.path).to_json()
             self.stopped = dict(checkpoint.stopped)
             self.rows = keys.RowCounts(checkpoint.rows)
             self._gtid = checkpoint.gtid
             return checkpoint.position
         start = (server.master_position(self._conn) if self.source.start_from == "current"
                  else server.first_position(self._conn))
-        self.store.save(BinlogCheckpoint(start))
+        self._server = identify(self._conn).to_json()
+        self._gtid = start_gtid(self._conn, start)
+        self.store.save(BinlogCheckpoint(start, self._gtid, server=self._server))
         log.info("source %s: no checkpoint yet, starting at %s (%s)", self.source.name, start,
                  self.source.start_from)
         return start
@@ -279,7 +286,7 @@ class Tap:
         self._last_save = now
         if safe is not None and safe[1] != self._saved:
             self.store.save(BinlogCheckpoint(safe[1], safe[2], dict(self.stopped),
-                                             self.rows.to_json(safe[1])))
+                                             self.rows.to_json(safe[1]), self._server))
             self._saved = safe[1]
             self.stats.checkpoints_saved += 1
 
