@@ -154,6 +154,11 @@ class RowCounts:
         self._delta.setdefault(table, Counter())[digest] -= 1
         return n
 
+    def clear(self, table: str) -> None:
+        """A TRUNCATE of the table: every copy is gone."""
+        for digest, n in self.live.pop(table, {}).items():
+            self._delta.setdefault(table, Counter())[digest] -= n
+
     def skip(self, table: str, position: BinlogPosition) -> bool:
         """Whether a row change ending at ``position`` is in the table's bootstrap snapshot."""
         since = self.since.get(table)

@@ -115,8 +115,15 @@ def unique_keys(conn: Any, db: str, table: str) -> list[tuple[str, tuple[str, ..
     and whole (no prefix), in the server's index order: (index name, columns in index order).
     Without a primary key the server treats the first of them as the primary key (InnoDB's
     clustered index; the binlog marks its columns as the key)."""
+    import pymysql
+
     with conn.cursor() as cur:
-        cur.execute(f"SHOW INDEX FROM {quote(db)}.{quote(table)}")
+        try:
+            cur.execute(f"SHOW INDEX FROM {quote(db)}.{quote(table)}")
+        except pymysql.err.ProgrammingError as exc:
+            if exc.args[0] == 1146:  # dropped or renamed since this change (later in the binlog)
+                return []
+            raise
         names = [d[0].lower() for d in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
     indexes: dict[str, list[str]] = {}

@@ -26,7 +26,7 @@ from python_ingest.exceptions import (
     UnsupportedColumn,
 )
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog import decoding, keys, server
+from python_ingest.sources.binlog import ddl, decoding, keys, server
 from python_ingest.sources.binlog.charsets import Charsets
 from python_ingest.sources.binlog.columns import from_binlog
 from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
@@ -43,9 +43,11 @@ from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
     BinlogCheckpointStore,
     BinlogPosition,
+    pack_ref,
 )
 from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
 from python_ingest.sources.binlog.registry import (
+    CHANGELOG,
     PRIMARY,
     ROW,
     UNIQUE,
@@ -208,7 +210,9 @@ class Tap:
                 elif isinstance(event, QueryEvent):
                     self._xa_statement(event.query)
                     if ends_transaction(event.query):
-                        self._commit(BinlogPosition(file, event.packet.log_pos))
+                        end = BinlogPosition(file, event.packet.log_pos)
+                        self._ddl(event, end)
+                        self._commit(end)
                 elif isinstance(event, XAPrepareEvent):
                     self._publish_held(self.xa.prepare(event.one_phase))
                     self._commit(BinlogPosition(file, event.packet.log_pos))
@@ -226,8 +230,7 @@ class Tap:
         return self.stats
 
     def _xa_statement(self, query: str) -> None:
-        """XA START begins holding row events (MySQL), XA END names them, XA COMMIT publishes
-        them and XA ROLLBACK drops them (xa.py)."""
+        """XA START holds row events (MySQL), XA COMMIT publishes, XA ROLLBACK drops (xa.py)."""
         statement = xa_statement(query)
         if statement is None:
             return
@@ -250,6 +253,49 @@ class Tap:
     def _publish_held(self, held: Any) -> None:
         for event, kind, file in held.events if held is not None else ():
             self._rows(event, kind, file)
+
+    def _ddl(self, event: Any, end: BinlogPosition) -> None:
+        """TRUNCATE publishes a delete per live row; DROP and RENAME stop tables (ddl.py)."""
+        schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
+        for statement in ddl.parse(event.query, schema):
+            if statement.what == "truncate":
+                self._truncate(*statement.table, end, event.timestamp)
+            for db, name, reason, known_only in ddl.stops(statement, end, self.source.name):
+                self._stop_ddl(db, name, reason, known_only)
+
+    def _stop_ddl(self, db: str, name: str, reason: str, known_only: bool = True) -> None:
+        qualified = f"{db}.{name}"
+        if not server.included(self.source, db, name) or qualified in self.stopped or (
+                known_only and Registry(self.registry_root / qualified).latest() is None):
+            return  # not tapped, stopped already, or never published: nothing to keep apart
+        self._stop_table(db, name, reason)
+
+    def _truncate(self, db: str, name: str, end: BinlogPosition, timestamp: int) -> None:
+        """A delete for every row the table's topic holds live, with the ref key of the
+        TRUNCATE event's last byte (ddl.py)."""
+        qualified = f"{db}.{name}"
+        registry = Registry(self.registry_root / qualified)
+        latest = registry.latest()
+        if not server.included(self.source, db, name) or qualified in self.stopped or \
+                latest is None:
+            return  # not tapped, stopped, or never published: the lake holds none of its rows
+        kind = registered_key(latest[1]).kind
+        if kind == CHANGELOG or (kind == ROW and self.rows.skip(qualified, end)):
+            return  # an append-only changelog keeps every change; or in a bootstrap snapshot
+        assert self.producer is not None
+        published = ddl.truncate(self.producer, self.settings.broker.bootstrap_servers,
+                                 topic_for(self.source, db, name), registry.versions(),
+                                 pack_ref(end.file_index, end.pos - 1),
+                                 Envelope(self.source.kind, timestamp * 1000,
+                                          self.source.data_center))
+        if isinstance(published, str):
+            self._stop_table(db, name, f"TRUNCATE at {end}: {published}")
+            return
+        self.stats.messages += published
+        if kind == ROW:
+            self.rows.clear(qualified)
+        log.info("source %s: TRUNCATE %s at %s: published %d deletes", self.source.name,
+                 qualified, end, published)
 
     def _stream_error(self, exc: Exception) -> SluiceError:
         text = str(exc)
