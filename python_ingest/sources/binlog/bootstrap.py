@@ -264,12 +264,13 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
                                    identity, store.path)
             if error is not None:
                 raise error
-        shape = server.table_shape(conn, db, name, source)
+        root = registry_root(settings, source)
+        latest = Registry(root / qualified).latest()
+        shape = server.table_shape(conn, db, name, source, latest and latest[1])
         if shape.key.kind == ROW and not locked:
             raise SluiceError(f"{qualified} has a full-row identity ({shape.key.why}): its "
                               "bootstrap hands the copies of each row over to the tap, so stop "
                               "the tap (SIGTERM) first and start it again afterwards")
-        root = registry_root(settings, source)
         schema_id = Registry(root / qualified).register(shape)
         topic = topic_for(source, db, name)
         bootstrap_servers = settings.broker.bootstrap_servers

@@ -151,10 +151,11 @@ COLUMN_FIELDS = ("COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, NUMERI
                  "DATETIME_PRECISION, CHARACTER_SET_NAME, CHARACTER_OCTET_LENGTH, IS_NULLABLE")
 
 
-def table_shape(conn: Any, db: str, table: str,
-                source: SourceConfig | None = None) -> TableShape:
+def table_shape(conn: Any, db: str, table: str, source: SourceConfig | None = None,
+                registered: dict[str, Any] | None = None) -> TableShape:
     """The table's current shape and key from information_schema (bootstrap, jobs); the key
-    follows the source's ``key_columns`` when given (keys.decide)."""
+    follows the source's ``key_columns`` when given, and ``registered``, the table's latest
+    registered schema (keys.decide)."""
     import pymysql
 
     with conn.cursor(pymysql.cursors.DictCursor) as cur:
@@ -165,7 +166,7 @@ def table_shape(conn: Any, db: str, table: str,
         raise SluiceError(f"table {db}.{table} does not exist on the source")
     specs = tuple(from_information_schema(r) for r in rows)
     key = keys.decide(source, f"{db}.{table}", specs, primary_key(conn, db, table),
-                      unique_keys(conn, db, table))
+                      unique_keys(conn, db, table), registered)
     return TableShape(db, table, specs, key)
 
 

@@ -55,7 +55,7 @@ from python_ingest.sources.binlog.registry import (
     TableShape,
     registered_key,
 )
-from python_ingest.sources.binlog.xa import FL_PREPARED_XA, XaTransactions, xa_statement
+from python_ingest.sources.binlog.xa import FL_PREPARED_XA, XaTransactions
 
 log = logging.getLogger(__name__)
 
@@ -231,24 +231,15 @@ class Tap:
 
     def _xa_statement(self, query: str) -> None:
         """XA START holds row events (MySQL), XA COMMIT publishes, XA ROLLBACK drops (xa.py)."""
-        statement = xa_statement(query)
-        if statement is None:
-            return
-        verb, xid = statement
-        if verb in ("START", "BEGIN"):
-            assert self._last_end is not None
-            self.xa.begin(self._last_end)
-        elif verb == "END":
-            self.xa.end(xid)
-        elif verb == "COMMIT":
-            held = self.xa.resolve(xid)
+        assert self._last_end is not None
+        committed = self.xa.statement(query, self._last_end)
+        if committed is not None:
+            xid, held = committed
             if held is None:
                 log.error("source %s: XA COMMIT %s of a transaction prepared before the tap's "
                           "start: its row changes were not published; bootstrap the tables it "
                           "changed (docs/binlog-tap.md)", self.source.name, xid)
             self._publish_held(held)
-        else:
-            self.xa.resolve(xid)  # rolled back: its row events are dropped
 
     def _publish_held(self, held: Any) -> None:
         for event, kind, file in held.events if held is not None else ():
@@ -367,7 +358,12 @@ class Tap:
         self.stats.row_changes += len(rows)
         env = Envelope(self.source.kind, event.timestamp * 1000, self.source.data_center)
         reported = self.errors.reported
-        for change in changes(table, kind, rows, end.file_index, end.pos, env):
+        try:
+            found = changes(table, kind, rows, end.file_index, end.pos, env)
+        except IncompatibleSchemaChange as exc:  # a '|' in a joined composite key (#9.7)
+            self._stop_table(db, name, str(exc))
+            return
+        for change in found:
             if publish(self.producer, table.topic, table.encoder, change, table.shape.key.columns,
                        self.errors, table.shape.qualified, (end.file, end.pos), env):
                 self.stats.messages += 1
@@ -424,7 +420,8 @@ class Tap:
                     order = tuple(c.name for c in columns if c.is_primary)
         else:
             uniques = server.unique_keys(self._conn, db, name)
-        key = keys.decide(self.source, f"{db}.{name}", specs, order, uniques)
+        key = keys.decide(self.source, f"{db}.{name}", specs, order, uniques,
+                          latest[1] if latest else None)
         shape = TableShape(db, name, specs, key)
         previous = latest[0] if latest else None
         schema_id = registry.register(shape)

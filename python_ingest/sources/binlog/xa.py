@@ -78,6 +78,25 @@ class XaTransactions:
         self.prepared[done.xid or f"?{len(self.prepared)}"] = done
         return None
 
+    def statement(self, query: str, last_end: BinlogPosition
+                  ) -> tuple[str, XaTransaction | None] | None:
+        """Follow an XA statement (``last_end``: the last transaction end). XA START begins
+        holding (MySQL), XA END names the held events, XA ROLLBACK drops them; XA COMMIT
+        returns (xid, its held events, None when not seen by this tap) to publish."""
+        found = xa_statement(query)
+        if found is None:
+            return None
+        verb, xid = found
+        if verb in ("START", "BEGIN"):
+            self.begin(last_end)
+        elif verb == "END":
+            self.end(xid)
+        elif verb == "COMMIT":
+            return xid, self.resolve(xid)
+        else:
+            self.resolve(xid)  # rolled back: its row events are dropped
+        return None
+
     def resolve(self, xid: str) -> XaTransaction | None:
         """XA COMMIT / XA ROLLBACK of ``xid``: its held events (None: not seen by this tap)."""
         return self.prepared.pop(xid, None)
