@@ -79,3 +79,18 @@ def test_the_reports_folder_is_owner_only(tmp_path: Path) -> None:
     reports = tmp_path / "state" / "reports"
     assert folder.parent == reports
     assert stat.S_IMODE(reports.stat().st_mode) == 0o700  # error summaries hold source data
+
+
+@pytest.mark.reliability
+def test_the_tap_checkpoint_is_owner_only(tmp_path: Path) -> None:
+    from python_ingest.sources.binlog.position import (
+        BinlogCheckpoint,
+        BinlogCheckpointStore,
+        BinlogPosition,
+    )
+
+    store = BinlogCheckpointStore(tmp_path / "state", "shop")
+    store.save(BinlogCheckpoint(BinlogPosition("binlog.000001", 4),
+                                stopped={"shop.t": {"error": "the row key ('p|q', 'r') ..."}}))
+    assert stat.S_IMODE(store.folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(store.path.stat().st_mode) == 0o600

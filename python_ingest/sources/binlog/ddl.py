@@ -24,6 +24,7 @@ from typing import Any
 
 import fastavro
 
+from python_ingest.exceptions import BrokerError
 from python_ingest.kafka import client as kafka_client
 from python_ingest.sources.binlog.events import Envelope
 from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
@@ -111,8 +112,10 @@ def live_rows(bootstrap: str, topic: str, versions: dict[int, dict[str, Any]], b
     reason when the topic no longer holds the table's whole history."""
     try:
         offsets = kafka_client.partition_offsets(bootstrap, topic)
-    except Exception:  # the topic was never created: nothing was published
-        return {}, None
+    except BrokerError as exc:
+        if "does not exist" in str(exc):  # registered (--print-jobs), never published
+            return {}, None
+        raise  # the broker is away: the tap stops before the TRUNCATE and retries it
     gone = [po for po in offsets if po.earliest > 0]
     if gone:
         return {}, (f"the topic {topic} no longer holds the table's whole history (partition "

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from python_ingest.exceptions import SluiceError
+from python_ingest.runtime.files import private_dir
 
 OFFSET_BITS = 32
 _FILE_INDEX = re.compile(r"\.(\d+)$")
@@ -118,9 +119,9 @@ class BinlogCheckpointStore:
                               "or delete it and bootstrap the tables again") from exc
 
     def save(self, checkpoint: BinlogCheckpoint) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_dir(self.folder)  # stop reasons may quote key values: owner-only
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w") as out:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
             json.dump(checkpoint.to_json(), out, indent=2)
             out.flush()
             os.fsync(out.fileno())
@@ -133,7 +134,7 @@ class BinlogCheckpointStore:
 
     def try_lock(self) -> bool:
         """Take the source's lock (held while a tap runs); False if another process has it."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_dir(self.folder)
         handle = open(self.lock_path, "a+")  # noqa: SIM115 - held until release()
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
