@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from python_ingest import credentials
 from python_ingest.exceptions import ConfigError
 
 CONFIG_ENV = "SLUICE_CONFIG"
@@ -252,8 +253,9 @@ class SourceConfig:
     host: str = "127.0.0.1"
     port: int = 3306
     user: str = "sluice"
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)  # credentials.py: never shown
     password_env: str | None = None
+    password_file: str | None = None
     include: tuple[str, ...] = ("*.*",)
     exclude: tuple[str, ...] = ()
     topic_prefix: str | None = None
@@ -273,14 +275,10 @@ class SourceConfig:
         return self.topic_prefix or self.name
 
     def secret(self) -> str:
-        """The password: ``password_env`` names an environment variable, else ``password``."""
-        if self.password_env:
-            value = os.environ.get(self.password_env)
-            if value is None:
-                raise ConfigError(f"sources.{self.name}.password_env",
-                                  f"environment variable {self.password_env} is not set")
-            return value
-        return self.password or ""
+        """The password (credentials.py): from ``password_env``, ``password_file`` or
+        ``password``. For opening connections only: never log it or put it in a message."""
+        return credentials.reveal(f"sources.{self.name}", self.password, self.password_env,
+                                  self.password_file)
 
 
 def _positive_float(value: Any, field_name: str) -> float:
@@ -297,17 +295,18 @@ def _patterns(value: Any, field_name: str) -> tuple[str, ...]:
     return tuple(items)
 
 
-def parse_source(name: str, raw: Mapping[str, Any]) -> SourceConfig:
+def parse_source(name: str, raw: Mapping[str, Any], root: Path | None = None) -> SourceConfig:
     """Validate one binlog source's mapping from the config file into a SourceConfig."""
     where = f"sources.{name}"
     if not _NAME.match(name):
         raise ConfigError(where, "source names are lowercase letters, digits and underscores")
     _check_keys(raw, set(SourceConfig.__dataclass_fields__) - {"name"}, where)
     d = SourceConfig
-    for text in ("host", "user", "password", "password_env", "topic_prefix", "data_center",
+    for text in ("host", "user", *credentials.FIELDS, "topic_prefix", "data_center",
                  "schema_registry"):
         if text in raw and not isinstance(raw[text], str):
-            raise ConfigError(f"{where}.{text}", f"expected text, got {raw[text]!r}")
+            raise ConfigError(f"{where}.{text}", "expected text" if "password" in text
+                              else f"expected text, got {raw[text]!r}")
     port = _positive_int(raw.get("port", d.port), f"{where}.port")
     if port > 65535:
         raise ConfigError(f"{where}.port", f"not a TCP port: {port}")
@@ -319,6 +318,7 @@ def parse_source(name: str, raw: Mapping[str, Any]) -> SourceConfig:
         user=raw.get("user", d.user),
         password=raw.get("password"),
         password_env=raw.get("password_env"),
+        password_file=credentials.check(where, raw, root or Path.cwd()),
         include=_patterns(raw.get("include", list(d.include)), f"{where}.include"),
         exclude=_patterns(raw.get("exclude", []), f"{where}.exclude"),
         topic_prefix=raw.get("topic_prefix"),
@@ -441,7 +441,7 @@ def load_settings(path: str | os.PathLike[str] | None = None,
         for name, raw in _mapping(data.get("jobs"), "jobs").items()
     }
     sources = {
-        str(name): parse_source(str(name), _mapping(raw, f"sources.{name}"))
+        str(name): parse_source(str(name), _mapping(raw, f"sources.{name}"), root)
         for name, raw in _mapping(data.get("sources"), "sources").items()
     }
     return Settings(root=root, spark=spark, catalog=catalog, broker=broker, jobs=jobs,

@@ -15,15 +15,16 @@ PACKAGE = Path(__file__).resolve().parent.parent / "python_ingest"
 # Lowest first: a module may import from its own layer's package and from lower layers.
 LAYERS: dict[str, int] = {
     "exceptions": 0,
-    "config": 1,
-    "runtime": 2, "changelog": 2,
-    "kafka": 3, "tables": 3,
-    "sources": 4,
-    "steps": 5,
-    "reports": 6,
-    "scaffold": 6, "verify": 6,
-    "demo": 7,
-    "cli": 8,
+    "credentials": 1,
+    "config": 2,
+    "runtime": 3, "changelog": 3,
+    "kafka": 4, "tables": 4,
+    "sources": 5,
+    "steps": 6,
+    "reports": 7,
+    "scaffold": 7, "verify": 7,
+    "demo": 8,
+    "cli": 9,
 }
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import Settings
 from python_ingest.reports.data import STEPS, JobReport, collect
 from python_ingest.reports.errors import write_error_summary
+from python_ingest.runtime.files import write_private
 from python_ingest.steps.pipeline import report_dir
 from python_ingest.tables.names import JobTables
 
@@ -69,9 +70,7 @@ def write_dashboard(spark: SparkSession, settings: Settings, names: list[str] | 
         "<code>sluice report</code> rewrites this page.</p>"
         + _jobs_table(reports, path.parent, settings, now) + "".join(sections)
         + "</body></html>\n")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(page)
-    tmp.replace(path)
+    write_private(path, page)
     log.info("dashboard of %d jobs: %s", len(reports), path)
     return path
 

@@ -4,12 +4,12 @@ tables, per step, batch and failed expectation, each with the query that lists i
 from __future__ import annotations
 
 import html
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.reports.data import JobReport
+from python_ingest.runtime.files import private_dir, write_private
 from python_ingest.steps.fork import ERROR_PREFIX, STEP, error_query
 from python_ingest.tables.formats import table_exists
 
@@ -44,11 +44,8 @@ def write_error_summary(spark: SparkSession, report: JobReport, path: Path) -> P
     page = (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>errors: '
             f"{e(report.name)}</title><style>{_STYLE}</style></head><body>"
             + "".join(parts) + "</body></html>\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(page)
-    tmp.replace(path)
-    return path
+    private_dir(path.parent)
+    return write_private(path, page)  # it quotes source rows: owner-only
 
 
 def _table(rows: list[Any], headers: tuple[str, ...], css: str = "") -> str:

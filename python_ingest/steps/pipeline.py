@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import PipelineError, SluiceError
+from python_ingest.runtime.files import private_dir
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.fork import ERROR_COLUMNS, fork, suite_path
 from python_ingest.steps.ingest import fault_point, ingest
@@ -56,8 +57,9 @@ class PipelineResult:
 
 
 def report_dir(settings: Settings, job: str) -> Path:
-    """Where the GE Data Docs of ``job`` are written (index.html)."""
-    return settings.path(settings.state_dir) / "reports" / job
+    """Where the GE Data Docs of ``job`` are written (index.html). The reports folder is
+    created owner-only (0700): the reports quote source rows."""
+    return private_dir(settings.path(settings.state_dir) / "reports") / job
 
 
 def run_job(spark: SparkSession, settings: Settings, job: JobConfig,

@@ -3,9 +3,9 @@
 The table is cut into key-ordered chunks (``bootstrap_chunk_rows`` keys each; boundaries found
 with index-only ``LIMIT 1 OFFSET n`` probes), read by ``bootstrap_workers`` processes. Each
 chunk is read in its own consistent-snapshot transaction and its rows get, as ref key, the
-binlog position ``P_i`` of that snapshot (MariaDB reports it exactly in
-``binlog_snapshot_file``/``binlog_snapshot_position``; on MySQL the position read just before
-the snapshot is used, which at worst repeats a few changes in ref-key order).
+binlog position ``P_i`` of that snapshot, exactly (MariaDB reports it in
+``binlog_snapshot_file``/``binlog_snapshot_position``; on MySQL it is read under a brief
+``FLUSH TABLES WITH READ LOCK`` while the snapshot starts).
 
 Hand-over: before any chunk starts, the current binlog position ``P0`` (<= every ``P_i``) is
 noted, and the tap's checkpoint is set to ``P0`` when the tap has none or is further on. The tap
@@ -34,6 +34,7 @@ from python_ingest.sources.binlog import keys, server
 from python_ingest.sources.binlog.columns import select_sql
 from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
 from python_ingest.sources.binlog.events import Envelope, TappedTable, snapshot_change
+from python_ingest.sources.binlog.identity import foreign_server, identify, start_gtid
 from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
     BinlogCheckpointStore,
@@ -106,20 +107,47 @@ def chunk_bounds(conn: Any, shape: TableShape, chunk_rows: int) -> list[Chunk]:
 
 _worker: dict[str, Any] = {}
 
+# A test seam (issue #9.6): called in the reading process right before a chunk's snapshot is
+# taken, so a test can commit a change at exactly that moment.
+BEFORE_SNAPSHOT: list[Callable[[], None]] = []
+
 
 def _snapshot_position(conn: Any, kind: str) -> BinlogPosition:
-    """Start a consistent snapshot and return the binlog position it corresponds to."""
+    """Start a consistent snapshot and return the binlog position it holds exactly: every
+    transaction before the position is in the snapshot, none after it (issue #9.6).
+
+    MariaDB reports that position inside the snapshot's transaction
+    (``binlog_snapshot_file``/``binlog_snapshot_position``). MySQL does not, and a position
+    read before or after ``START TRANSACTION`` can miss or repeat a commit made in between:
+    there a brief global read lock (``FLUSH TABLES WITH READ LOCK``, as mysqldump
+    --single-transaction --master-data does; needs RELOAD) holds commits while the snapshot
+    starts and the position is read."""
+    import pymysql
+
+    for hook in BEFORE_SNAPSHOT:
+        hook()
     with conn.cursor() as cur:
         cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        before = server.master_position(conn)
-        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
         if kind == "mariadb":
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
             cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
             status = {str(k).lower(): str(v) for k, v in cur.fetchall()}
             if status.get("binlog_snapshot_file"):
                 return BinlogPosition(status["binlog_snapshot_file"],
                                       int(status["binlog_snapshot_position"]))
-    return before
+            conn.rollback()  # not reported: take it under the read lock instead
+        try:
+            cur.execute("FLUSH TABLES WITH READ LOCK")
+        except pymysql.err.OperationalError as exc:
+            raise SluiceError(
+                f"bootstrap needs a brief global read lock to take a snapshot at an exact "
+                f"binlog position on this server ({exc.args[-1]}): GRANT RELOAD ON *.* to the "
+                "source's user (docs/binlog-tap.md)") from exc
+        try:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            return server.master_position(conn)
+        finally:
+            cur.execute("UNLOCK TABLES")  # the transaction and its snapshot stay
 
 
 def chunk_predicate(primary_key: tuple[str, ...], chunk: Chunk) -> tuple[str, list[Any]]:
@@ -181,11 +209,12 @@ def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: 
 
 
 def _hand_over(store: BinlogCheckpointStore, locked: bool, qualified: str,
-               p0: BinlogPosition, copies: tuple[BinlogPosition, dict[str, int]] | None = None
-               ) -> str:
+               p0: BinlogPosition, copies: tuple[BinlogPosition, dict[str, int]] | None = None,
+               p0_gtid: str | None = None, server_identity: dict[str, Any] | None = None) -> str:
     """Point the tap at ``p0`` unless it already starts earlier; returns what happened.
     ``copies``: a full-row-identity table's snapshot position and copies per row digest, which
-    the tap continues from (it skips the table's changes up to that position)."""
+    the tap continues from (it skips the table's changes up to that position). ``p0_gtid``,
+    ``server_identity``: recorded with a checkpoint at ``p0`` (identity.py)."""
     checkpoint = store.load()
     if not locked:
         if checkpoint is not None and qualified in checkpoint.stopped:
@@ -201,10 +230,11 @@ def _hand_over(store: BinlogCheckpointStore, locked: bool, qualified: str,
         rows[qualified] = {"since": {"file": since.file, "pos": since.pos},
                            "counts": dict(sorted(counts.items()))}
     if checkpoint is None or checkpoint.position > p0:
-        store.save(BinlogCheckpoint(p0, None, stopped, rows))
+        store.save(BinlogCheckpoint(p0, p0_gtid, stopped, rows, server_identity))
         return f"the tap's checkpoint is now {p0}: it continues from the snapshot"
     if stopped != checkpoint.stopped or rows != checkpoint.rows:
-        store.save(BinlogCheckpoint(checkpoint.position, checkpoint.gtid, stopped, rows))
+        store.save(BinlogCheckpoint(checkpoint.position, checkpoint.gtid, stopped, rows,
+                                    checkpoint.server or server_identity))
     return f"the tap's checkpoint {checkpoint.position} is before the snapshot: it stays"
 
 
@@ -227,12 +257,20 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
     try:
         server.check_server(conn, source)
         keys.check_setting(source)
-        shape = server.table_shape(conn, db, name, source)
+        identity = identify(conn)
+        existing = store.load()
+        if existing is not None:  # a checkpoint of another server: start over first
+            error = foreign_server(source.name, f"{source.host}:{source.port}", existing,
+                                   identity, store.path)
+            if error is not None:
+                raise error
+        root = registry_root(settings, source)
+        latest = Registry(root / qualified).latest()
+        shape = server.table_shape(conn, db, name, source, latest and latest[1])
         if shape.key.kind == ROW and not locked:
             raise SluiceError(f"{qualified} has a full-row identity ({shape.key.why}): its "
                               "bootstrap hands the copies of each row over to the tap, so stop "
                               "the tap (SIGTERM) first and start it again afterwards")
-        root = registry_root(settings, source)
         schema_id = Registry(root / qualified).register(shape)
         topic = topic_for(source, db, name)
         bootstrap_servers = settings.broker.bootstrap_servers
@@ -240,10 +278,11 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
         broker_mod.ensure_topic(bootstrap_servers, error_topic(source), source.partitions)
         table = TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic)
         p0 = server.master_position(conn)
+        p0_gtid = start_gtid(conn, p0)
         if locked:
             _hand_over_check = store.load()
             if _hand_over_check is None:  # so a tap started after us cannot skip P0..now
-                store.save(BinlogCheckpoint(p0))
+                store.save(BinlogCheckpoint(p0, p0_gtid, server=identity.to_json()))
         chunks = chunk_bounds(conn, shape, chunk_rows)
         progress(f"bootstrap {qualified}: {len(chunks)} chunks of up to {chunk_rows} rows, "
                  f"{workers} workers, schema version {schema_id}, topic {topic}, from {p0}")
@@ -270,7 +309,8 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
                     last_report = _report(progress, qualified, done, len(chunks), rows,
                                           started, last_report)
         handover = _hand_over(store, locked, qualified, p0,
-                              copies if shape.key.kind == ROW else None)
+                              copies if shape.key.kind == ROW else None, p0_gtid,
+                              identity.to_json())
     finally:
         store.release()
         conn.close()

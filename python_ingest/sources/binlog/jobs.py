@@ -50,8 +50,9 @@ def table_jobs(settings: Settings, source: SourceConfig) -> list[TableJob]:
     try:
         jobs = []
         for db, table in server.tables(conn, source):
-            shape = server.table_shape(conn, db, table, source)
             folder = registry_root(settings, source) / f"{db}.{table}"
+            latest = Registry(folder).latest()
+            shape = server.table_shape(conn, db, table, source, latest and latest[1])
             Registry(folder).register(shape)
             jobs.append(TableJob(job_name(db, table), f"{db}.{table}", {
                 "topic": topic_for(source, db, table),

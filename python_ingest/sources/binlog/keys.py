@@ -25,6 +25,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import ConfigError
 from python_ingest.sources.binlog.columns import NATURAL_KEY_KINDS, ColumnSpec, canonical
@@ -36,9 +37,14 @@ from python_ingest.sources.binlog.registry import (
     ROW,
     UNIQUE,
     KeyChoice,
+    registered_key,
 )
 
 MODES = (ROW, CHANGELOG)
+# Key columns whose text may hold the separator of a composite row key (issue #9.7).
+TEXT_KINDS = ("string", "enum", "set", "json")
+JOINED = ("; its columns joined with '|', as registered before such keys became "
+          "sluice_row_id (a value holding '|' stops the table)")
 
 
 def check_setting(source: SourceConfig | None) -> dict[str, Any]:
@@ -69,9 +75,12 @@ def configured(source: SourceConfig | None, qualified: str) -> str | tuple[str, 
 
 
 def decide(source: SourceConfig | None, qualified: str, specs: tuple[ColumnSpec, ...],
-           primary: tuple[str, ...], uniques: list[tuple[str, tuple[str, ...]]]) -> KeyChoice:
+           primary: tuple[str, ...], uniques: list[tuple[str, tuple[str, ...]]],
+           registered: dict[str, Any] | None = None) -> KeyChoice:
     """The key of ``db.table`` (see the module doc). ``uniques``: (index, columns) of its
-    UNIQUE indexes over NOT NULL columns, in the server's index order."""
+    UNIQUE indexes over NOT NULL columns, in the server's index order. ``registered``: the
+    table's latest registered schema: a composite key it registered joined with '|' (before
+    issue #9.7) stays so (no silent re-keying; an ambiguous value stops the table)."""
     by_name = {s.name: s for s in specs}
     setting = configured(source, qualified)
     name = source.name if source is not None else "<source>"
@@ -106,7 +115,14 @@ def decide(source: SourceConfig | None, qualified: str, specs: tuple[ColumnSpec,
     if unfit:
         why += (f"; keyed by their text in sluice_row_id, as {', '.join(unfit)} cannot be a "
                 "row key as is (bytes, floating point or nullable)")
-    return KeyChoice(kind, tuple(columns), bool(unfit), index, why)
+    texts = [c for c in columns if by_name[c].kind in TEXT_KINDS] if len(columns) > 1 else []
+    if texts and not unfit:
+        joined = KeyChoice(kind, tuple(columns), False, index)
+        if registered is not None and registered_key(registered) == joined:
+            return KeyChoice(kind, tuple(columns), False, index, why + JOINED)
+        why += (f"; keyed by their text in sluice_row_id (a JSON list), as {', '.join(texts)} "
+                f"may hold '{KEY_SEPARATOR}', which joins the columns of a row key")
+    return KeyChoice(kind, tuple(columns), bool(unfit or texts), index, why)
 
 
 def row_digest(specs: tuple[ColumnSpec, ...], values: dict[str, Any]) -> str:
@@ -153,6 +169,11 @@ class RowCounts:
             counts[digest] = n - 1
         self._delta.setdefault(table, Counter())[digest] -= 1
         return n
+
+    def clear(self, table: str) -> None:
+        """A TRUNCATE of the table: every copy is gone."""
+        for digest, n in self.live.pop(table, {}).items():
+            self._delta.setdefault(table, Counter())[digest] -= n
 
     def skip(self, table: str, position: BinlogPosition) -> bool:
         """Whether a row change ending at ``position`` is in the table's bootstrap snapshot."""

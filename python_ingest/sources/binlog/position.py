@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from python_ingest.exceptions import SluiceError
+from python_ingest.runtime.files import private_dir
 
 OFFSET_BITS = 32
 _FILE_INDEX = re.compile(r"\.(\d+)$")
@@ -73,25 +74,30 @@ def unpack_ref(ref: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class BinlogCheckpoint:
-    """Where the tap resumes, which tables it stopped (table → position and reason), and the
-    row copies of full-row-identity tables (table → since, counts)."""
+    """Where the tap resumes, which tables it stopped (table → position and reason), the
+    row copies of full-row-identity tables (table → since, counts), and the identity of the
+    server whose binlog the position is in (identity.py)."""
 
     position: BinlogPosition
     gtid: str | None = None
     stopped: dict[str, dict[str, Any]] = field(default_factory=dict)
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    server: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {"file": self.position.file, "pos": self.position.pos, "gtid": self.gtid,
                 "stopped": self.stopped, "saved_at": datetime.now(UTC).isoformat()}
         if self.rows:
             data["rows"] = self.rows
+        if self.server is not None:
+            data["server"] = self.server
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BinlogCheckpoint:
         return cls(BinlogPosition(str(data["file"]), int(data["pos"])), data.get("gtid"),
-                   dict(data.get("stopped") or {}), dict(data.get("rows") or {}))
+                   dict(data.get("stopped") or {}), dict(data.get("rows") or {}),
+                   data.get("server"))
 
 
 class BinlogCheckpointStore:
@@ -113,9 +119,9 @@ class BinlogCheckpointStore:
                               "or delete it and bootstrap the tables again") from exc
 
     def save(self, checkpoint: BinlogCheckpoint) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_dir(self.folder)  # stop reasons may quote key values: owner-only
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w") as out:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
             json.dump(checkpoint.to_json(), out, indent=2)
             out.flush()
             os.fsync(out.fileno())
@@ -128,7 +134,7 @@ class BinlogCheckpointStore:
 
     def try_lock(self) -> bool:
         """Take the source's lock (held while a tap runs); False if another process has it."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_dir(self.folder)
         handle = open(self.lock_path, "a+")  # noqa: SIM115 - held until release()
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -163,7 +163,16 @@ class TableShape:
             if len(texts) == 1 and not specs[0].nullable and texts[0] is not None:
                 return texts[0]
             return json.dumps(texts, ensure_ascii=False)
-        return KEY_SEPARATOR.join(key_text(self.spec(c), values[c]) for c in self.key.columns)
+        parts = [key_text(self.spec(c), values[c]) for c in self.key.columns]
+        if len(parts) > 1 and any(KEY_SEPARATOR in p for p in parts):  # issue #9.7
+            raise IncompatibleSchemaChange(
+                f"{self.qualified}: the row key {tuple(parts)} holds '{KEY_SEPARATOR}', which "
+                f"joins the columns of its composite key {self.key.columns} as registered "
+                "before such keys became sluice_row_id: another row could share its lake row. "
+                "Start the table over to key it by sluice_row_id: stop the tap, delete its "
+                "topic, registry folder and raw/staging/lake tables, bootstrap it "
+                "(docs/binlog-tap.md, \"Incompatible schema changes\")")
+        return KEY_SEPARATOR.join(parts)
 
     def avro(self) -> dict[str, Any]:
         name = re.sub(r"[^A-Za-z0-9_]", "_", f"{self.db}_{self.table}")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import SetupError, SluiceError
+from python_ingest.runtime.files import write_private
 from python_ingest.sources.binlog import keys
 from python_ingest.sources.binlog.columns import from_information_schema
 from python_ingest.sources.binlog.position import BinlogPosition
@@ -114,8 +115,15 @@ def unique_keys(conn: Any, db: str, table: str) -> list[tuple[str, tuple[str, ..
     and whole (no prefix), in the server's index order: (index name, columns in index order).
     Without a primary key the server treats the first of them as the primary key (InnoDB's
     clustered index; the binlog marks its columns as the key)."""
+    import pymysql
+
     with conn.cursor() as cur:
-        cur.execute(f"SHOW INDEX FROM {quote(db)}.{quote(table)}")
+        try:
+            cur.execute(f"SHOW INDEX FROM {quote(db)}.{quote(table)}")
+        except pymysql.err.ProgrammingError as exc:
+            if exc.args[0] == 1146:  # dropped or renamed since this change (later in the binlog)
+                return []
+            raise
         names = [d[0].lower() for d in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
     indexes: dict[str, list[str]] = {}
@@ -143,10 +151,11 @@ COLUMN_FIELDS = ("COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, NUMERI
                  "DATETIME_PRECISION, CHARACTER_SET_NAME, CHARACTER_OCTET_LENGTH, IS_NULLABLE")
 
 
-def table_shape(conn: Any, db: str, table: str,
-                source: SourceConfig | None = None) -> TableShape:
+def table_shape(conn: Any, db: str, table: str, source: SourceConfig | None = None,
+                registered: dict[str, Any] | None = None) -> TableShape:
     """The table's current shape and key from information_schema (bootstrap, jobs); the key
-    follows the source's ``key_columns`` when given (keys.decide)."""
+    follows the source's ``key_columns`` when given, and ``registered``, the table's latest
+    registered schema (keys.decide)."""
     import pymysql
 
     with conn.cursor(pymysql.cursors.DictCursor) as cur:
@@ -157,7 +166,7 @@ def table_shape(conn: Any, db: str, table: str,
         raise SluiceError(f"table {db}.{table} does not exist on the source")
     specs = tuple(from_information_schema(r) for r in rows)
     key = keys.decide(source, f"{db}.{table}", specs, primary_key(conn, db, table),
-                      unique_keys(conn, db, table))
+                      unique_keys(conn, db, table), registered)
     return TableShape(db, table, specs, key)
 
 
@@ -253,9 +262,13 @@ class LocalServer:
         return conn
 
     def source_config(self, **overrides: Any) -> dict[str, Any]:
-        """A ``sources:`` entry for sluice.yml pointing at this server."""
+        """A ``sources:`` entry for sluice.yml pointing at this server; the tap user's password
+        is in an owner-only ``password_file`` in the server's folder (the documented way)."""
+        secret = self.folder / "tap.password"
+        if not secret.is_file():
+            write_private(secret, self.tap_password + "\n")
         return {"kind": "mariadb", "host": "127.0.0.1", "port": self.port,
-                "user": self.tap_user, "password": self.tap_password, **overrides}
+                "user": self.tap_user, "password_file": str(secret), **overrides}
 
     def stop(self, timeout_s: float = 30) -> None:
         if self.process is None:

@@ -26,7 +26,7 @@ from python_ingest.exceptions import (
     UnsupportedColumn,
 )
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog import decoding, keys, server
+from python_ingest.sources.binlog import ddl, decoding, keys, server
 from python_ingest.sources.binlog.charsets import Charsets
 from python_ingest.sources.binlog.columns import from_binlog
 from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
@@ -38,13 +38,16 @@ from python_ingest.sources.binlog.events import (
     TappedTable,
     changes,
 )
+from python_ingest.sources.binlog.identity import check_resume, identify, start_gtid
 from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
     BinlogCheckpointStore,
     BinlogPosition,
+    pack_ref,
 )
 from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
 from python_ingest.sources.binlog.registry import (
+    CHANGELOG,
     PRIMARY,
     ROW,
     UNIQUE,
@@ -52,6 +55,7 @@ from python_ingest.sources.binlog.registry import (
     TableShape,
     registered_key,
 )
+from python_ingest.sources.binlog.xa import FL_PREPARED_XA, XaTransactions
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +107,13 @@ class Tap:
         self._table_objs: dict[tuple[str, str], Any] = {}
         self.stopped: dict[str, dict[str, Any]] = {}
         self.rows = keys.RowCounts()
+        self.xa = XaTransactions()
         self._pending: deque[tuple[int, BinlogPosition, str | None, Any]] = deque()
         self._last_end: BinlogPosition | None = None
         self._saved: BinlogPosition | None = None
         self._last_save = 0.0
         self._gtid: str | None = None
+        self._server: dict[str, Any] | None = None  # identity.py: saved with each checkpoint
         self._known_topics: set[str] = set()
         self._conn: Any = None
         self._charsets: Charsets | None = None
@@ -132,14 +138,19 @@ class Tap:
 
     def _start_position(self) -> BinlogPosition:
         checkpoint = self.store.load()
-        if checkpoint is not None:
+        if checkpoint is not None:  # of this server's binlog as it is now, else TapError
+            where = f"{self.source.host}:{self.source.port}"
+            self._server = check_resume(self._conn, self.source.name, where, checkpoint,
+                                        self.store.path).to_json()
             self.stopped = dict(checkpoint.stopped)
             self.rows = keys.RowCounts(checkpoint.rows)
             self._gtid = checkpoint.gtid
             return checkpoint.position
         start = (server.master_position(self._conn) if self.source.start_from == "current"
                  else server.first_position(self._conn))
-        self.store.save(BinlogCheckpoint(start))
+        self._server = identify(self._conn).to_json()
+        self._gtid = start_gtid(self._conn, start)
+        self.store.save(BinlogCheckpoint(start, self._gtid, server=self._server))
         log.info("source %s: no checkpoint yet, starting at %s (%s)", self.source.name, start,
                  self.source.start_from)
         return start
@@ -152,6 +163,7 @@ class Tap:
             MariadbGtidEvent,
             QueryEvent,
             RotateEvent,
+            XAPrepareEvent,
             XidEvent,
         )
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -175,7 +187,8 @@ class Tap:
             log_file=start.file, log_pos=start.pos, is_mariadb=False,
             slave_heartbeat=self.source.heartbeat_s, ignored_schemas=list(server.SYSTEM_SCHEMAS),
             only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
-                         RotateEvent, HeartbeatLogEvent, MariadbGtidEvent, GtidEvent],
+                         RotateEvent, HeartbeatLogEvent, MariadbGtidEvent, GtidEvent,
+                         XAPrepareEvent],
             enable_logging=False)
         kinds = {WriteRowsEvent: INSERT, UpdateRowsEvent: UPDATE, DeleteRowsEvent: DELETE}
         file = start.file
@@ -190,14 +203,24 @@ class Tap:
                 self.stats.events += 1
                 kind = kinds.get(type(event))
                 if kind is not None:
-                    self._rows(event, kind, file)
+                    if not self.xa.hold(event, kind, file):
+                        self._rows(event, kind, file)
                 elif isinstance(event, XidEvent):
                     self._commit(BinlogPosition(file, event.packet.log_pos))
                 elif isinstance(event, QueryEvent):
+                    self._xa_statement(event.query)
                     if ends_transaction(event.query):
-                        self._commit(BinlogPosition(file, event.packet.log_pos))
+                        end = BinlogPosition(file, event.packet.log_pos)
+                        self._ddl(event, end)
+                        self._commit(end)
+                elif isinstance(event, XAPrepareEvent):
+                    self._publish_held(self.xa.prepare(event.one_phase))
+                    self._commit(BinlogPosition(file, event.packet.log_pos))
                 elif isinstance(event, MariadbGtidEvent | GtidEvent):
                     self._gtid = event.gtid
+                    if isinstance(event, MariadbGtidEvent) and event.flags & FL_PREPARED_XA:
+                        assert self._last_end is not None
+                        self.xa.begin(self._last_end)
                 elif isinstance(event, RotateEvent):
                     file = event.next_binlog
                 self._maybe_save()
@@ -205,6 +228,65 @@ class Tap:
             stream.close()
         self._finish()
         return self.stats
+
+    def _xa_statement(self, query: str) -> None:
+        """XA START holds row events (MySQL), XA COMMIT publishes, XA ROLLBACK drops (xa.py)."""
+        assert self._last_end is not None
+        committed = self.xa.statement(query, self._last_end)
+        if committed is not None:
+            xid, held = committed
+            if held is None:
+                log.error("source %s: XA COMMIT %s of a transaction prepared before the tap's "
+                          "start: its row changes were not published; bootstrap the tables it "
+                          "changed (docs/binlog-tap.md)", self.source.name, xid)
+            self._publish_held(held)
+
+    def _publish_held(self, held: Any) -> None:
+        for event, kind, file in held.events if held is not None else ():
+            self._rows(event, kind, file)
+
+    def _ddl(self, event: Any, end: BinlogPosition) -> None:
+        """TRUNCATE publishes a delete per live row; DROP and RENAME stop tables (ddl.py)."""
+        schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
+        for statement in ddl.parse(event.query, schema):
+            if statement.what == "truncate":
+                self._truncate(*statement.table, end, event.timestamp)
+            for db, name, reason, known_only in ddl.stops(statement, end, self.source.name):
+                self._stop_ddl(db, name, reason, known_only)
+
+    def _stop_ddl(self, db: str, name: str, reason: str, known_only: bool = True) -> None:
+        qualified = f"{db}.{name}"
+        if not server.included(self.source, db, name) or qualified in self.stopped or (
+                known_only and Registry(self.registry_root / qualified).latest() is None):
+            return  # not tapped, stopped already, or never published: nothing to keep apart
+        self._stop_table(db, name, reason)
+
+    def _truncate(self, db: str, name: str, end: BinlogPosition, timestamp: int) -> None:
+        """A delete for every row the table's topic holds live, with the ref key of the
+        TRUNCATE event's last byte (ddl.py)."""
+        qualified = f"{db}.{name}"
+        registry = Registry(self.registry_root / qualified)
+        latest = registry.latest()
+        if not server.included(self.source, db, name) or qualified in self.stopped or \
+                latest is None:
+            return  # not tapped, stopped, or never published: the lake holds none of its rows
+        kind = registered_key(latest[1]).kind
+        if kind == CHANGELOG or (kind == ROW and self.rows.skip(qualified, end)):
+            return  # an append-only changelog keeps every change; or in a bootstrap snapshot
+        assert self.producer is not None
+        published = ddl.truncate(self.producer, self.settings.broker.bootstrap_servers,
+                                 topic_for(self.source, db, name), registry.versions(),
+                                 pack_ref(end.file_index, end.pos - 1),
+                                 Envelope(self.source.kind, timestamp * 1000,
+                                          self.source.data_center))
+        if isinstance(published, str):
+            self._stop_table(db, name, f"TRUNCATE at {end}: {published}")
+            return
+        self.stats.messages += published
+        if kind == ROW:
+            self.rows.clear(qualified)
+        log.info("source %s: TRUNCATE %s at %s: published %d deletes", self.source.name,
+                 qualified, end, published)
 
     def _stream_error(self, exc: Exception) -> SluiceError:
         text = str(exc)
@@ -233,13 +315,15 @@ class Tap:
         self.producer.poll()
         done = self.producer.acks.done_below
         safe: tuple[int, BinlogPosition, str | None, Any] | None = None
-        while self._pending and self._pending[0][0] <= done:
+        limit = self.xa.resume_limit  # an XA transaction not yet resolved is read again
+        while self._pending and self._pending[0][0] <= done and (
+                limit is None or self._pending[0][1] <= limit):
             safe = self._pending.popleft()
             self.rows.apply(safe[3])
         self._last_save = now
         if safe is not None and safe[1] != self._saved:
             self.store.save(BinlogCheckpoint(safe[1], safe[2], dict(self.stopped),
-                                             self.rows.to_json(safe[1])))
+                                             self.rows.to_json(safe[1]), self._server))
             self._saved = safe[1]
             self.stats.checkpoints_saved += 1
 
@@ -274,7 +358,12 @@ class Tap:
         self.stats.row_changes += len(rows)
         env = Envelope(self.source.kind, event.timestamp * 1000, self.source.data_center)
         reported = self.errors.reported
-        for change in changes(table, kind, rows, end.file_index, end.pos, env):
+        try:
+            found = changes(table, kind, rows, end.file_index, end.pos, env)
+        except IncompatibleSchemaChange as exc:  # a '|' in a joined composite key (#9.7)
+            self._stop_table(db, name, str(exc))
+            return
+        for change in found:
             if publish(self.producer, table.topic, table.encoder, change, table.shape.key.columns,
                        self.errors, table.shape.qualified, (end.file, end.pos), env):
                 self.stats.messages += 1
@@ -331,7 +420,8 @@ class Tap:
                     order = tuple(c.name for c in columns if c.is_primary)
         else:
             uniques = server.unique_keys(self._conn, db, name)
-        key = keys.decide(self.source, f"{db}.{name}", specs, order, uniques)
+        key = keys.decide(self.source, f"{db}.{name}", specs, order, uniques,
+                          latest[1] if latest else None)
         shape = TableShape(db, name, specs, key)
         previous = latest[0] if latest else None
         schema_id = registry.register(shape)

@@ -253,7 +253,8 @@ class TapEnv:
             fastavro.schemaless_writer(buffer, schema, values)
             buffer.seek(0)
             decoded = fastavro.schemaless_reader(buffer, schema, schema)
-            key = KEY_SEPARATOR.join(str(decoded[k]) for k in shape.primary_key)
+            key = shape.key_of(decoded) if shape.key.synthetic else \
+                KEY_SEPARATOR.join(str(decoded[k]) for k in shape.primary_key)
             out[key] = decoded
         return out
 

@@ -24,7 +24,7 @@ def test_chunks_cover_the_key_space_in_key_order(tap_env) -> None:
         seen = []
         with conn.cursor() as cur:
             for chunk in chunks:
-                where, params = chunk_predicate(shape.primary_key, chunk)
+                where, params = chunk_predicate(shape.key.columns, chunk)
                 cur.execute(f"SELECT a, b FROM kv WHERE {where} ORDER BY a, b", params)
                 rows = cur.fetchall()
                 assert len(rows) <= 64

@@ -1,0 +1,161 @@
+"""Table DDL in the binlog that changes rows or names: TRUNCATE, DROP TABLE, RENAME TABLE
+(issue #9.8).
+
+They come as query events, not row events, so the tap must act on them itself:
+
+- **TRUNCATE** deletes every row. The tap publishes a delete for every row the table's topic
+  says is live just before the TRUNCATE (the topic's events applied in ref-key order, as the
+  merge does), all with the ref key of the TRUNCATE event's last byte: above every change before
+  it, below every change after it (and below a snapshot taken right after it). The topic must
+  still hold the table's whole history (no message removed by retention), else the table is
+  stopped: the tap cannot name the rows to delete.
+- **DROP TABLE** stops the table's publishing (the lake table is kept as it was).
+- **RENAME TABLE a TO b** (or ``ALTER TABLE a RENAME TO b``) stops ``a``, whose changes now come
+  under another name, and ``b``, whose lake table lacks the rows it had before (bootstrap it).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+
+from python_ingest.exceptions import BrokerError
+from python_ingest.kafka import client as kafka_client
+from python_ingest.sources.binlog.events import Envelope
+from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
+
+_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+_TABLE = rf"({_NAME}(?:\s*\.\s*{_NAME})?)"
+_COMMENT = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
+_TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{_TABLE}\s*$", re.IGNORECASE)
+_DROP = re.compile(r"^DROP\s+TABLES?\s+(?:IF\s+EXISTS\s+)?(.+?)(?:\s+(?:RESTRICT|CASCADE))?\s*$",
+                   re.IGNORECASE | re.DOTALL)
+_RENAME = re.compile(r"^RENAME\s+TABLES?\s+(.+)$", re.IGNORECASE | re.DOTALL)
+_ALTER_RENAME = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_TABLE}\s+RENAME\s+"
+                           rf"(?:TO\s+|AS\s+)?{_TABLE}\s*$", re.IGNORECASE)
+_PAIR = re.compile(rf"^\s*{_TABLE}\s+TO\s+{_TABLE}\s*$", re.IGNORECASE)
+_ONE = re.compile(rf"^\s*{_TABLE}\s*$")
+
+Table = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class TableDdl:
+    """One table statement: ``what`` is truncate, drop or rename (then ``to`` is set)."""
+
+    what: str
+    table: Table
+    to: Table | None = None
+
+
+def _unquote(name: str) -> str:
+    name = name.strip()
+    return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+def _table(text: str, default_db: str) -> Table:
+    parts = re.findall(_NAME, text)
+    return (_unquote(parts[0]), _unquote(parts[1])) if len(parts) == 2 else \
+        (default_db, _unquote(parts[0]))
+
+
+def _split(text: str) -> list[str]:
+    """Split a list of names at the commas outside back-quotes."""
+    return [p for p in re.split(r",(?=(?:[^`]*`[^`]*`)*[^`]*$)", text) if p.strip()]
+
+
+def parse(query: str, default_db: str) -> list[TableDdl]:
+    """The table statements of one query event (empty for anything else)."""
+    text = " ".join(_COMMENT.sub(" ", query).split()).rstrip(";")
+    if m := _TRUNCATE.match(text):
+        return [TableDdl("truncate", _table(m.group(1), default_db))]
+    if (m := _DROP.match(text)) and not text.upper().startswith("DROP TEMPORARY"):
+        names = _split(m.group(1))
+        if all(_ONE.match(n) for n in names):
+            return [TableDdl("drop", _table(n, default_db)) for n in names]
+    if m := _ALTER_RENAME.match(text):
+        return [TableDdl("rename", _table(m.group(1), default_db),
+                         _table(m.group(2), default_db))]
+    if m := _RENAME.match(text):
+        pairs = [_PAIR.match(p) for p in _split(m.group(1))]
+        return [TableDdl("rename", _table(p.group(1), default_db), _table(p.group(2), default_db))
+                for p in pairs if p is not None]
+    return []
+
+
+def stops(statement: TableDdl, end: Any, source: str) -> list[tuple[str, str, str, bool]]:
+    """The tables ``statement`` stops: (db, table, reason, only if the tap published it)."""
+    if statement.what == "truncate":
+        return []
+    restart = ("Its lake table is kept as it was. To publish the table again, bootstrap it "
+               f"(`sluice bootstrap {source} <db.table>`, which clears this stop), or exclude it")
+    db, name = statement.table
+    if statement.what == "drop":
+        return [(db, name, f"DROP TABLE at {end}: the table's publishing stops. {restart}", True)]
+    assert statement.to is not None
+    to = ".".join(statement.to)
+    return [(db, name, f"renamed to {to} at {end} (RENAME TABLE): its changes come under that "
+             f"name now. {restart}", True),
+            (*statement.to, f"renamed from {db}.{name} at {end} (RENAME TABLE): its lake table "
+             f"lacks the rows the table had before. {restart}", False)]
+
+
+def live_rows(bootstrap: str, topic: str, versions: dict[int, dict[str, Any]], before_ref: int
+              ) -> tuple[dict[bytes, dict[str, Any]], str | None]:
+    """The rows the topic's events leave live below ref key ``before_ref`` (Kafka key → the
+    newest event's record), applied in ref-key order as the merge does; and, instead, the
+    reason when the topic no longer holds the table's whole history."""
+    try:
+        offsets = kafka_client.partition_offsets(bootstrap, topic)
+    except BrokerError as exc:
+        if "does not exist" in str(exc):  # registered (--print-jobs), never published
+            return {}, None
+        raise  # the broker is away: the tap stops before the TRUNCATE and retries it
+    gone = [po for po in offsets if po.earliest > 0]
+    if gone:
+        return {}, (f"the topic {topic} no longer holds the table's whole history (partition "
+                    f"{gone[0].partition} begins at offset {gone[0].earliest}: retention), so "
+                    "the tap cannot name the lake rows to delete. Start the table over "
+                    "(docs/binlog-tap.md, \"Incompatible schema changes\")")
+    parsed = {sid: fastavro.parse_schema(schema) for sid, schema in versions.items()}
+    newest: dict[bytes, tuple[int, dict[str, Any]]] = {}
+    for po in offsets:
+        for message in kafka_client.read_range("confluent-kafka", bootstrap, topic, po.partition,
+                                               po.earliest, po.end, timeout_s=60):
+            if message.key is None or message.value is None or len(message.value) < 5:
+                continue
+            _magic, sid = struct.unpack(">bI", message.value[:5])
+            if sid not in parsed:
+                continue
+            record = fastavro.schemaless_reader(io.BytesIO(message.value[5:]), parsed[sid], None)
+            assert isinstance(record, dict)
+            ref = int(record["_ref_key"])
+            seen = newest.get(message.key)
+            if ref < before_ref and (seen is None or ref > seen[0]):
+                newest[message.key] = (ref, record)
+    return {k: r for k, (_ref, r) in newest.items() if not r["_is_deleted"]}, None
+
+
+def truncate(producer: ChangelogProducer, bootstrap: str, topic: str,
+             versions: dict[int, dict[str, Any]], ref: int, env: Envelope) -> int | str:
+    """Publish a delete (ref key ``ref``) for every row live in ``topic`` below ``ref``; the
+    number published, or why the rows cannot be known (see ``live_rows``)."""
+    producer.flush()  # every event published before the TRUNCATE is in the topic
+    live, problem = live_rows(bootstrap, topic, versions, ref)
+    if problem is not None:
+        return problem
+    sid = max(versions)
+    encoder = Encoder(sid, versions[sid])
+    fields = [f["name"] for f in versions[sid]["fields"]]
+    for key, record in live.items():
+        event = {f: record.get(f) for f in fields}  # the row as it was (all fields nullable)
+        event.update(_ref_key=ref, _changed_columns=None, _source=env.source,
+                     _event_ts=env.event_ts_ms, _is_deleted=True, _force_update=False,
+                     _data_center=env.data_center)
+        producer.send(topic, key, encoder.encode(event))
+    return len(live)
