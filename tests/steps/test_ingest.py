@@ -317,6 +317,7 @@ def test_starting_at_latest_pins_the_end_then_ingests_everything_after_it(
     assert checkpoint is not None and sum(checkpoint.offsets.values()) == 80
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize(("reader", "table_format"),
                          [("kafka-python", "hudi"), ("confluent-kafka", "iceberg")])
 def test_records_deleted_between_plan_and_read_are_data_loss_never_a_silent_skip(
@@ -363,6 +364,7 @@ def test_records_deleted_between_plan_and_read_are_data_loss_never_a_silent_skip
     assert checkpoint is not None and sum(checkpoint.offsets.values()) == 400
 
 
+@pytest.mark.reliability
 def test_topic_recreated_and_refilled_past_the_checkpoint_is_noticed_by_its_topic_id(
         spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
     settings = make_settings({job_name: trips_job(job_name)})
