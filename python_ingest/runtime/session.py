@@ -116,6 +116,10 @@ def build_session(settings: Settings) -> SparkSession:
              settings.catalog.name, settings.catalog.warehouse)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    # the JVM's own prints (a library's warnings) go to stderr: stdout is sluice's (--json)
+    jvm = session._jvm
+    assert jvm is not None
+    jvm.java.lang.System.setOut(jvm.java.lang.System.err)
     prepare_catalog(session)
     return session
 

@@ -273,8 +273,10 @@ def _read(spark: SparkSession, spec: ReadSpec, units: tuple[WorkUnit, ...],
     if not units:
         return spark.createDataFrame([], spec.output_ddl())
     rows = [(u.topic, u.partition, u.start, u.end) for u in units]
-    tasks = spark.sparkContext.parallelize(rows, len(rows)).toDF(
-        "topic string, partition int, start bigint, end bigint")
+    # createDataFrame on ``spark``, not rdd.toDF(): that binds the thread's active session,
+    # which need not be this one (a format's write may leave its own active)
+    tasks = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)),
+                                  "topic string, partition int, start bigint, end bigint")
     return tasks.mapInArrow(lambda batches: read_units(spec, batches, report),
                             spec.output_ddl())
 
