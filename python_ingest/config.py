@@ -22,6 +22,7 @@ import yaml
 
 from python_ingest import credentials
 from python_ingest.exceptions import ConfigError
+from python_ingest.runner.config import RunnerConfig, parse_priority, parse_runner
 
 CONFIG_ENV = "SLUICE_CONFIG"
 DEFAULT_CONFIG_FILE = "sluice.yml"
@@ -93,6 +94,7 @@ class JobConfig:
     on_data_loss: str = "fail"
     reader: str = "kafka-python"
     read_timeout_s: float = 60.0
+    priority: int = 0  # higher first in a continuous runner (runner/config.py)
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class Settings:
     state_dir: str = ".sluice"
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)
     table_format: str = "hudi"  # of every table sluice and dbt write (docs/formats.md)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
 
     def path(self, relative: str) -> Path:
         """Resolve a path from config against the project root."""
@@ -236,6 +239,7 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
                              f"{where}.on_data_loss"),
         reader=_choice(raw.get("reader", "kafka-python"), READERS, f"{where}.reader"),
         read_timeout_s=float(raw.get("read_timeout_s", JobConfig.read_timeout_s)),
+        priority=parse_priority(raw.get("priority", 0), where),
     )
     return job
 
@@ -399,7 +403,7 @@ def load_settings(path: str | os.PathLike[str] | None = None,
         data = json.loads(json.dumps(loaded))  # deep copy with plain types
     _env_overrides(data, env)
     _check_keys(data, {"spark", "catalog", "broker", "jobs", "state_dir", "sources",
-                       "table_format"}, "config")
+                       "table_format", "runner"}, "config")
 
     spark_raw = _mapping(data.get("spark"), "spark")
     _check_keys(spark_raw, {"master", "app_name", "conf"}, "spark")
@@ -447,4 +451,5 @@ def load_settings(path: str | os.PathLike[str] | None = None,
     return Settings(root=root, spark=spark, catalog=catalog, broker=broker, jobs=jobs,
                     state_dir=str(data.get("state_dir", ".sluice")), sources=sources,
                     table_format=_choice(data.get("table_format", Settings.table_format),
-                                         TABLE_FORMATS, "table_format"))
+                                         TABLE_FORMATS, "table_format"),
+                    runner=parse_runner(_mapping(data.get("runner"), "runner")))

@@ -57,8 +57,8 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    """Print each job's checkpoint and lag per partition, and its last runs."""
+def cmd_status_history(args: argparse.Namespace, settings: Settings) -> int:
+    """Print each job's checkpoint and lag per partition, and its last runs (Spark)."""
     from python_ingest.steps.jobs import job_status
     from python_ingest.tables.names import JobTables
 
@@ -141,10 +141,14 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """Run the whole pipeline of one job (or all): ingest, staging, fork, merge, reports."""
     from python_ingest.steps.pipeline import run_all
 
-    names = sorted(settings.jobs) if args.all else [args.job]
+    names = sorted(settings.jobs) if args.all else list(args.job)
     for name in names:
         settings.job(name)  # unknown names fail before anything starts
     _ensure_broker(settings)
+    if args.continuous or args.duration or args.until_idle:
+        from python_ingest.cli.runner import run_continuously
+
+        return run_continuously(args, settings, names)
     spark = _session(settings)
     results = run_all(spark, settings, names, accept_data_loss=args.accept_data_loss)
     for result in results:
@@ -262,13 +266,21 @@ def build_parser() -> argparse.ArgumentParser:
     add_jobs_target(add("ingest", cmd_ingest,
                         "Ingest new Kafka messages of a job into raw.<table>."))
 
-    status = add("status", cmd_status, "Show checkpoints, lag per partition and last runs.")
-    status.add_argument("job", nargs="?", help="job name (default: all jobs)")
-    status.add_argument("--runs", type=int, default=5, help="how many runs to list (default 5)")
-    status.add_argument("--json", action="store_true", help="machine-readable output")
+    from python_ingest.cli.runner import add_status_command
 
-    add_jobs_target(add("run", cmd_run, "Run a job's pipeline: ingest, staging (dbt), fork "
-                        "(Great Expectations), merge into the lake table, reports."))
+    add_status_command(add)  # sluice status
+
+    run = add("run", cmd_run, "Run jobs' pipelines: ingest, staging (dbt), fork (Great "
+              "Expectations), merge into the lake table, reports; once, or continuously.")
+    target = run.add_mutually_exclusive_group(required=True)
+    target.add_argument("job", nargs="*", default=[], help="job name(s) from the config")
+    target.add_argument("--all", action="store_true", help="every job in the config")
+    run.add_argument("--accept-data-loss", action="store_true",
+                     help="continue from the earliest offset when the checkpoint's offsets are "
+                          "gone (the loss is recorded in the run)")
+    from python_ingest.cli.runner import add_runner_options
+
+    add_runner_options(run)
 
     maintain = add("maintain", cmd_maintain, "Run the table services of a job's tables now "
                    "(Hudi: compaction, cleaning, archival; Iceberg: delete-file rewrite).")

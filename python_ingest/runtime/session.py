@@ -146,3 +146,13 @@ def activate(spark: SparkSession) -> None:
     jvm = spark._jvm
     assert jvm is not None
     jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
+def job_session(spark: SparkSession) -> SparkSession:
+    """A session of its own for one job of a continuous runner: the same SparkContext,
+    catalogs and settings, but its own SQL settings, so commit metadata one job sets while it
+    writes (Hudi reads ``sluice.*`` session settings into its commits) never lands in another
+    job's commit."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())

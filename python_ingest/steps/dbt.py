@@ -63,6 +63,7 @@ class Dbt:
         self.settings = settings
         self.project = project or project_dir(settings)
         self._manifest: Manifest | None = None
+        self._parsed_files: tuple[tuple[str, int, int], ...] = ()
 
     def _env(self) -> dict[str, str]:
         """Profile variables so that profiles.yml describes the session we already run."""
@@ -89,21 +90,27 @@ class Dbt:
                     os.environ[key] = value
 
     def invoke(self, command: Sequence[str], variables: Mapping[str, Any] | None = None,
-               single_threaded: bool = False) -> object:
+               single_threaded: bool = False, parsed: bool = False) -> object:
         """Run one dbt command; returns dbt's result (a Manifest for ``parse``, a
-        RunExecutionResult for ``run``), raises PipelineError when it fails."""
+        RunExecutionResult for ``run``), raises PipelineError when it fails.
+
+        ``parsed``: run on the project as this object parsed it (no parse, no artifacts
+        written: about 2 s less per call, what a runner doing batch after batch wants)."""
         from dbt.cli.main import dbtRunner
 
+        manifest = self.manifest() if parsed else None
         args = [*command, "--project-dir", str(self.project), "--profiles-dir",
                 str(self.project), "--target-path", str(self.project / "target"),
                 "--log-path", str(self.project / "logs"), "--quiet"]
+        if parsed:
+            args.append("--no-write-json")
         if variables:
             args += ["--vars", json.dumps(dict(variables))]
         if single_threaded:
             args.insert(0, "--single-threaded")
         log.debug("dbt %s", " ".join(args))
         with _LOCK, self._environment(), _on_active_session():
-            result = dbtRunner().invoke(args)
+            result = dbtRunner(manifest=manifest).invoke(args)
         if not result.success:
             raise PipelineError(f"dbt {' '.join(command)} failed: {_failure_message(result)}")
         return result.result
@@ -111,15 +118,41 @@ class Dbt:
     def run(self, select: str, variables: Mapping[str, Any] | None = None,
             single_threaded: bool = False) -> list[NodeResult]:
         """``dbt run --select <select>``; the results of the nodes it ran."""
-        result = self.invoke(["run", "--select", select], variables, single_threaded)
+        result = self.invoke(["run", "--select", select], variables, single_threaded,
+                             parsed=True)
         return [NodeResult(r.node.unique_id, str(r.status), r.message or "")
                 for r in getattr(result, "results", [])]
 
     def manifest(self) -> Manifest:
-        """The parsed project (cached for the life of this object)."""
+        """The parsed project (cached until ``reload_if_changed`` finds an edit)."""
         if self._manifest is None:
+            files = self._project_files()
             self._manifest = cast("Manifest", self.invoke(["parse"]))
+            self._parsed_files = files
         return self._manifest
+
+    def _project_files(self) -> tuple[tuple[str, int, int], ...]:
+        """Path, mtime and size of every file dbt parses (models, macros, the project)."""
+        found = []
+        for folder in ("models", "macros", "seeds", "snapshots", "tests/dbt"):
+            for path in sorted((self.project / folder).rglob("*")):
+                if path.is_file():
+                    stat = path.stat()
+                    found.append((str(path), stat.st_mtime_ns, stat.st_size))
+        for name in ("dbt_project.yml", "profiles.yml"):
+            path = self.project / name
+            if path.is_file():
+                found.append((str(path), path.stat().st_mtime_ns, path.stat().st_size))
+        return tuple(found)
+
+    def reload_if_changed(self) -> bool:
+        """Drop the parsed project when a file of it changed since (a fixed converter is
+        picked up by a long-running runner on the failing job's next retry)."""
+        if self._manifest is None or self._project_files() == self._parsed_files:
+            return False
+        log.info("dbt project %s changed: parsing it again", self.project)
+        self._manifest = None
+        return True
 
     def job_models(self, job_name: str) -> JobModels:
         """The converter reading raw.<job> and the lake model built on it, from the manifest."""
@@ -152,10 +185,12 @@ class Dbt:
 def _on_active_session() -> Iterator[None]:
     """Make dbt-spark's ``SparkSession.builder.getOrCreate()`` return the calling thread's
     active session: pyspark returns its first session otherwise, and would apply the profile's
-    settings (default catalog, table format) to that one instead of the caller's."""
+    settings (default catalog, table format) to that one instead of the caller's. The thread's
+    session is the JVM's (pyspark's own ``getActiveSession`` is process-wide): a continuous
+    runner gives each job thread its own session (runner/scheduler.py)."""
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
+    active = thread_session()
     previous = SparkSession._instantiatedSession
     if active is not None:
         SparkSession._instantiatedSession = active
@@ -163,6 +198,24 @@ def _on_active_session() -> Iterator[None]:
         yield
     finally:
         SparkSession._instantiatedSession = previous
+
+
+def thread_session() -> Any:
+    """The calling thread's active SparkSession as the JVM knows it (None: no Spark yet)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    sc = SparkContext._active_spark_context
+    if sc is None or sc._jvm is None:
+        return SparkSession.getActiveSession()
+    found = sc._jvm.org.apache.spark.sql.SparkSession.getActiveSession()
+    if not found.isDefined():
+        return SparkSession.getActiveSession()
+    jsession = found.get()
+    known = SparkSession._instantiatedSession
+    if known is not None and known._jsparkSession.equals(jsession):
+        return known
+    return SparkSession(sc, jsession)
 
 
 def _failure_message(result: Any) -> str:

@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,9 @@ ASSETS_DIR_ENV = "SLUICE_REPORT_ASSETS_DIR"
 ASSETS_MANIFEST = "manifest.json"
 _GX_IMAGE = re.compile(r"https://great-expectations-web-assets\.s3[\w.-]*/([\w.-]+)[^\"'\s<>]*")
 _CROSS_ORIGIN = re.compile(r'\s(?:integrity|crossorigin)="[^"]*"')
+# Great Expectations keeps process-wide state (its context and data docs machinery): jobs
+# forking in parallel threads of one runner validate one at a time
+_GX_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -165,8 +169,9 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
             failures, report, page = None, None, None
             quality: list[dict[str, Any]] = []
         else:
-            failures, quality, report, page = _validate(spark, batch, suite, report_dir,
-                                                        f"batch-{done + 1}-{target}")
+            with _GX_LOCK:
+                failures, quality, report, page = _validate(spark, batch, suite, report_dir,
+                                                            f"batch-{done + 1}-{target}")
         routed = _routed(batch, failures)
         error_rows = _error_rows(batch, failures)
         error_rows = error_rows.persist(StorageLevel.MEMORY_AND_DISK)

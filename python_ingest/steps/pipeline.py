@@ -15,18 +15,26 @@ it, so a crash anywhere and a rerun neither skip nor repeat a batch (docs/pipeli
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import PipelineError, SluiceError
+from python_ingest.runner.status import StatusFile
 from python_ingest.runtime.files import private_dir
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.fork import ERROR_COLUMNS, fork, suite_path
 from python_ingest.steps.ingest import fault_point, ingest
-from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint, step_properties
+from python_ingest.tables.checkpoints import (
+    Checkpoint,
+    read_checkpoint,
+    step_checkpoint,
+    step_properties,
+)
 from python_ingest.tables.formats import committing, ensure_table, table_exists
 from python_ingest.tables.lease import check_held, job_lease
 from python_ingest.tables.names import JobTables
@@ -54,6 +62,7 @@ class PipelineResult:
     counts: dict[str, int] = field(default_factory=dict)
     report: str | None = None
     tables: JobTables | None = None
+    checkpoint: Checkpoint | None = None  # the raw checkpoint after the run
 
 
 def report_dir(settings: Settings, job: str) -> Path:
@@ -70,10 +79,11 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
     for name in STEP_COUNTS:
         run.count(name, 0)
     dbt = dbt or Dbt(settings)
+    checkpoint = None
     try:
         tables = JobTables(job.name, dbt.job_models(job.name))
         with job_lease(spark, job.name):  # one run of a job at a time (tables/lease.py)
-            ingest(spark, settings, job, run, accept_data_loss)
+            checkpoint = ingest(spark, settings, job, run, accept_data_loss).checkpoint
             fault_point("after_ingest")
             _staging(spark, dbt, tables, run)
             fault_point("after_staging")
@@ -83,13 +93,35 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
             fault_point("after_merge")
     except Exception as exc:
         run.finish(spark, "failed", f"{type(exc).__name__}: {exc}")
+        _record_status(spark, settings, run, checkpoint, None)
         if not isinstance(exc, SluiceError):
             log.exception("job %s failed", job.name)
         raise
     outcome = "up-to-date" if not any(run.counts.get(n) for n in STEP_COUNTS) else "succeeded"
     run.finish(spark, outcome)
+    _record_status(spark, settings, run, checkpoint, tables)
     return PipelineResult(job.name, run.run_id, outcome, run.batch_id, dict(run.counts),
-                          report, tables)
+                          report, tables, checkpoint)
+
+
+def _record_status(spark: SparkSession, settings: Settings, run: Run,
+                   checkpoint: Checkpoint | None, tables: JobTables | None) -> None:
+    """The job's entry in the status file (runner/status.py); never fails the run."""
+    try:
+        newest = None
+        # the batch this run finished: its own, or the raw batch later steps caught up on
+        batch_id = run.batch_id or (checkpoint.batch_id if checkpoint else None)
+        if tables is not None and run.outcome == "succeeded" and batch_id:
+            value = spark.sql(f"select max(_kafka_timestamp) from {tables.raw} "
+                              f"where _batch_id = {int(batch_id)}").collect()[0][0]
+            newest = value.replace(tzinfo=UTC).isoformat() if value is not None else None
+        cores = spark.sparkContext.defaultParallelism
+        StatusFile(settings.path(settings.state_dir)).record_run(
+            run.job, run.run_id, run.outcome, run.counts, run.duration_s,
+            run.duration_s * cores, batch_id,
+            None if checkpoint is None else json.loads(checkpoint.to_json()), newest, run.error)
+    except Exception:  # bookkeeping must not turn a good run into a failed one
+        log.exception("could not update the status file for job %s", run.job)
 
 
 def _staging(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None:

@@ -1,0 +1,170 @@
+"""``sluice run --continuous`` (the job manager) and ``sluice status`` (without a JVM)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from python_ingest.config import Settings
+from python_ingest.exceptions import ConfigError, SluiceError
+from python_ingest.runner.status import StatusFile, parse_iso
+
+
+def add_runner_options(run: argparse.ArgumentParser) -> None:
+    """``sluice run``'s continuous-mode options."""
+    run.add_argument("--continuous", action="store_true",
+                     help="keep running: a batch whenever a job's topic has new messages, "
+                          "several jobs at once by priority, until SIGTERM/Ctrl-C (a second "
+                          "one exits at once)")
+    run.add_argument("--duration", type=float, metavar="S",
+                     help="continuous, stopping after S seconds")
+    run.add_argument("--until-idle", action="store_true",
+                     help="continuous, stopping once every job is caught up")
+    run.add_argument("--max-parallel", type=int, metavar="N",
+                     help="jobs in flight at once (default: runner.max_parallel_jobs, cores)")
+    run.add_argument("--poll", type=float, metavar="S",
+                     help="seconds between checks for new messages (default: "
+                          "runner.poll_interval_s, 1)")
+
+
+def run_continuously(args: argparse.Namespace, settings: Settings, names: list[str]) -> int:
+    """One process, one SparkSession, every named job batch after batch (runner/scheduler)."""
+    from python_ingest.runner.scheduler import Runner, fair_scheduler_conf
+    from python_ingest.runtime.session import build_session
+
+    runner_conf = settings.runner
+    if args.max_parallel is not None:
+        if args.max_parallel < 1:
+            raise ConfigError("--max-parallel", "must be at least 1")
+        runner_conf = dataclasses.replace(runner_conf, max_parallel_jobs=args.max_parallel)
+    if args.poll is not None:
+        if args.poll <= 0:
+            raise ConfigError("--poll", "must be a positive number of seconds")
+        runner_conf = dataclasses.replace(runner_conf, poll_interval_s=args.poll)
+    jobs = [settings.job(n) for n in names]
+    conf = {**fair_scheduler_conf(settings, jobs), **settings.spark.conf}
+    settings = dataclasses.replace(settings, runner=runner_conf,
+                                   spark=dataclasses.replace(settings.spark, conf=conf))
+    spark = build_session(settings)
+    print(f"runner: {len(names)} job(s) ({', '.join(names)}), at most "
+          f"{runner_conf.max_parallel_jobs} at once; SIGTERM or Ctrl-C stops after the batches "
+          "in flight; 'sluice status' shows where each job stands", flush=True)
+    runner = Runner(spark, settings, names, duration_s=args.duration,
+                    until_idle=args.until_idle, accept_data_loss=args.accept_data_loss)
+    started = time.monotonic()
+    slots = runner.run()
+    failing = [s.job.name for s in slots.values() if s.failures]
+    batches = sum(1 for s in slots.values() for r in s.results if r.outcome == "succeeded")
+    print(f"runner stopped after {time.monotonic() - started:.0f}s: {batches} batch(es)"
+          + (f"; failing: {', '.join(failing)}" if failing else ""), flush=True)
+    return 1 if failing else 0
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    """Where each job stands, from the status file and the broker's end offsets (no Spark)."""
+    if args.history:
+        from python_ingest.cli.main import cmd_status_history
+
+        return cmd_status_history(args, settings)
+    names = [args.job] if args.job else sorted(settings.jobs)
+    jobs = [settings.job(n) for n in names]
+    status = StatusFile(settings.path(settings.state_dir))
+    data = status.read()
+    alive = status.runner_alive(data)
+    ends, broker_error = _end_offsets(settings, {j.topic for j in jobs})
+    now = datetime.now(UTC)
+    out: dict[str, Any] = {"runner": {**(data.get("runner") or {}), "alive": alive},
+                           "jobs": {}}
+    if broker_error:
+        out["broker_error"] = broker_error
+    for job in jobs:
+        entry = dict((data.get("jobs") or {}).get(job.name) or {})
+        state = entry.get("state", "never run")
+        if state in ("running", "retrying", "idle") and not alive:
+            state = "failing" if entry.get("failures") else "stopped"
+        checkpoint = entry.get("checkpoint")
+        offsets = {int(p): int(o) for p, o in ((checkpoint or {}).get("offsets") or {}).items()}
+        topic_ends = ends.get(job.topic)
+        behind = (None if topic_ends is None or checkpoint is None else
+                  sum(max(0, e - offsets.get(p, 0)) for p, e in topic_ends.items()))
+        newest = parse_iso(entry.get("newest_event_at"))
+        out["jobs"][job.name] = {
+            "state": state, "topic": job.topic, "priority": job.priority, "backlog": behind,
+            "freshness_s": round((now - newest).total_seconds(), 1) if newest else None,
+            "newest_event_at": entry.get("newest_event_at"),
+            "last_batch": entry.get("last_batch"), "last_run": entry.get("last_run"),
+            "failing_since": entry.get("failing_since"), "failures": entry.get("failures"),
+            "last_error": entry.get("last_error"), "next_retry_at": entry.get("next_retry_at"),
+            "cost": entry.get("cost"), "checkpoint": checkpoint}
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+        return 0
+    _print_status(out)
+    return 0
+
+
+def _end_offsets(settings: Settings, topics: set[str]) -> tuple[dict[str, dict[int, int]],
+                                                                str | None]:
+    from python_ingest.runner.offsets import EndOffsets
+
+    watcher = EndOffsets(settings.broker.bootstrap_servers, timeout_s=2.0)  # answer fast
+    try:
+        return watcher.end(topics), None
+    except SluiceError as exc:
+        return {}, str(exc)
+    finally:
+        watcher.close()
+
+
+def _print_status(out: dict[str, Any]) -> None:
+    runner = out["runner"]
+    if runner.get("pid"):
+        print(f"runner: {'alive' if runner['alive'] else 'not running'} (pid {runner['pid']} "
+              f"on {runner.get('host')}, {runner.get('state')}, heartbeat "
+              f"{runner.get('heartbeat_at')})")
+    else:
+        print("runner: none has run here ('sluice run --all --continuous' starts one)")
+    if out.get("broker_error"):
+        print(f"broker: {out['broker_error']}")
+    print(f"{'job':<24} {'state':<10} {'backlog':>8} {'fresh(s)':>9} {'batch':>6} "
+          f"{'in':>7} {'valid':>7} {'errors':>7} {'merged':>7} {'core-s':>8}")
+    for name, job in out["jobs"].items():
+        batch = job["last_batch"] or {}
+        counts = batch.get("counts") or {}
+        errors = sum(int(counts.get(k, 0)) for k in ("decode_errors", "expectation_errors",
+                                                     "merge_errors"))
+        merged = sum(int(counts.get(k, 0)) for k in ("inserted", "updated", "deleted"))
+        cost = (job["cost"] or {}).get("core_seconds")
+        print(f"{name:<24} {job['state']:<10} {_dash(job['backlog']):>8} "
+              f"{_dash(job['freshness_s']):>9} {_dash(batch.get('batch_id')):>6} "
+              f"{_dash(counts.get('read')):>7} {_dash(counts.get('valid')):>7} "
+              f"{errors if counts else '-':>7} {merged if counts else '-':>7} "
+              f"{_dash(cost):>8}")
+        if job["failures"]:
+            print(f"  failing since {job['failing_since']} ({job['failures']} failure(s)); "
+                  f"next retry {job['next_retry_at'] or '-'}: {_first_line(job['last_error'])}")
+
+
+def _first_line(text: str | None, width: int = 160) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= width else line[:width - 3] + "..."
+
+
+def _dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def add_status_command(add: Any) -> None:
+    status = add("status", cmd_status, "Show where each job stands: state, backlog, freshness, "
+                 "last batch counts and cost (no Spark; --history for checkpoints per "
+                 "partition and the last runs from meta.runs).")
+    status.add_argument("job", nargs="?", help="job name (default: all jobs)")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--history", action="store_true",
+                        help="checkpoints per partition and the last runs (starts Spark)")
+    status.add_argument("--runs", type=int, default=5,
+                        help="with --history: how many runs to list (default 5)")

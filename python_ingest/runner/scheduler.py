@@ -1,0 +1,266 @@
+"""The continuous runner: every job of one process, batch after batch, in parallel by priority.
+
+One SparkSession (cloned per job: ``runtime.session.job_session``), one dbt manifest, one
+process. The main thread polls the end offsets of every job's topic (``offsets.EndOffsets``)
+every ``runner.poll_interval_s``; a job whose topic holds messages past its checkpoint, or
+that has never run in this process, or whose retry is due, gets a slot, at most
+``runner.max_parallel_jobs`` at once, higher ``priority`` first, then the larger backlog.
+Each job thread runs one batch (``steps.pipeline.run_job``: ingest, staging, fork, merge,
+reports) in its job's Spark FAIR pool (weight ``1 + priority``) and reports back.
+
+A failing job (a broken converter, its topic gone, the broker down) is recorded in meta.runs
+and the status file, retried after ``retry_initial_s`` doubling up to ``retry_max_s``, and
+never stops the others. An idle job costs one end-offsets request per poll and no Spark job.
+
+Stopping: the first SIGTERM or SIGINT lets the batches in flight finish (every step commits
+its checkpoint with its data, so a batch is either committed or left for the next start) and
+starts no new one; a second signal exits at once, which is as safe as kill -9: the next start
+resumes from the last committed checkpoints (docs/runner.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from python_ingest.config import JobConfig, Settings
+from python_ingest.exceptions import BrokerError, SluiceError
+from python_ingest.runner.offsets import EndOffsets, backlog
+from python_ingest.runner.status import StatusFile, now_iso
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from python_ingest.steps.dbt import Dbt
+    from python_ingest.steps.pipeline import PipelineResult
+
+log = logging.getLogger(__name__)
+
+POOL_PREFIX = "sluice_job_"
+
+
+@dataclass
+class JobSlot:
+    """What the runner knows about one job between its batches."""
+
+    job: JobConfig
+    checkpoint: dict[str, Any] | None = None  # None until it ran once in this process
+    backlog: int | None = None
+    failures: int = 0
+    retry_at: float = 0.0  # monotonic
+    batches: int = 0
+    running: bool = False
+    results: list[PipelineResult] = field(default_factory=list)
+
+    def due(self, now: float) -> bool:
+        """Whether the job should run now: never ran here, has messages waiting, or its
+        retry is due."""
+        if self.running or now < self.retry_at:
+            return False
+        return self.checkpoint is None or self.failures > 0 or bool(self.backlog)
+
+
+def fair_scheduler_conf(settings: Settings, jobs: list[JobConfig]) -> dict[str, str]:
+    """Spark settings for a FAIR scheduler with one pool per job weighted by its priority
+    (static settings: they apply to a session the runner starts itself)."""
+    pools = "".join(
+        f'  <pool name="{POOL_PREFIX}{j.name}"><schedulingMode>FIFO</schedulingMode>'
+        f"<weight>{max(1, 1 + j.priority)}</weight><minShare>0</minShare></pool>\n"
+        for j in jobs)
+    path = settings.path(settings.state_dir) / "fairscheduler.xml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'<?xml version="1.0"?>\n<allocations>\n{pools}</allocations>\n')
+    return {"spark.scheduler.mode": "FAIR", "spark.scheduler.allocation.file": str(path)}
+
+
+class Runner:
+    """Runs ``names`` continuously until stopped (a signal, ``duration_s``, or, with
+    ``until_idle``, once every job is caught up and none is failing)."""
+
+    def __init__(self, spark: SparkSession, settings: Settings, names: list[str],
+                 dbt: Dbt | None = None, duration_s: float | None = None,
+                 until_idle: bool = False, accept_data_loss: bool = False) -> None:
+        from python_ingest.steps.dbt import Dbt
+
+        self.spark = spark
+        self.settings = settings
+        self.config = settings.runner
+        self.slots = {n: JobSlot(settings.job(n)) for n in names}
+        self.dbt = dbt or Dbt(settings)
+        self.duration_s = duration_s
+        self.until_idle = until_idle
+        self.accept_data_loss = accept_data_loss
+        self.stop = threading.Event()
+        self.status = StatusFile(settings.path(settings.state_dir))
+        self._sessions: dict[str, SparkSession] = {}
+        self._signals = 0
+        self._lock = threading.Lock()
+
+    # -- signals ---------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.warning("second signal: exiting now; the next start resumes from the last "
+                        "committed checkpoints")
+            os._exit(130)
+        log.warning("%s: finishing the batches in flight, starting no new one (signal again "
+                    "to exit at once)", signal.Signals(signum).name)
+        self.stop.set()
+
+    def _install_signals(self) -> list[tuple[int, Any]]:
+        if threading.current_thread() is not threading.main_thread():
+            return []
+        saved: list[tuple[int, Any]] = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            saved.append((sig, signal.signal(sig, self._on_signal)))
+        return saved
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self) -> dict[str, JobSlot]:
+        """Run until stopped; each job's slot (its results and failures)."""
+        names = sorted(self.slots)
+        saved = self._install_signals()
+        offsets = EndOffsets(self.settings.broker.bootstrap_servers)
+        started = time.monotonic()
+        self.dbt.manifest()  # parsed once, before the first batch
+        for name in names:
+            self.status.update_job(name, state="idle", priority=self.slots[name].job.priority)
+        self.status.record_runner("running", names, max_parallel_jobs=self.config.max_parallel_jobs)
+        log.info("runner: %d job(s), at most %d at once, polling every %.1fs", len(names),
+                 self.config.max_parallel_jobs, self.config.poll_interval_s)
+        pool = ThreadPoolExecutor(self.config.max_parallel_jobs, thread_name_prefix="sluice-job")
+        inflight: dict[Future[None], JobSlot] = {}
+        try:
+            while not self.stop.is_set():
+                self._poll(offsets)
+                now = time.monotonic()
+                due = sorted((s for s in self.slots.values() if s.due(now)),
+                             key=lambda s: (-s.job.priority,
+                                            -(s.backlog if s.backlog is not None else math.inf),
+                                            s.job.name))
+                for slot in due[:self.config.max_parallel_jobs - len(inflight)]:
+                    slot.running = True
+                    inflight[pool.submit(self._batch, slot)] = slot
+                if self.duration_s is not None and now - started >= self.duration_s:
+                    log.info("runner: %.0fs passed, stopping", self.duration_s)
+                    break
+                if self.until_idle and not inflight and not due and self._idle():
+                    log.info("runner: every job is caught up, stopping")
+                    break
+                self.status.record_runner("running", names)
+                if inflight:
+                    done, _ = wait(list(inflight), timeout=self.config.poll_interval_s,
+                                   return_when=FIRST_COMPLETED)
+                    for future in done:
+                        inflight.pop(future)
+                else:
+                    self.stop.wait(self.config.poll_interval_s)
+        finally:
+            self.status.record_runner("stopping", names)
+            wait(list(inflight))  # the batches in flight finish: their commits are whole
+            pool.shutdown()
+            offsets.close()
+            self.status.record_runner("stopped", names)
+            for name in names:
+                if not self.slots[name].failures:
+                    self.status.update_job(name, state="stopped")
+            for sig, handler in saved:
+                signal.signal(sig, handler)
+        return self.slots
+
+    def _idle(self) -> bool:
+        return all(s.checkpoint is not None and not s.backlog and not s.failures
+                   for s in self.slots.values())
+
+    def _poll(self, offsets: EndOffsets) -> None:
+        """Every job's backlog from its topic's end offsets and its last checkpoint."""
+        topics = {s.job.topic for s in self.slots.values()}
+        try:
+            ends = offsets.end(topics)
+        except BrokerError as exc:
+            log.warning("runner: %s (retrying every poll)", exc)
+            return
+        for slot in self.slots.values():
+            behind = backlog(ends.get(slot.job.topic, {}), slot.checkpoint)
+            if behind is not None and behind != slot.backlog:
+                self.status.update_job(slot.job.name, backlog=behind)  # on change only
+            slot.backlog = behind
+
+    # -- one batch -------------------------------------------------------------------------
+
+    def _session(self, name: str) -> SparkSession:
+        from python_ingest.runtime.session import job_session
+
+        with self._lock:
+            if name not in self._sessions:
+                self._sessions[name] = job_session(self.spark)
+            return self._sessions[name]
+
+    def _batch(self, slot: JobSlot) -> None:
+        """One run of the job in this thread, on its own session and FAIR pool."""
+        from python_ingest.runtime.session import activate
+        from python_ingest.steps.pipeline import run_job
+
+        name = slot.job.name
+        session = self._session(name)
+        activate(session)
+        session.sparkContext.setLocalProperty("spark.scheduler.pool", f"{POOL_PREFIX}{name}")
+        self.status.update_job(name, state="running", running_since=now_iso())
+        try:
+            if slot.failures:
+                self.dbt.reload_if_changed()  # the fix may be an edited model
+            result = run_job(session, self.settings, slot.job, self.accept_data_loss, self.dbt)
+        except Exception as exc:
+            slot.failures += 1
+            wait_s = min(self.config.retry_max_s,
+                         self.config.retry_initial_s * 2 ** (slot.failures - 1))
+            slot.retry_at = time.monotonic() + wait_s
+            if not isinstance(exc, SluiceError):
+                log.exception("job %s failed", name)
+            log.warning("job %s failed (%d in a row): %s; retrying in %.0fs", name,
+                        slot.failures, exc, wait_s)
+            self.status.update_job(name, state="retrying", running_since=None,
+                                   next_retry_at=_in(wait_s), failures=slot.failures)
+            return
+        finally:
+            slot.running = False
+        slot.failures, slot.retry_at = 0, 0.0
+        if result.checkpoint is not None:
+            slot.checkpoint = {"offsets": {str(p): o for p, o in
+                                           result.checkpoint.offsets.items()}}
+        elif slot.checkpoint is None:
+            slot.checkpoint = {"offsets": {}}
+        slot.results.append(result)
+        self.status.update_job(name, state="idle", running_since=None)
+        if result.outcome == "succeeded":
+            slot.batches += 1
+            every = self.config.maintain_every
+            if every and slot.batches % every == 0:
+                self._maintain(session, slot.job)
+
+    def _maintain(self, session: SparkSession, job: JobConfig) -> None:
+        from python_ingest.steps.services import maintain_job
+
+        try:
+            done = maintain_job(session, self.dbt, job)
+            log.info("job %s: table services: %s", job.name,
+                     "; ".join(f"{t}: {', '.join(d)}" for t, d in done.items()))
+        except Exception:  # services catch up next time; the data is committed
+            log.exception("job %s: table services failed", job.name)
+
+
+def _in(seconds: float) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(timespec="seconds")
+
