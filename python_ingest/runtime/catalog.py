@@ -45,10 +45,49 @@ def location(spark: SparkSession, table: str) -> str:
     return f"{spark.conf.get(WAREHOUSE_CONF)}/{namespace}/{name}"
 
 
+# Hudi keeps a table's *table* settings in .hoodie/hoodie.properties, but its *write*
+# settings (index, metadata table, compaction) only in the catalog entry of the process that
+# created it. Every other process names the table by location, so ``register`` gives it again
+# the write settings of its kind; without them its writes fall back to Hudi's defaults: a
+# metadata table (with column stats) built on an append-only table by the first insert of a
+# new process, and a merge into a lake table looking keys up by scanning every file instead of
+# the record index. The lake's set is also in macros/sluice_lake_properties.sql (for create).
+APPEND_ONLY_WRITE = {"hoodie.metadata.enable": "false"}
+LAKE_WRITE = {
+    "hoodie.metadata.record.index.enable": "true",
+    "hoodie.index.type": "RECORD_INDEX",
+    "hoodie.metadata.index.column.stats.enable": "false",
+    "hoodie.metadata.index.partition.stats.enable": "false",
+    "hoodie.compact.inline": "true",
+    "hoodie.compact.inline.max.delta.commits": "5",
+    "hoodie.clean.commits.retained": "10",
+}
+
+
 def register(spark: SparkSession, table: str, path: str) -> None:
-    """Name an existing Hudi table in this process's catalog (its schema is on disk)."""
-    spark.sql(f"create table if not exists {table} using hudi location '{path}'")
-    log.debug("registered Hudi table %s at %s", table, path)
+    """Name an existing Hudi table in this process's catalog (its schema is on disk), with
+    the write settings of its kind: keyed (a lake table) or append-only."""
+    keyed = bool(table_config(spark, path).get("hoodie.table.recordkey.fields"))
+    props = ", ".join(f"'{k}'='{v}'" for k, v in (LAKE_WRITE if keyed
+                                                  else APPEND_ONLY_WRITE).items())
+    spark.sql(f"create table if not exists {table} using hudi location '{path}' "
+              f"tblproperties ({props})")
+    log.debug("registered Hudi table %s at %s (%s)", table, path,
+              "keyed" if keyed else "append-only")
+
+
+def table_config(spark: SparkSession, path: str) -> dict[str, str]:
+    """A Hudi table's own settings (``.hoodie/hoodie.properties``)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    hpath, fs = _hadoop_path(spark, f"{path}/.hoodie/hoodie.properties")
+    stream = fs.open(hpath)
+    try:
+        props = jvm.java.util.Properties()
+        props.load(stream)
+    finally:
+        stream.close()
+    return {str(k): str(props.getProperty(k)) for k in props.stringPropertyNames()}
 
 
 def register_tables(spark: SparkSession, namespaces: Iterable[str]) -> int:

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from python_ingest.runtime.catalog import (
+    APPEND_ONLY_WRITE,
     HUDI_COMMIT_PREFIX,
     HUDI_WRITE_CONF,
     fs_exists,
@@ -41,7 +42,7 @@ META_PREFIX = "_hoodie_"  # Hudi's own columns in every table (commit time, reco
 # append-only tables (raw, errors, staging, tombstones, runs): copy-on-write, keyless (no
 # index look-up on write), no metadata table (nothing looks keys up in them, and it costs
 # seconds per small commit); the lake tables' properties: macros/sluice_lake_properties.sql
-APPEND_ONLY_PROPERTIES = {"type": "cow", "hoodie.metadata.enable": "false"}
+APPEND_ONLY_PROPERTIES = {"type": "cow", **APPEND_ONLY_WRITE}
 # bulk_insert: new files per commit, no index look-up, no rewrite of earlier files
 APPEND_OPTIONS = {**HUDI_WRITE_CONF, "hoodie.datasource.write.operation": "bulk_insert",
                   "hoodie.metadata.enable": "false",

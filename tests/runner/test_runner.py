@@ -1,0 +1,159 @@
+"""The continuous runner (``sluice run --all --continuous``) as a user runs it: its own process
+and JVM, three jobs on a real broker, one with a broken converter, stopped by SIGTERM and by
+SIGKILL, restarted; the lake tables must equal their sources' oracles, no offset landed twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from python_ingest.demo import trips as demo
+from python_ingest.demo.fleet import fix_converter, topic_of, write_fleet
+from python_ingest.kafka.broker import ensure_topic
+from python_ingest.runner.status import StatusFile
+from tests.conftest import REPO, write_config
+from tests.steps.helpers import as_lake, lake_rows
+
+pytestmark = [pytest.mark.e2e, pytest.mark.reliability]
+
+WAIT_S = 420
+
+
+class Fleet:
+    """Three jobs' topics, their producers' oracles and the runner processes."""
+
+    def __init__(self, root: Path, workdir: Path, broker: str, prefix: str) -> None:
+        self.root, self.broker = root, broker
+        self.names = [f"{prefix}_{x}" for x in "abc"]
+        self.broken = self.names[2]
+        jobs = write_fleet(root, self.names, broken=[self.broken],
+                           priorities={self.names[0]: 1})
+        self.config = write_config(
+            root / "sluice.yml", workdir, broker, jobs, state_dir=str(root / "state"),
+            runner={"poll_interval_s": 0.5, "retry_initial_s": 2, "retry_max_s": 4,
+                    "max_parallel_jobs": 2})
+        self.status = StatusFile(root / "state")
+        self.generators = {}
+        self.produced = {n: 0 for n in self.names}
+        for i, name in enumerate(self.names):
+            ensure_topic(broker, topic_of(name), 2)
+            self.generators[name] = demo.TripsGenerator(demo.trips_schema(REPO), seed=i + 1,
+                                                        first_trip_id=1)
+        self.env = {**os.environ, "SLUICE_DBT_PROJECT_DIR": str(root)}
+
+    def produce(self, events: int) -> None:
+        for name in self.names:
+            sent = demo.produce(self.broker, topic_of(name),
+                                self.generators[name].events(events))
+            self.produced[name] += sent
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        log = open(self.root / f"runner-{time.monotonic_ns()}.log", "w")  # noqa: SIM115
+        return subprocess.Popen(
+            [sys.executable, "-m", "python_ingest.cli", "--config", str(self.config), "run",
+             "--all", *args], stdout=log, stderr=subprocess.STDOUT, text=True, env=self.env,
+            cwd=REPO, start_new_session=True)
+
+    def caught_up(self, name: str) -> bool:
+        entry = (self.status.read().get("jobs") or {}).get(name) or {}
+        offsets = (entry.get("checkpoint") or {}).get("offsets") or {}
+        last = entry.get("last_run") or {}
+        return (sum(offsets.values()) == self.produced[name] and not entry.get("failures")
+                and last.get("outcome") in ("succeeded", "up-to-date")
+                and entry.get("state") in ("idle", "stopped"))
+
+    def wait(self, what: str, predicate: Any, runner: subprocess.Popen[str]) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while not predicate():
+            if runner.poll() is not None:
+                pytest.fail(f"the runner exited ({runner.returncode}) before {what}:\n"
+                            + self.last_log())
+            if time.monotonic() > deadline:
+                pytest.fail(f"not {what} within {WAIT_S}s: {self.status.read()}\n"
+                            + self.last_log())
+            time.sleep(0.5)
+
+    def last_log(self) -> str:
+        logs = sorted(self.root.glob("runner-*.log"))
+        return logs[-1].read_text()[-6000:] if logs else ""
+
+    def status_json(self) -> dict[str, Any]:
+        # a Spark master that cannot exist: status must answer without starting Spark
+        result = subprocess.run(
+            [sys.executable, "-m", "python_ingest.cli", "--config", str(self.config), "status",
+             "--json"], capture_output=True, text=True, cwd=REPO, timeout=60,
+            env={**self.env, "SLUICE_SPARK_MASTER": "spark://no-such-host:1"})
+        assert result.returncode == 0, result.stderr
+        return dict(json.loads(result.stdout))
+
+    def assert_exact(self, spark: Any) -> None:
+        """Every lake table equals its source; every offset landed once (raw or raw errors)."""
+        for name in self.names:
+            expected = {t: as_lake(r) for t, r in self.generators[name].rows.items()}
+            assert lake_rows(spark, f"lake.{name}") == expected, name
+            raw = spark.sql(f"select count(*), count(distinct _kafka_partition, _kafka_offset) "
+                            f"from raw.{name}").collect()[0]
+            errors = spark.sql(f"select count(*) from errors.{name}__raw").collect()[0][0]
+            assert raw[0] == raw[1], f"{name}: {raw[0] - raw[1]} offsets landed twice"
+            assert raw[0] + errors == self.produced[name], name
+
+
+def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
+        spark: Any, broker: str, workdir: Path, tmp_path: Path, job_name: str) -> None:
+    fleet = Fleet(tmp_path, workdir, broker, job_name[:24])
+    good, broken = fleet.names[:2], fleet.broken
+    fleet.produce(150)
+    runner = fleet.start("--continuous")
+    try:
+        # the broken converter fails and is retried; the other two keep flowing
+        fleet.wait("two good jobs caught up and the broken one failing",
+                   lambda: all(fleet.caught_up(n) for n in good)
+                   and ((fleet.status.read()["jobs"].get(broken) or {}).get("failures") or 0)
+                   >= 2, runner)
+        fleet.produce(100)
+        fleet.wait("the good jobs caught up again", lambda: all(fleet.caught_up(n) for n in good),
+                   runner)
+        status = fleet.status_json()
+        assert status["runner"]["alive"] is True
+        failing = status["jobs"][broken]
+        assert failing["state"] in ("retrying", "running") and failing["failures"] >= 2
+        assert "no_such_column_in_raw" in failing["last_error"]
+        for name in good:
+            assert status["jobs"][name]["backlog"] == 0
+            assert status["jobs"][name]["last_batch"]["counts"]["read"] > 0
+            assert status["jobs"][name]["freshness_s"] is not None
+        # fixed: the runner picks the edited model up on the next retry and catches up
+        fix_converter(tmp_path, broken)
+        fleet.wait("the fixed job caught up", lambda: fleet.caught_up(broken), runner)
+        # SIGTERM while a batch is in flight: it finishes, the runner exits cleanly
+        fleet.produce(400)
+        fleet.wait("a batch in flight", lambda: any(
+            (e or {}).get("state") == "running"
+            for e in fleet.status.read()["jobs"].values()), runner)
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(timeout=WAIT_S) == 0, fleet.last_log()
+        assert fleet.status.read()["runner"]["state"] == "stopped"
+        assert fleet.status_json()["runner"]["alive"] is False
+        # SIGKILL at a random moment of the next run, then a restart that runs until idle
+        fleet.produce(300)
+        runner = fleet.start("--continuous")
+        time.sleep(random.uniform(8, 40))
+        os.killpg(runner.pid, signal.SIGKILL)
+        runner.wait(timeout=60)
+        runner = fleet.start("--until-idle")
+        assert runner.wait(timeout=WAIT_S) == 0, fleet.last_log()
+        assert all(fleet.caught_up(n) for n in fleet.names), fleet.status.read()
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+    fleet.assert_exact(spark)

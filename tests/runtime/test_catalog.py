@@ -1,0 +1,52 @@
+"""Hudi tables named by location in a new process keep the write settings of their kind."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from python_ingest.runtime.catalog import APPEND_ONLY_WRITE, LAKE_WRITE, register
+from tests.conftest import REPO
+
+
+def test_the_lake_macro_creates_tables_with_the_write_settings_register_restores() -> None:
+    macro = (REPO / "macros" / "sluice_lake_properties.sql").read_text()
+    found = dict(re.findall(r"'(hoodie\.[\w.]+)':\s*'([^']*)'", macro))
+    assert {k: found.get(k) for k in LAKE_WRITE} == LAKE_WRITE
+
+
+@pytest.mark.e2e
+@pytest.mark.reliability
+@pytest.mark.parametrize("table_format", ["hudi"])
+def test_a_table_registered_by_another_process_keeps_its_write_settings(
+        format_spark: Any, tmp_path: Path, job_name: str) -> None:
+    """What another process does: the table exists on disk, not in its catalog. Before,
+    registration dropped the write settings: the next insert into an append-only table built
+    a metadata table, and a lake merge used Hudi's default index instead of the record index."""
+    spark = format_spark
+    warehouse = spark.conf.get("spark.sluice.warehouse")
+    lake, staging = f"lake.{job_name}", f"staging.{job_name}"
+    lake_path, staging_path = f"{warehouse}/lake/{job_name}", f"{warehouse}/staging/{job_name}"
+    spark.sql(f"create table {lake} (k string, r bigint, v string) using hudi location "
+              f"'{lake_path}' tblproperties (type='mor', primaryKey='k', preCombineField='r', "
+              + ", ".join(f"'{k}'='{v}'" for k, v in LAKE_WRITE.items()) + ")")
+    spark.sql(f"create table {staging} (k string) using hudi location '{staging_path}' "
+              "tblproperties (type='cow', 'hoodie.metadata.enable'='false')")
+    spark.sql(f"insert into {staging} values ('a')")
+    for table in (lake, staging):  # forget them, as a new process has never seen them
+        spark.sql(f"drop table {table}")
+    register(spark, lake, lake_path)
+    register(spark, staging, staging_path)
+    spark.sql(f"insert into {staging} values ('b')")
+    assert not Path(staging_path, ".hoodie", "metadata").exists()
+    props = dict(spark.sql(f"show tblproperties {lake}").collect())
+    assert {k: props.get(k) for k in LAKE_WRITE} == LAKE_WRITE
+    assert dict(spark.sql(f"show tblproperties {staging}").collect())[
+        "hoodie.metadata.enable"] == APPEND_ONLY_WRITE["hoodie.metadata.enable"]
+    spark.sql(f"merge into {lake} using (select 'b' as k, 2L as r, 'y' as v) s "
+              f"on {lake}.k = s.k when matched then update set * when not matched then insert *")
+    assert sorted(map(tuple, spark.sql(f"select k, v from {lake}").collect())) == [("b", "y")]
+    assert "record_index" in Path(lake_path, ".hoodie", "hoodie.properties").read_text()
