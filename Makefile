@@ -88,6 +88,15 @@ bench-tap: setup ## the binlog tap benchmark (1M-row bootstrap, tap rate vs bare
 bench-verify: setup ## the verify benchmark (1M rows each side: equal and one-row-diff vs a scan)
 	$(BIN)/python bench/verify_bench.py
 
+bench-e2e: setup ## the runner: 500k events through the whole pipeline vs ingest alone, a warm 100-event batch
+	$(BIN)/python bench/runner_bench.py e2e
+
+bench-freshness: setup ## the runner: 10 jobs at 2,000 events/s for 3 min; produce-to-lake p50/p95/max, lost, doubled
+	$(BIN)/python bench/runner_bench.py freshness
+
+bench-many: setup ## the runner: 50 jobs at a low rate in one runner; cycle and freshness p95
+	$(BIN)/python bench/runner_bench.py many
+
 bench-formats: setup ## Hudi vs Iceberg: 500k events end to end, 10k changes into 1M rows, a 100-event batch
 	$(BIN)/python bench/formats_bench.py
 
@@ -97,4 +106,4 @@ broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-formats broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-formats bench-e2e bench-freshness bench-many broker-stop clean

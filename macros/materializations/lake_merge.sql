@@ -1,8 +1,8 @@
 {#
     Materialization of lake models: applies one raw batch's change set (the model's SQL, built
     with sluice_merge_changes) to the lake table with one MERGE (Hudi merge-on-read with its
-    record-level index, or Iceberg merge-on-read: sluice_table_format), writes the rejected
-    changes to the error table and the deletes to the tombstone table.
+    record-level index, or Iceberg merge-on-read: sluice_table_format), after writing the
+    rejected changes to the error table and the deletes to the tombstone table.
 
     dbt-spark's own incremental merge cannot delete and fails on duplicate source keys, hence
     this one. It runs only under the runner (`sluice run`), which sets the vars below and
@@ -109,7 +109,13 @@
         {%- endfor -%}
     {%- endif -%}
 
-    {%- if 'errors' not in skip %}
+    {#- the error and tombstone inserts run only when they have rows (an empty Hudi commit
+        costs about a second); both come before the merge, so a lake checkpoint at or past
+        this batch means they are committed or were empty (steps/pipeline.py) -#}
+    {%- set pending = run_query(
+        'select coalesce(sum(size(_rejected)), 0), '
+        ~ "count_if(_merge_action in ('delete', 'tombstone')) from " ~ changes_view).rows[0] -%}
+    {%- if 'errors' not in skip and pending[0] > 0 %}
         {% call statement('rejected') -%}
             insert into {{ error_table }}
                 (_row_key, _ref_key, _batch_id, _kafka_partition, _kafka_offset, error_step,
@@ -127,6 +133,16 @@
                 current_timestamp()
             from {{ changes_view }}
             lateral view explode(_rejected) exploded as rejected
+        {%- endcall %}
+    {%- endif %}
+
+    {%- if 'tombstones' not in skip and pending[1] > 0 %}
+        {#- append-only: the newest entry of a row key is its last delete -#}
+        {% call statement('tombstones') -%}
+            insert into {{ tombstone_table }} (_row_key, _ref_key, _batch_id)
+            select _row_key, _ref_key, _batch_id
+            from {{ changes_view }}
+            where _merge_action in ('delete', 'tombstone')
         {%- endcall %}
     {%- endif %}
 
@@ -175,16 +191,6 @@
             )
         {%- endif %}
     {%- endcall %}
-
-    {%- if 'tombstones' not in skip %}
-        {#- append-only: the newest entry of a row key is its last delete -#}
-        {% call statement('tombstones') -%}
-            insert into {{ tombstone_table }} (_row_key, _ref_key, _batch_id)
-            select _row_key, _ref_key, _batch_id
-            from {{ changes_view }}
-            where _merge_action in ('delete', 'tombstone')
-        {%- endcall %}
-    {%- endif %}
 
     {% call statement('constraints_back') -%}
         set {{ constraint_conf }}={{ previous_constraints }}

@@ -152,3 +152,17 @@ def _fs_children(spark: SparkSession, path: str) -> list[str]:
         return []
     return sorted(s.getPath().getName() for s in fs.listStatus(hpath) if s.isDirectory()
                   and not s.getPath().getName().startswith("."))
+
+
+def drop_scratch(spark: SparkSession, table: str) -> None:
+    """Drop a scratch table (a plain parquet table beside Hudi tables) and its files, also when
+    this process's catalog does not know it: the in-memory catalog forgets a scratch table
+    when its process ends, its files stay, and Spark refuses to create a managed table over a
+    non-empty folder (LOCATION_ALREADY_EXISTS) in the next process."""
+    spark.sql(f"drop table if exists {table} purge")
+    if spark.conf.get(FORMAT_CONF, "iceberg") != "hudi":
+        return  # an Iceberg scratch table lives in the Iceberg catalog, which persists
+    hpath, fs = _hadoop_path(spark, location(spark, table))
+    if fs.exists(hpath):
+        fs.delete(hpath, True)
+        log.info("removed the files of scratch table %s left by an earlier process", table)

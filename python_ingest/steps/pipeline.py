@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import PipelineError, SluiceError
 from python_ingest.runner.status import StatusFile
+from python_ingest.runtime.catalog import drop_scratch
 from python_ingest.runtime.files import private_dir
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.fork import ERROR_COLUMNS, fork, suite_path
@@ -171,7 +172,9 @@ def _merge(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None:
     ensure_table(spark, tables.errors, ERROR_COLUMNS)
     ensure_table(spark, tables.tombstones, TOMBSTONE_COLUMNS)
     lake_done = step_checkpoint(spark, tables.lake, MERGE_STEP)
-    tombstones_done = step_checkpoint(spark, tables.tombstones, MERGE_STEP)
+    # the error and tombstone inserts come before the lake's MERGE and are left out when they
+    # have no rows: a lake checkpoint at or past a batch covers both (lake_merge.sql)
+    tombstones_done = max(step_checkpoint(spark, tables.tombstones, MERGE_STEP), lake_done)
     errors_done = max(step_checkpoint(spark, tables.errors, MERGE_STEP), lake_done)
     start = min(lake_done, tombstones_done)
     pending = [int(r[0]) for r in spark.sql(
@@ -202,12 +205,14 @@ def _merge_batch(spark: SparkSession, dbt: Dbt, tables: JobTables, batch_id: int
     assert lake_model is not None and changes is not None
     variables = {"sluice_batch_id": batch_id, "sluice_skip": skip, **tables.dbt_vars()}
     check_held(tables.job)
+    drop_scratch(spark, changes)  # an earlier process's, if it is still there
     committing(spark, step_properties(MERGE_STEP, batch_id),
                lambda: dbt.run(lake_model, variables, single_threaded=True))
     actions: dict[str, int] = dict(
         spark.sql(f"select _merge_action, count(*) from {changes} group by 1").collect())
     rejected = spark.sql(f"select coalesce(sum(size(_rejected)), 0) from {changes}"
                          ).collect()[0][0]
+    drop_scratch(spark, changes)
     if step_checkpoint(spark, tables.lake or "", MERGE_STEP) < batch_id:
         raise PipelineError(f"the merge of batch {batch_id} into {tables.lake} committed "
                             "without its checkpoint; nothing after it was merged")

@@ -80,12 +80,32 @@ class Fleet:
                             + self.last_log())
             if time.monotonic() > deadline:
                 pytest.fail(f"not {what} within {WAIT_S}s: {self.status.read()}\n"
-                            + self.last_log())
+                            + self.diagnose(runner))
             time.sleep(0.5)
 
+    def finish(self, runner: subprocess.Popen[str], what: str) -> int:
+        try:
+            return runner.wait(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the runner did not {what} within {WAIT_S}s\n" + self.diagnose(runner))
+
+    def diagnose(self, runner: subprocess.Popen[str]) -> str:
+        """The runner's Python threads (faulthandler on SIGUSR1) and its JVM's threads."""
+        jvm = ""
+        if runner.poll() is None:
+            runner.send_signal(signal.SIGUSR1)
+            children = subprocess.run(["pgrep", "-P", str(runner.pid)], capture_output=True,
+                                      text=True).stdout.split()
+            for child in children:
+                jvm += subprocess.run(["jstack", child], capture_output=True, text=True,
+                                      timeout=60).stdout
+            time.sleep(2)
+        (self.root / "jstack.txt").write_text(jvm)
+        return self.last_log() + f"\n(JVM threads in {self.root / 'jstack.txt'})"
+
     def last_log(self) -> str:
-        logs = sorted(self.root.glob("runner-*.log"))
-        return logs[-1].read_text()[-6000:] if logs else ""
+        logs = sorted(self.root.glob("runner-*.log"), key=lambda p: p.stat().st_mtime)
+        return logs[-1].read_text()[-12000:] if logs else ""
 
     def status_json(self) -> dict[str, Any]:
         # a Spark master that cannot exist: status must answer without starting Spark
@@ -141,7 +161,7 @@ def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
             (e or {}).get("state") == "running"
             for e in fleet.status.read()["jobs"].values()), runner)
         runner.send_signal(signal.SIGTERM)
-        assert runner.wait(timeout=WAIT_S) == 0, fleet.last_log()
+        assert fleet.finish(runner, "stop after SIGTERM") == 0, fleet.last_log()
         assert fleet.status.read()["runner"]["state"] == "stopped"
         assert fleet.status_json()["runner"]["alive"] is False
         # SIGKILL at a random moment of the next run, then a restart that runs until idle
@@ -151,7 +171,7 @@ def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
         os.killpg(runner.pid, signal.SIGKILL)
         runner.wait(timeout=60)
         runner = fleet.start("--until-idle")
-        assert runner.wait(timeout=WAIT_S) == 0, fleet.last_log()
+        assert fleet.finish(runner, "catch up after SIGKILL") == 0, fleet.last_log()
         assert all(fleet.caught_up(n) for n in fleet.names), fleet.status.read()
     finally:
         if runner.poll() is None:
