@@ -211,8 +211,8 @@ def run_for(bench: Bench, names: list[str], seconds: float | None = None,
 
 
 def e2e(args: argparse.Namespace) -> None:
-    from python_ingest.runner.status import StatusFile
     from python_ingest.steps.jobs import run_ingest
+    from python_ingest.tables.status import StatusFile
 
     name = "e2e"
     only = {"topic": topic_of(name), "schema": str(REPO / "schemas" / "trips.avsc"),

@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
     "kafka": 4, "tables": 4,
     "sources": 5,
     "steps": 6,
-    "reports": 7,
+    "reports": 7, "runner": 7,
     "scaffold": 7, "verify": 7,
     "demo": 8,
     "cli": 9,

@@ -7,7 +7,6 @@ Heavy libraries (pyspark, dbt, great_expectations) are imported inside the comma
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -54,37 +53,6 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
                   f"{result.landed} in {JobTables(job.name).raw}, {result.errors} errors in "
                   f"{JobTables(job.name).raw_errors}; {result.plan.remaining} messages left "
                   "for later runs")
-    return 0
-
-
-def cmd_status_history(args: argparse.Namespace, settings: Settings) -> int:
-    """Print each job's checkpoint and lag per partition, and its last runs (Spark)."""
-    from python_ingest.steps.jobs import job_status
-    from python_ingest.tables.names import JobTables
-
-    names = [args.job] if args.job else sorted(settings.jobs)
-    jobs = [settings.job(n) for n in names]
-    spark = _session(settings)
-    for job in jobs:
-        status = job_status(spark, settings, job, runs=args.runs)
-        if args.json:
-            print(json.dumps(status, default=str, indent=2))
-            continue
-        print(f"job {job.name}  topic {job.topic}  raw table {JobTables(job.name).raw}")
-        if status.get("broker_error"):
-            print(f"  broker: {status['broker_error']}")
-        print(f"  {'partition':>9}  {'checkpoint':>12}  {'earliest':>12}  {'end':>12}  "
-              f"{'lag':>10}")
-        for p in status["partitions"]:
-            print(f"  {p['partition']:>9}  {p['checkpoint']!s:>12}  {p['earliest']:>12}  "
-                  f"{p['end']:>12}  {p['lag']:>10}")
-        print(f"  last batch {status['batch_id']}, total lag {status['lag']}")
-        print("  last runs:")
-        for run in status["runs"]:
-            counts = " ".join(f"{k}={v}" for k, v in sorted((run["counts"] or {}).items()))
-            print(f"    {run['started_at']:%Y-%m-%d %H:%M:%S}  {run['outcome']:<10} batch "
-                  f"{run['batch_id']!s:<5} {run['duration_s']:.1f}s  {counts}"
-                  + (f"  error: {run['error']}" if run["error"] else ""))
     return 0
 
 

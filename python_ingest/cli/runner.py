@@ -11,7 +11,7 @@ from typing import Any
 
 from python_ingest.config import Settings
 from python_ingest.exceptions import ConfigError, SluiceError
-from python_ingest.runner.status import StatusFile, parse_iso
+from python_ingest.tables.status import StatusFile, parse_iso
 
 
 def add_runner_options(run: argparse.ArgumentParser) -> None:
@@ -67,8 +67,6 @@ def run_continuously(args: argparse.Namespace, settings: Settings, names: list[s
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     """Where each job stands, from the status file and the broker's end offsets (no Spark)."""
     if args.history:
-        from python_ingest.cli.main import cmd_status_history
-
         return cmd_status_history(args, settings)
     names = [args.job] if args.job else sorted(settings.jobs)
     jobs = [settings.job(n) for n in names]
@@ -107,9 +105,42 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_status_history(args: argparse.Namespace, settings: Settings) -> int:
+    """Print each job's checkpoint and lag per partition, and its last runs (Spark)."""
+    from python_ingest.steps.jobs import job_status
+    from python_ingest.tables.names import JobTables
+
+    names = [args.job] if args.job else sorted(settings.jobs)
+    jobs = [settings.job(n) for n in names]
+    from python_ingest.runtime.session import build_session
+
+    spark = build_session(settings)
+    for job in jobs:
+        status = job_status(spark, settings, job, runs=args.runs)
+        if args.json:
+            print(json.dumps(status, default=str, indent=2))
+            continue
+        print(f"job {job.name}  topic {job.topic}  raw table {JobTables(job.name).raw}")
+        if status.get("broker_error"):
+            print(f"  broker: {status['broker_error']}")
+        print(f"  {'partition':>9}  {'checkpoint':>12}  {'earliest':>12}  {'end':>12}  "
+              f"{'lag':>10}")
+        for p in status["partitions"]:
+            print(f"  {p['partition']:>9}  {p['checkpoint']!s:>12}  {p['earliest']:>12}  "
+                  f"{p['end']:>12}  {p['lag']:>10}")
+        print(f"  last batch {status['batch_id']}, total lag {status['lag']}")
+        print("  last runs:")
+        for run in status["runs"]:
+            counts = " ".join(f"{k}={v}" for k, v in sorted((run["counts"] or {}).items()))
+            print(f"    {run['started_at']:%Y-%m-%d %H:%M:%S}  {run['outcome']:<10} batch "
+                  f"{run['batch_id']!s:<5} {run['duration_s']:.1f}s  {counts}"
+                  + (f"  error: {run['error']}" if run["error"] else ""))
+    return 0
+
+
 def _end_offsets(settings: Settings, topics: set[str]) -> tuple[dict[str, dict[int, int]],
                                                                 str | None]:
-    from python_ingest.runner.offsets import EndOffsets
+    from python_ingest.kafka.offsets import EndOffsets
 
     watcher = EndOffsets(settings.broker.bootstrap_servers, timeout_s=2.0)  # answer fast
     try:

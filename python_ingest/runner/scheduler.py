@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import BrokerError, SluiceError
-from python_ingest.runner.offsets import EndOffsets, backlog
-from python_ingest.runner.status import StatusFile, now_iso
+from python_ingest.kafka.offsets import EndOffsets, backlog
+from python_ingest.tables.status import StatusFile, now_iso
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

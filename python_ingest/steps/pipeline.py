@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import PipelineError, SluiceError
-from python_ingest.runner.status import StatusFile
 from python_ingest.runtime.catalog import drop_scratch
 from python_ingest.runtime.files import private_dir
 from python_ingest.steps.dbt import Dbt
@@ -40,6 +39,7 @@ from python_ingest.tables.formats import committing, ensure_table, table_exists
 from python_ingest.tables.lease import check_held, job_lease
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
+from python_ingest.tables.status import StatusFile
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -107,7 +107,7 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
 
 def _record_status(spark: SparkSession, settings: Settings, run: Run,
                    checkpoint: Checkpoint | None, tables: JobTables | None) -> None:
-    """The job's entry in the status file (runner/status.py); never fails the run."""
+    """The job's entry in the status file (tables/status.py); never fails the run."""
     try:
         newest = None
         # the batch this run finished: its own, or the raw batch later steps caught up on

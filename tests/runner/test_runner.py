@@ -20,7 +20,7 @@ import pytest
 from python_ingest.demo import trips as demo
 from python_ingest.demo.fleet import fix_converter, topic_of, write_fleet
 from python_ingest.kafka.broker import ensure_topic
-from python_ingest.runner.status import StatusFile
+from python_ingest.tables.status import StatusFile
 from tests.conftest import REPO, write_config
 from tests.steps.helpers import as_lake, lake_rows
 

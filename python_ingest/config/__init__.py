@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +19,16 @@ from typing import Any
 
 import yaml
 
-from python_ingest import credentials
+from python_ingest.config.checks import NAME as _NAME
+from python_ingest.config.checks import check_keys as _check_keys
+from python_ingest.config.checks import choice as _choice
+from python_ingest.config.checks import heap as _heap
+from python_ingest.config.checks import mapping as _mapping
+from python_ingest.config.checks import parse_size
+from python_ingest.config.checks import positive_int as _positive_int
+from python_ingest.config.runner import RunnerConfig, parse_priority, parse_runner
+from python_ingest.config.sources import SourceConfig, parse_source
 from python_ingest.exceptions import ConfigError
-from python_ingest.runner.config import RunnerConfig, parse_priority, parse_runner
 
 CONFIG_ENV = "SLUICE_CONFIG"
 DEFAULT_CONFIG_FILE = "sluice.yml"
@@ -33,12 +39,6 @@ STARTING_OFFSETS = ("earliest", "latest")
 DATA_LOSS_POLICIES = ("fail", "accept")
 CATALOG_TYPES = ("hadoop", "hive", "rest")
 TABLE_FORMATS = ("hudi", "iceberg")  # docs/formats.md
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
-          "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4,
-          "tb": 1000**4, "tib": 1024**4}
-
 
 @dataclass(frozen=True)
 class SparkConfig:
@@ -94,7 +94,7 @@ class JobConfig:
     on_data_loss: str = "fail"
     reader: str = "kafka-python"
     read_timeout_s: float = 60.0
-    priority: int = 0  # higher first in a continuous runner (runner/config.py)
+    priority: int = 0  # higher first in a continuous runner (config/runner.py)
 
 
 @dataclass(frozen=True)
@@ -127,59 +127,6 @@ class Settings:
             known = ", ".join(sorted(self.sources)) or "none"
             raise ConfigError("sources", f"no source named '{name}'", f"known sources: {known}")
         return self.sources[name]
-
-
-def parse_size(value: Any, field_name: str) -> int:
-    """Parse a byte size such as ``256MiB``, ``1GB`` or ``1048576``."""
-    if isinstance(value, bool):
-        raise ConfigError(field_name, f"expected a size like '256MiB', got {value!r}")
-    if isinstance(value, int):
-        size = value
-    else:
-        m = _SIZE.match(str(value))
-        if not m or m.group(2) is None and not str(value).strip():
-            raise ConfigError(field_name, f"expected a size like '256MiB', got {value!r}")
-        unit = (m.group(2) or "").lower()
-        if unit not in _UNITS:
-            raise ConfigError(field_name, f"unknown size unit in {value!r}", "use B, KiB, MiB, GiB")
-        size = int(float(m.group(1)) * _UNITS[unit])
-    if size <= 0:
-        raise ConfigError(field_name, f"must be positive, got {value!r}")
-    return size
-
-
-def _positive_int(value: Any, field_name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(field_name, f"expected a positive whole number, got {value!r}")
-    return value
-
-
-def _choice(value: Any, choices: tuple[str, ...], field_name: str) -> str:
-    if value not in choices:
-        raise ConfigError(field_name, f"{value!r} is not one of {', '.join(choices)}")
-    return str(value)
-
-
-def _mapping(value: Any, field_name: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(field_name, f"expected a mapping, got {type(value).__name__}")
-    return value
-
-
-def _heap(value: Any) -> str:
-    if not isinstance(value, str) or not re.fullmatch(r"\d+[mMgG]", value):
-        raise ConfigError("broker.heap", f"expected a JVM heap size like '512m' or '1g', "
-                          f"got {value!r}")
-    return value
-
-
-def _check_keys(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(raw) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}", "unknown setting",
-                          f"allowed: {', '.join(sorted(allowed))}")
 
 
 def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
@@ -242,108 +189,6 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
         priority=parse_priority(raw.get("priority", 0), where),
     )
     return job
-
-
-SOURCE_KINDS = ("mariadb", "mysql")
-START_FROM = ("current", "earliest")
-
-
-@dataclass(frozen=True)
-class SourceConfig:
-    """A MySQL-family server whose binlog ``sluice tap`` reads (see docs/binlog-tap.md)."""
-
-    name: str
-    kind: str = "mariadb"
-    host: str = "127.0.0.1"
-    port: int = 3306
-    user: str = "sluice"
-    password: str | None = field(default=None, repr=False)  # credentials.py: never shown
-    password_env: str | None = None
-    password_file: str | None = None
-    include: tuple[str, ...] = ("*.*",)
-    exclude: tuple[str, ...] = ()
-    topic_prefix: str | None = None
-    partitions: int = 4
-    data_center: str | None = None
-    schema_registry: str | None = None
-    server_id: int = 4201
-    heartbeat_s: float = 1.0
-    checkpoint_interval_s: float = 1.0
-    start_from: str = "current"
-    bootstrap_chunk_rows: int = 10_000
-    bootstrap_workers: int = 2
-    key_columns: Mapping[str, Any] = field(default_factory=dict)  # sources/binlog/keys.py
-
-    @property
-    def topic_base(self) -> str:
-        return self.topic_prefix or self.name
-
-    def secret(self) -> str:
-        """The password (credentials.py): from ``password_env``, ``password_file`` or
-        ``password``. For opening connections only: never log it or put it in a message."""
-        return credentials.reveal(f"sources.{self.name}", self.password, self.password_env,
-                                  self.password_file)
-
-
-def _positive_float(value: Any, field_name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(field_name, f"expected a positive number, got {value!r}")
-    return float(value)
-
-
-def _patterns(value: Any, field_name: str) -> tuple[str, ...]:
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list) or not all(isinstance(i, str) and "." in i for i in items):
-        raise ConfigError(field_name, f"expected 'db.table' patterns (globs), got {value!r}",
-                          "for example ['shop.*', 'crm.customers']")
-    return tuple(items)
-
-
-def parse_source(name: str, raw: Mapping[str, Any], root: Path | None = None) -> SourceConfig:
-    """Validate one binlog source's mapping from the config file into a SourceConfig."""
-    where = f"sources.{name}"
-    if not _NAME.match(name):
-        raise ConfigError(where, "source names are lowercase letters, digits and underscores")
-    _check_keys(raw, set(SourceConfig.__dataclass_fields__) - {"name"}, where)
-    d = SourceConfig
-    for text in ("host", "user", *credentials.FIELDS, "topic_prefix", "data_center",
-                 "schema_registry"):
-        if text in raw and not isinstance(raw[text], str):
-            raise ConfigError(f"{where}.{text}", "expected text" if "password" in text
-                              else f"expected text, got {raw[text]!r}")
-    port = _positive_int(raw.get("port", d.port), f"{where}.port")
-    if port > 65535:
-        raise ConfigError(f"{where}.port", f"not a TCP port: {port}")
-    return SourceConfig(
-        name=name,
-        kind=_choice(raw.get("kind", d.kind), SOURCE_KINDS, f"{where}.kind"),
-        host=raw.get("host", d.host),
-        port=port,
-        user=raw.get("user", d.user),
-        password=raw.get("password"),
-        password_env=raw.get("password_env"),
-        password_file=credentials.check(where, raw, root or Path.cwd()),
-        include=_patterns(raw.get("include", list(d.include)), f"{where}.include"),
-        exclude=_patterns(raw.get("exclude", []), f"{where}.exclude"),
-        topic_prefix=raw.get("topic_prefix"),
-        partitions=_positive_int(raw.get("partitions", d.partitions), f"{where}.partitions"),
-        data_center=raw.get("data_center"),
-        schema_registry=raw.get("schema_registry"),
-        server_id=_positive_int(raw.get("server_id", d.server_id), f"{where}.server_id"),
-        heartbeat_s=_positive_float(raw.get("heartbeat_s", d.heartbeat_s),
-                                    f"{where}.heartbeat_s"),
-        checkpoint_interval_s=_positive_float(
-            raw.get("checkpoint_interval_s", d.checkpoint_interval_s),
-            f"{where}.checkpoint_interval_s"),
-        start_from=_choice(raw.get("start_from", d.start_from), START_FROM,
-                           f"{where}.start_from"),
-        bootstrap_chunk_rows=_positive_int(raw.get("bootstrap_chunk_rows",
-                                                   d.bootstrap_chunk_rows),
-                                           f"{where}.bootstrap_chunk_rows"),
-        bootstrap_workers=_positive_int(raw.get("bootstrap_workers", d.bootstrap_workers),
-                                        f"{where}.bootstrap_workers"),
-        key_columns=dict(_mapping(raw.get("key_columns"), f"{where}.key_columns")),
-    )
 
 
 def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
