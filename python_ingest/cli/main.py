@@ -195,7 +195,16 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
         for table, rows in table_summary(spark, result.tables).items():
             print(f"  {table:<40} {rows:>8}")
         print(f"  expectation reports: {report_dir(settings, result.job) / 'index.html'}")
-    print("see 'sluice status' for checkpoints and runs, docs/pipeline.md for what happened")
+    if args.live_seconds > 0:
+        from python_ingest.demo.live import run_live
+
+        print(f"\nthe job manager: events keep arriving ({args.live_rate}/s) for "
+              f"{args.live_seconds:.0f}s while a continuous runner merges them batch after batch "
+              "(what 'sluice run --all --continuous' does; docs/runner.md)", flush=True)
+        sent = run_live(spark, settings, generator, args.live_seconds, args.live_rate)
+        print(f"  runner stopped; {sent} events produced meanwhile, all merged or left for the "
+              "next run (see 'sluice status')")
+    print("see 'sluice status' for where each job stands, docs/pipeline.md for what happened")
     from python_ingest.demo.binlog import run_binlog_demo
 
     binlog_ok = run_binlog_demo(spark, settings)
@@ -262,6 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo_p = add("demo", cmd_demo, "Run the demo: broker, demo events, the full pipeline "
                                     "twice, a summary.")
     demo_p.add_argument("--events", type=int, default=20_000, help="events to produce")
+    demo_p.add_argument("--live-seconds", type=float, default=60, metavar="S",
+                        help="then run the job manager continuously for S seconds while events "
+                             "keep arriving (0: skip; default 60)")
+    demo_p.add_argument("--live-rate", type=int, default=50, metavar="N",
+                        help="events per second produced meanwhile (default 50)")
     demo_sub = demo_p.add_subparsers(dest="demo_command", metavar="SUBCOMMAND")
     produce = demo_sub.add_parser("produce", help="only produce demo changelog events",
                                   description="Produce demo changelog events for 'trips'.")
