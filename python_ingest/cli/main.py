@@ -297,10 +297,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import contextlib
     import faulthandler
     import signal
 
-    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>` prints every thread's stack to stderr
+    # `kill -USR1 <pid>` prints every thread's stack to stderr (when stderr is a file: not when
+    # the CLI is called in-process under a captured stream)
+    with contextlib.suppress(AttributeError, ValueError, OSError):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -171,11 +171,7 @@ def _merge(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None:
         return
     ensure_table(spark, tables.errors, ERROR_COLUMNS)
     ensure_table(spark, tables.tombstones, TOMBSTONE_COLUMNS)
-    lake_done = step_checkpoint(spark, tables.lake, MERGE_STEP)
-    # the error and tombstone inserts come before the lake's MERGE and are left out when they
-    # have no rows: a lake checkpoint at or past a batch covers both (lake_merge.sql)
-    tombstones_done = max(step_checkpoint(spark, tables.tombstones, MERGE_STEP), lake_done)
-    errors_done = max(step_checkpoint(spark, tables.errors, MERGE_STEP), lake_done)
+    lake_done, tombstones_done, errors_done = merge_progress(spark, tables)
     start = min(lake_done, tombstones_done)
     pending = [int(r[0]) for r in spark.sql(
         f"select distinct _batch_id from {tables.valid} where _batch_id > {start} "
@@ -195,6 +191,16 @@ def _merge(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None:
     for name, value in totals.items():
         run.count(name, value)
     run.details["merge"] = merged
+
+
+def merge_progress(spark: SparkSession, tables: JobTables) -> tuple[int, int, int]:
+    """The last batch the merge committed to the lake, tombstone and error tables. The error
+    and tombstone inserts come before the lake's MERGE and are left out when they have no
+    rows, so a lake checkpoint at or past a batch covers both (lake_merge.sql)."""
+    lake_done = step_checkpoint(spark, tables.lake or "", MERGE_STEP)
+    return (lake_done,
+            max(step_checkpoint(spark, tables.tombstones, MERGE_STEP), lake_done),
+            max(step_checkpoint(spark, tables.errors, MERGE_STEP), lake_done))
 
 
 def _merge_batch(spark: SparkSession, dbt: Dbt, tables: JobTables, batch_id: int,

@@ -15,7 +15,7 @@ import pytest
 from python_ingest.demo import trips as demo
 from python_ingest.demo.trips import Event, TripsGenerator
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.steps.pipeline import JobTables, run_job
+from python_ingest.steps.pipeline import JobTables, merge_progress, run_job
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
 from python_ingest.tables.formats import table_exists
 from tests.conftest import REPO, sluice_cmd, trips_job
@@ -54,8 +54,8 @@ def _checkpoints(spark: Any, tables: JobTables) -> dict[str, int]:
     return {"raw": raw.batch_id if raw else 0, "staging": int(staged or 0),
             "fork_valid": step_checkpoint(spark, tables.valid, "fork"),
             "fork_errors": step_checkpoint(spark, tables.errors, "fork"),
-            "merge_lake": step_checkpoint(spark, tables.lake or "", "merge"),
-            "merge_tombstones": step_checkpoint(spark, tables.tombstones, "merge")}
+            "merge_lake": merge_progress(spark, tables)[0],
+            "merge_tombstones": merge_progress(spark, tables)[1]}
 
 
 def _reconcile(spark: Any, tables: JobTables) -> None:
