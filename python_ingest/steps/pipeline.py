@@ -93,14 +93,16 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
             _merge(spark, dbt, tables, run)
             fault_point("after_merge")
     except Exception as exc:
-        run.finish(spark, "failed", f"{type(exc).__name__}: {exc}")
+        run.outcome, run.error = "failed", f"{type(exc).__name__}: {exc}"
         _record_status(spark, settings, run, checkpoint, None)
+        run.finish(spark, "failed", run.error)
         if not isinstance(exc, SluiceError):
             log.exception("job %s failed", job.name)
         raise
     outcome = "up-to-date" if not any(run.counts.get(n) for n in STEP_COUNTS) else "succeeded"
-    run.finish(spark, outcome)
+    run.outcome = outcome  # the status file first: `sluice status` shows the batch at once
     _record_status(spark, settings, run, checkpoint, tables)
+    run.finish(spark, outcome)
     return PipelineResult(job.name, run.run_id, outcome, run.batch_id, dict(run.counts),
                           report, tables, checkpoint)
 
