@@ -11,6 +11,7 @@ from typing import Any
 
 from python_ingest.config import Settings
 from python_ingest.exceptions import ConfigError, SluiceError
+from python_ingest.kafka.offsets import backlog
 from python_ingest.tables.status import StatusFile, parse_iso
 
 
@@ -85,10 +86,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         if state in ("running", "retrying", "idle") and not alive:
             state = "failing" if entry.get("failures") else "stopped"
         checkpoint = entry.get("checkpoint")
-        offsets = {int(p): int(o) for p, o in ((checkpoint or {}).get("offsets") or {}).items()}
         topic_ends = ends.get(job.topic)
-        behind = (None if topic_ends is None or checkpoint is None else
-                  sum(max(0, e - offsets.get(p, 0)) for p, e in topic_ends.items()))
+        behind = None if topic_ends is None else backlog(topic_ends, checkpoint)
         newest = parse_iso(entry.get("newest_event_at"))
         out["jobs"][job.name] = {
             "state": state, "topic": job.topic, "priority": job.priority, "backlog": behind,
