@@ -146,6 +146,21 @@ def fs_exists(spark: SparkSession, path: str) -> bool:
     return bool(fs.exists(hpath))
 
 
+def private_namespace(spark: SparkSession, namespace: str) -> None:
+    """Make ``<warehouse>/<namespace>`` an owner-only folder (0700; created when missing), on
+    any Hadoop file system: error tables hold source rows that failed (issue #9.13), and a
+    folder its owner alone may enter keeps every table below it private, whatever the
+    permissions of the files each format writes inside."""
+    jvm = spark._jvm
+    assert jvm is not None
+    hpath, fs = _hadoop_path(spark, f"{spark.conf.get(WAREHOUSE_CONF)}/{namespace}")
+    owner_only = jvm.org.apache.hadoop.fs.permission.FsPermission(jvm.java.lang.Short(0o700))
+    if not fs.exists(hpath):
+        fs.mkdirs(hpath, owner_only)
+    if fs.getFileStatus(hpath).getPermission().toShort() != 0o700:
+        fs.setPermission(hpath, owner_only)
+
+
 def _fs_children(spark: SparkSession, path: str) -> list[str]:
     hpath, fs = _hadoop_path(spark, path)
     if not fs.exists(hpath):

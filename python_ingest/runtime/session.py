@@ -24,6 +24,7 @@ from python_ingest.runtime.catalog import (
     HUDI_COMMIT_PREFIX,
     HUDI_WRITE_CONF,
     WAREHOUSE_CONF,
+    private_namespace,
     register_tables,
 )
 
@@ -125,14 +126,15 @@ def build_session(settings: Settings) -> SparkSession:
 
 
 def prepare_catalog(session: SparkSession) -> None:
-    """Create sluice's namespaces and, on Hudi, name the tables other processes created."""
+    """Create sluice's namespaces (``errors`` owner-only) and, on Hudi, name the tables other
+    processes created."""
     if session.conf.get(FORMAT_CONF, "iceberg") == "hudi":
-
         found = register_tables(session, NAMESPACES)
         log.info("registered %d Hudi tables of %s", found, session.conf.get(WAREHOUSE_CONF))
-        return
-    for namespace in NAMESPACES:
-        session.sql(f"create namespace if not exists {namespace}")
+    else:
+        for namespace in NAMESPACES:
+            session.sql(f"create namespace if not exists {namespace}")
+    private_namespace(session, "errors")  # error tables quote source rows: owner-only
 
 
 def activate(spark: SparkSession) -> None:

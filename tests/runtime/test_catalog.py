@@ -50,3 +50,22 @@ def test_a_table_registered_by_another_process_keeps_its_write_settings(
               f"on {lake}.k = s.k when matched then update set * when not matched then insert *")
     assert sorted(map(tuple, spark.sql(f"select k, v from {lake}").collect())) == [("b", "y")]
     assert "record_index" in Path(lake_path, ".hoodie", "hoodie.properties").read_text()
+
+
+@pytest.mark.e2e
+@pytest.mark.reliability
+def test_the_error_tables_folder_is_owner_only(format_spark: Any, job_name: str) -> None:
+    """Error tables hold the source rows that failed (#9.13): their namespace folder is 0700
+    on both formats, created so and tightened when it was not, with tables below it."""
+    import stat
+
+    from python_ingest.runtime.session import prepare_catalog
+    from python_ingest.tables.formats import ensure_table
+
+    spark = format_spark
+    errors = Path(spark.conf.get("spark.sluice.warehouse").removeprefix("file:")) / "errors"
+    errors.chmod(0o755)  # as an older sluice, or the umask, left it
+    prepare_catalog(spark)
+    ensure_table(spark, f"errors.{job_name}", [("k", "string")])
+    assert (errors / job_name).is_dir()
+    assert stat.S_IMODE(errors.stat().st_mode) == 0o700
