@@ -1,18 +1,54 @@
-"""sluice's dbt plugin: a plain `dbt run` in a sluice project sees sluice's tables.
+"""sluice's dbt plugin: a plain `dbt run` in a sluice project sees sluice's tables and does the
+transform half of every job (converter, Great Expectations fork, merge).
 
 dbt loads every installed top-level module named ``dbt_*`` that lists ``plugins`` (dbt-core's
 plugin manager) and constructs each plugin once per invocation, before any model runs. This
-one opens sluice's SparkSession (``python_ingest.runtime.dbt_session``): on Hudi it names the
-tables other processes created, which a fresh Spark session's catalog would not know; dbt-spark's
-``method: session`` then takes that running session. Under the runner (dbt in-process) the
-session is already open and nothing happens.
+one
+- opens sluice's SparkSession (``python_ingest.runtime.dbt_session``): on Hudi it names the
+  tables other processes created, which a fresh Spark session's catalog would not know;
+  dbt-spark's ``method: session`` then takes that running session. Under the runner (dbt
+  in-process) the session is already open and nothing happens;
+- gives dbt-spark's adapter sluice's steps as ``adapter.sluice_*`` macro functions
+  (``python_ingest.steps.transform``): the converters take their job's lease, the lake
+  models fork and merge the pending batches with the runner's checkpoints.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from dbt.plugins.manager import dbtPlugin
+
+STEPS = ("hold", "plan_lake", "begin_merge", "var", "commit_merge", "finish")
+
+
+def _step(name: str) -> Callable[..., Any]:
+    """``python_ingest.steps.transform.<name>``, imported on first call (a ``dbt parse``
+    imports no Spark)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        from python_ingest.steps import transform
+
+        return getattr(transform, name)(*args, **kwargs)
+
+    call.__name__ = f"sluice_{name}"
+    return call
+
+
+def install_adapter_functions() -> None:
+    """Expose sluice's steps to dbt's Jinja as ``adapter.<name>`` (stubbed to None while dbt
+    parses, so parsing never takes a lease or starts Spark work)."""
+    from dbt.adapters.spark import SparkAdapter
+
+    functions = {f"sluice_{name}": _step(name) for name in STEPS}
+    if set(functions) <= SparkAdapter._available_:
+        return
+    for name, function in functions.items():
+        setattr(SparkAdapter, name, staticmethod(function))
+        SparkAdapter._parse_replacements_[name] = lambda *args, **kwargs: None
+    SparkAdapter._available_ = SparkAdapter._available_ | frozenset(functions)
 
 
 class SluicePlugin(dbtPlugin):
@@ -21,6 +57,7 @@ class SluicePlugin(dbtPlugin):
     def initialize(self) -> None:
         from python_ingest.runtime.dbt_session import open_for_dbt
 
+        install_adapter_functions()
         open_for_dbt(self.project_name, sys.argv)
 
 

@@ -17,6 +17,8 @@
     See docs/pipeline.md for the whole semantics.
 #}
 {% macro sluice_merge_changes(changes, columns, batch_id, current=none, tombstones=none) -%}
+{#- a plain `dbt run` renders the model once per pending batch (sluice_var) -#}
+{%- set batch_id = batch_id if batch_id is not none else sluice_var('sluice_batch_id', 0) -%}
 with
 
 changes as (

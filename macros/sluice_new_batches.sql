@@ -1,11 +1,21 @@
 {#
     The incremental filter of a converter: only raw batches the staging table does not hold yet.
     The staging table's highest _batch_id is its checkpoint: the append of a batch and the
-    checkpoint are one Iceberg commit, so a rerun after a crash neither skips nor repeats a batch.
+    checkpoint are one commit, so a rerun after a crash neither skips nor repeats a batch.
     Put it in the converter's import CTE: `from {{ source(...) }} {{ sluice_new_batches() }}`.
+
+    In a plain `dbt run` it first takes the job's lease (python_ingest/steps/transform.py):
+    when another run holds the job (a runner, `sluice run`), the converter adds nothing and
+    the log says who holds it, so the two never stage, fork or merge a batch twice.
 #}
 {% macro sluice_new_batches(batch_column='_batch_id') -%}
-    {%- if is_incremental() -%}
+    {%- set job = sluice_job_of(model) if execute else none -%}
+    {%- set held_by = adapter.sluice_hold(job)
+                      if job is not none and adapter.sluice_hold is defined else none -%}
+    {%- if held_by is not none -%}
+        {{ log("leaving " ~ this ~ " as it is: " ~ held_by, info=true) }}
+        where false
+    {%- elif is_incremental() -%}
         where {{ batch_column }} > (select coalesce(max({{ batch_column }}), 0) from {{ this }})
     {%- endif -%}
 {%- endmacro %}

@@ -88,26 +88,26 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
             fault_point("after_ingest")
             _staging(spark, dbt, tables, run)
             fault_point("after_staging")
-            report = _fork(spark, settings, dbt.project, tables, run)
+            report = fork_staged(spark, settings, dbt.project, tables, run)
             fault_point("after_fork")
             _merge(spark, dbt, tables, run)
             fault_point("after_merge")
     except Exception as exc:
         run.outcome, run.error = "failed", f"{type(exc).__name__}: {exc}"
-        _record_status(spark, settings, run, checkpoint, None)
+        record_status(spark, settings, run, checkpoint, None)
         run.finish(spark, "failed", run.error)
         if not isinstance(exc, SluiceError):
             log.exception("job %s failed", job.name)
         raise
     outcome = "up-to-date" if not any(run.counts.get(n) for n in STEP_COUNTS) else "succeeded"
     run.outcome = outcome  # the status file first: `sluice status` shows the batch at once
-    _record_status(spark, settings, run, checkpoint, tables)
+    record_status(spark, settings, run, checkpoint, tables)
     run.finish(spark, outcome)
     return PipelineResult(job.name, run.run_id, outcome, run.batch_id, dict(run.counts),
                           report, tables, checkpoint)
 
 
-def _record_status(spark: SparkSession, settings: Settings, run: Run,
+def record_status(spark: SparkSession, settings: Settings, run: Run,
                    checkpoint: Checkpoint | None, tables: JobTables | None) -> None:
     """The job's entry in the status file (tables/status.py); never fails the run."""
     try:
@@ -147,8 +147,10 @@ def _max_batch(spark: SparkSession, table: str) -> int:
     return int(value) if value is not None else 0
 
 
-def _fork(spark: SparkSession, settings: Settings, project: Path, tables: JobTables,
-          run: Run) -> str | None:
+def fork_staged(spark: SparkSession, settings: Settings, project: Path, tables: JobTables,
+                run: Run) -> str | None:
+    """The fork of every staged batch the valid table lacks (steps/fork.py); counts to
+    ``run``; returns the expectation report's path (None when there is no staging table)."""
     if not table_exists(spark, tables.staging):
         return None
     suite = suite_path(project, tables.staging_model)  # the suites beside dbt's project
@@ -169,22 +171,9 @@ def _merge(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None:
         log.warning("job %s has no lake model (materialized lake_merge) on %s: not merged",
                     tables.job, tables.staging_model)
         return
-    if not table_exists(spark, tables.valid):
-        return
-    ensure_table(spark, tables.errors, ERROR_COLUMNS)
-    ensure_table(spark, tables.tombstones, TOMBSTONE_COLUMNS)
-    lake_done, tombstones_done, errors_done = merge_progress(spark, tables)
-    start = min(lake_done, tombstones_done)
-    pending = [int(r[0]) for r in spark.sql(
-        f"select distinct _batch_id from {tables.valid} where _batch_id > {start} "
-        "order by _batch_id").collect()]
     totals = {"inserted": 0, "updated": 0, "deleted": 0, "merge_errors": 0}
     merged = []
-    for batch_id in pending:
-        skip = [name for name, done in (("errors", errors_done), ("lake", lake_done),
-                                        ("tombstones", tombstones_done)) if done >= batch_id]
-        if len(skip) == 3:
-            continue
+    for batch_id, skip in pending_merges(spark, tables):
         counts = _merge_batch(spark, dbt, tables, batch_id, skip)
         merged.append({"batch_id": batch_id, "skipped": skip, **counts})
         if "lake" not in skip:
@@ -193,6 +182,27 @@ def _merge(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None:
     for name, value in totals.items():
         run.count(name, value)
     run.details["merge"] = merged
+
+
+def pending_merges(spark: SparkSession, tables: JobTables) -> list[tuple[int, list[str]]]:
+    """The forked batches the merge has yet to apply, oldest first, each with the targets an
+    earlier, interrupted merge of it already committed (errors, lake, tombstones)."""
+    if tables.lake is None or not table_exists(spark, tables.valid):
+        return []
+    ensure_table(spark, tables.errors, ERROR_COLUMNS)
+    ensure_table(spark, tables.tombstones, TOMBSTONE_COLUMNS)
+    lake_done, tombstones_done, errors_done = merge_progress(spark, tables)
+    start = min(lake_done, tombstones_done)
+    found = [int(r[0]) for r in spark.sql(
+        f"select distinct _batch_id from {tables.valid} where _batch_id > {start} "
+        "order by _batch_id").collect()]
+    pending = []
+    for batch_id in found:
+        skip = [name for name, done in (("errors", errors_done), ("lake", lake_done),
+                                        ("tombstones", tombstones_done)) if done >= batch_id]
+        if len(skip) < 3:
+            pending.append((batch_id, skip))
+    return pending
 
 
 def merge_progress(spark: SparkSession, tables: JobTables) -> tuple[int, int, int]:
@@ -216,6 +226,15 @@ def _merge_batch(spark: SparkSession, dbt: Dbt, tables: JobTables, batch_id: int
     drop_scratch(spark, changes)  # an earlier process's, if it is still there
     committing(spark, step_properties(MERGE_STEP, batch_id),
                lambda: dbt.run(lake_model, variables, single_threaded=True))
+    return merged_counts(spark, tables, batch_id, skip)
+
+
+def merged_counts(spark: SparkSession, tables: JobTables, batch_id: int,
+                  skip: list[str]) -> dict[str, int]:
+    """What the merge of ``batch_id`` did, from its change set (then dropped); raises when
+    the lake's commit lacks the batch's checkpoint."""
+    changes = tables.merge_changes
+    assert changes is not None
     actions: dict[str, int] = dict(
         spark.sql(f"select _merge_action, count(*) from {changes} group by 1").collect())
     rejected = spark.sql(f"select coalesce(sum(size(_rejected)), 0) from {changes}"

@@ -232,3 +232,9 @@ def check_held(job: str) -> None:
         lease = _held.get(job)
     if lease is not None:
         lease.check()
+
+
+def holds(job: str) -> bool:
+    """Whether this process holds ``job``'s lease (a runner's run, a dbt run's converter)."""
+    with _held_lock:
+        return job in _held

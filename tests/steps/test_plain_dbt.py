@@ -15,8 +15,12 @@ import pytest
 
 from python_ingest.demo import trips as demo
 from python_ingest.kafka import broker as broker_mod
+from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.jobs import run_ingest
+from python_ingest.steps.pipeline import MERGE_STEP, run_job
 from python_ingest.tables import formats
+from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
+from python_ingest.tables.lease import job_lease
 from tests.conftest import REPO, trips_job
 
 
@@ -30,25 +34,45 @@ def plain_dbt(root: Path, settings: Any, *args: str) -> subprocess.CompletedProc
 
 
 @pytest.mark.e2e
-def test_plain_dbt_run_converts_what_sluice_landed_and_leaves_the_lake_to_the_runner(
+def test_plain_dbt_run_builds_the_lake_and_never_beside_a_runner(
         spark: Any, broker: str, make_settings: Any, job_name: str,
         project: Callable[..., Path]) -> None:
+    """`dbt run` does the transform half of a job (converter, fork, merge) with the runner's
+    checkpoints; while another run holds the job it leaves the job alone."""
     root = project(job_name)
     settings = make_settings({job_name: trips_job(job_name)})
     job = settings.job(job_name)
     broker_mod.ensure_topic(broker, job.topic, 1)
-    demo.produce(broker, job.topic,
-                 demo.TripsGenerator(demo.trips_schema(REPO), seed=5).events(40))
-    landed = run_ingest(spark, settings, job).landed
-    assert landed > 0
+    events = demo.TripsGenerator(demo.trips_schema(REPO), seed=5, malformed_rate=0.0)
+    demo.produce(broker, job.topic, events.events(40))
+    assert run_ingest(spark, settings, job).landed > 0
+    staging, lake = f"staging.stg_test__{job_name}", f"lake.{job_name}"
 
+    with job_lease(spark, job_name):  # what a runner holds while it runs the job
+        beside = plain_dbt(root, settings, "run")
+    assert beside.returncode == 0, beside.stdout[-3000:] + beside.stderr[-2000:]
+    assert "is being run by" in beside.stdout
+    assert not formats.table_exists(spark, lake)
+    assert not formats.table_exists(spark, staging) or spark.table(staging).count() == 0
+
+    demo.produce(broker, job.topic, events.events(60))  # a second raw batch: two to merge
+    assert run_ingest(spark, settings, job).landed > 0
     result = plain_dbt(root, settings, "run")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    staging = f"staging.stg_test__{job_name}"
-    assert formats.table_exists(spark, staging)  # written by the dbt process
-    assert spark.table(staging).count() == landed
-    assert f"skipping lake.{job_name}".lower() in result.stdout.lower()
-    assert "lake models are merged by `sluice run" in result.stdout
+    assert formats.table_exists(spark, lake)
+    rows = {r.trip_id: r for r in spark.table(lake).collect()}
+    assert set(rows) == set(events.rows)  # creates, updates, partials, deletes, duplicates
+    for trip_id, row in events.rows.items():
+        assert (rows[trip_id].trip_status, float(rows[trip_id].fare_amount)) == \
+            (row["status"], row["fare"])
+    raw_batch = read_checkpoint(spark, f"raw.{job_name}")
+    assert raw_batch is not None and raw_batch.batch_id == 2
+    assert step_checkpoint(spark, lake, MERGE_STEP) == 2  # the runner's own checkpoint
+
+    # the runner finds nothing left to do: dbt committed what it would have
+    after = run_job(spark, settings, job, dbt=Dbt(settings, project=root))
+    assert after.outcome == "up-to-date", after.counts
+    assert {r.trip_id for r in spark.table(lake).collect()} == set(events.rows)
 
     # commands that need no Spark start none (and so stay fast)
     parsed = plain_dbt(root, settings, "parse")

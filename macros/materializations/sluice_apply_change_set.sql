@@ -1,0 +1,180 @@
+{#- Apply one batch's change set (`sql`) to `target`. Under the runner (job none) each
+    statement runs here, the MERGE as dbt's 'main'; in a plain `dbt run` the inserts and the
+    MERGE are handed to sluice, which commits them with the merge checkpoint. -#}
+{% macro sluice_apply_change_set(sql, target, skip, job) -%}
+    {%- set committed = [] -%}
+    {%- set table_format = sluice_table_format() -%}
+    {%- set keep_tombstones = config.get('keep_tombstones', false) -%}
+    {%- set error_table = sluice_var('sluice_error_table') -%}
+    {%- set tombstone_table = sluice_var('sluice_tombstone_table') -%}
+    {%- set changes_view = sluice_var('sluice_changes_table') -%}
+    {%- set existing = target if sluice_has_target() else none -%}
+
+    {#- Spark's constraint propagation explodes on the change set's many aliased columns
+        (minutes and out of memory); the merge does not need it -#}
+    {%- set constraint_conf = 'spark.sql.constraintPropagation.enabled' -%}
+    {%- set previous_constraints = run_query('set ' ~ constraint_conf).rows[0][1] -%}
+    {% call statement('constraints_off') -%} set {{ constraint_conf }}=false {%- endcall %}
+
+    {#- computed once and stored: the statements below change the tables it reads. On Hudi a
+        plain parquet table (a process that died may have left its files: CTAS replaces them) -#}
+    {% call statement('drop_changes') -%}
+        drop table if exists {{ changes_view }} purge
+    {%- endcall %}
+    {%- if table_format == 'hudi' %}
+        {% call statement('changes_location') -%}
+            set spark.sql.legacy.allowNonEmptyLocationInCTAS=true
+        {%- endcall %}
+    {%- endif %}
+    {% call statement('changes') -%}
+        create table {{ changes_view }}
+        using {{ 'parquet' if table_format == 'hudi' else 'iceberg' }}
+        as {{ sql }}
+    {%- endcall %}
+
+    {#- lake columns: the change set's, without the merge's own bookkeeping -#}
+    {%- set described = run_query('describe ' ~ changes_view) -%}
+    {%- set lake_columns = [] -%}
+    {%- for row in described.rows -%}
+        {%- if row[0] and not row[0].startswith('#')
+              and row[0] not in ('_merge_action', '_rejected') -%}
+            {%- do lake_columns.append((row[0], row[1])) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- do lake_columns.append(('_merged_at', 'timestamp')) -%}
+
+    {%- if existing is none -%}
+        {% call statement('create_target') -%}
+            create table {{ target }} (
+                {%- for name, type in lake_columns %}
+                `{{ name }}` {{ type }}{% if not loop.last %},{% endif %}
+                {%- endfor %}
+            )
+            using {{ table_format }}
+            tblproperties (
+                {%- for key, value in sluice_lake_properties().items() %}
+                '{{ key }}' = '{{ value }}'{% if not loop.last %},{% endif %}
+                {%- endfor %}
+            )
+        {%- endcall %}
+        {%- if table_format == 'hudi' %}
+            {#- a first, empty commit: Hudi 1.0 would take the files of a failed first merge
+                for committed once a later one completes (docs/formats.md) -#}
+            {% call statement('first_commit') -%}
+                insert into {{ target }}
+                select
+                    {%- for name, type in lake_columns %}
+                    cast(null as {{ type }}) as `{{ name }}`{% if not loop.last %},{% endif %}
+                    {%- endfor %}
+                where false
+            {%- endcall %}
+        {%- endif %}
+    {%- else -%}
+        {#- on_schema_change append_new_columns: the lake table gains new columns, never loses -#}
+        {%- set present = adapter.get_columns_in_relation(target) | map(attribute='column')
+                          | map('lower') | list -%}
+        {%- for name, type in lake_columns -%}
+            {%- if name | lower not in present -%}
+                {% call statement('add_column_' ~ name) -%}
+                    alter table {{ target }} add column `{{ name }}` {{ type }}
+                {%- endcall %}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
+
+    {#- the error and tombstone inserts run only when they have rows (an empty Hudi commit
+        costs about a second); both come before the merge, so a lake checkpoint at or past
+        this batch means they are committed or were empty (steps/pipeline.py) -#}
+    {%- set pending = run_query(
+        'select coalesce(sum(size(_rejected)), 0), '
+        ~ "count_if(_merge_action in ('delete', 'tombstone')) from " ~ changes_view).rows[0] -%}
+    {%- if 'errors' not in skip and pending[0] > 0 %}
+        {% set rejected_sql -%}
+            insert into {{ error_table }}
+                (_row_key, _ref_key, _batch_id, _kafka_partition, _kafka_offset, error_step,
+                 error_exception, error_source_data, _errored_at)
+            select
+                _row_key,
+                rejected._ref_key,
+                _batch_id,
+                rejected._kafka_partition,
+                rejected._kafka_offset,
+                'merge',
+                'partial update of a row that does not exist in {{ target }}: it changes only '
+                    || 'some columns and there is no current row to take the others from',
+                rejected.error_source_data,
+                current_timestamp()
+            from {{ changes_view }}
+            lateral view explode(_rejected) exploded as rejected
+        {%- endset %}
+        {%- do sluice_statement('rejected', rejected_sql, job, committed) %}
+    {%- endif %}
+
+    {%- if 'tombstones' not in skip and pending[1] > 0 %}
+        {#- append-only: the newest entry of a row key is its last delete -#}
+        {% set tombstones_sql -%}
+            insert into {{ tombstone_table }} (_row_key, _ref_key, _batch_id)
+            select _row_key, _ref_key, _batch_id
+            from {{ changes_view }}
+            where _merge_action in ('delete', 'tombstone')
+        {%- endset %}
+        {%- do sluice_statement('tombstones', tombstones_sql, job, committed) %}
+    {%- endif %}
+
+    {%- set framework = ['_ref_key', '_event_ts', '_source', '_data_center', '_batch_id'] -%}
+    {% set merge_sql -%}
+        {%- if 'lake' in skip %}
+        select 1
+        {%- else %}
+        merge into {{ target }} as lake
+        using (
+            select *, current_timestamp() as _merged_at
+            from {{ changes_view }}
+            where _merge_action != 'none'
+        ) as batch
+        on lake._row_key = batch._row_key
+        {#- mutually exclusive clauses that assign every column: Hudi's MERGE needs both (it
+            evaluates an unconditional update before an earlier conditional delete, and a
+            column left out of an update comes back null) -#}
+        {%- if keep_tombstones %}
+        when matched and batch._merge_action in ('delete', 'tombstone') then update set
+            {%- for name, type in lake_columns %}
+            {%- if name in framework or name in ('_row_key', '_merged_at') %}
+            lake.`{{ name }}` = batch.`{{ name }}`,
+            {%- elif name != '_is_deleted' %}
+            lake.`{{ name }}` = lake.`{{ name }}`,
+            {%- endif %}
+            {%- endfor %}
+            lake._is_deleted = true
+        {%- else %}
+        when matched and batch._merge_action in ('delete', 'tombstone') then delete
+        {%- endif %}
+        when matched and batch._merge_action not in ('delete', 'tombstone') then update set
+            {%- for name, type in lake_columns %}
+            lake.`{{ name }}` = batch.`{{ name }}`{% if not loop.last %},{% endif %}
+            {%- endfor %}
+        when not matched
+            {%- if not keep_tombstones %} and batch._merge_action in ('insert', 'update'){% endif %}
+            then insert (
+                {%- for name, type in lake_columns %}
+                `{{ name }}`{% if not loop.last %},{% endif %}
+                {%- endfor %}
+            ) values (
+                {%- for name, type in lake_columns %}
+                batch.`{{ name }}`{% if not loop.last %},{% endif %}
+                {%- endfor %}
+            )
+        {%- endif %}
+    {%- endset %}
+    {%- if job is none %}
+        {% call statement('main') -%} {{ merge_sql }} {%- endcall %}
+    {%- elif 'lake' not in skip %}
+        {%- do committed.append(merge_sql) %}
+    {%- endif %}
+    {%- set counts = adapter.sluice_commit_merge(committed) if job is not none else none %}
+
+    {% call statement('constraints_back') -%}
+        set {{ constraint_conf }}={{ previous_constraints }}
+    {%- endcall %}
+    {{ return(counts) }}
+{%- endmacro %}
