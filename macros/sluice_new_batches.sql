@@ -9,7 +9,9 @@
     the log says who holds it, so the two never stage, fork or merge a batch twice.
 #}
 {% macro sluice_new_batches(batch_column='_batch_id') -%}
-    {%- set job = sluice_job_of(model) if execute else none -%}
+    {#- only commands that write (not compile, show, docs): they must not take a lease -#}
+    {%- set writes = execute and flags.WHICH in ['run', 'build', 'retry'] -%}
+    {%- set job = sluice_job_of(model) if writes else none -%}
     {%- set held_by = adapter.sluice_hold(job)
                       if job is not none and adapter.sluice_hold is defined else none -%}
     {%- if held_by is not none -%}
