@@ -233,6 +233,7 @@ def test_kill_around_the_commits_then_rerun_loses_and_duplicates_nothing(
     assert final is not None and final.batch_id == max(batches)
 
 
+@pytest.mark.reliability
 def test_topic_recreated_below_the_checkpoint_is_a_hard_error_and_moves_nothing(
         spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
     settings = make_settings({job_name: trips_job(job_name)})
