@@ -44,10 +44,12 @@ def test_decodes_payload_and_envelope() -> None:
     assert row["_is_deleted"] is False and row["_force_update"] is False
 
 
-def test_composite_row_key_joins_columns() -> None:
-    row = decoder(row_key=("trip_id", "city")).decode(
-        encode({"trip_id": 7, "city": "Lagos", "_ref_key": 1}))
-    assert row["_row_key"] == "7|Lagos"
+def test_composite_row_key_with_text_is_its_json_list_or_joined_by_setting() -> None:
+    value = encode({"trip_id": 7, "city": "Lagos", "_ref_key": 1})
+    row = decoder(row_key=("trip_id", "city")).decode(value)
+    assert row["_row_key"] == '["7", "Lagos"]'
+    joined = decoder(row_key=("trip_id", "city"), row_key_encoding="joined").decode(value)
+    assert joined["_row_key"] == "7|Lagos"
 
 
 def test_confluent_wire_format_uses_the_writer_schema_of_the_id(tmp_path: Path) -> None:
