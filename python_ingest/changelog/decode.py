@@ -33,6 +33,9 @@ _PLAIN_LOGICAL = {"timestamp-millis": "ms", "timestamp-micros": "us", "date": "d
 
 
 def _strip_logical(avro_type: Any) -> Any:
+    """The schema with the top-level fields' plain logical types as their integers (converted
+    column-wise by ``Decoder._convert``); an array's items keep theirs, as nothing converts
+    them afterwards (fastavro decodes them to dates and datetimes)."""
     if isinstance(avro_type, list):
         return [_strip_logical(t) for t in avro_type]
     if isinstance(avro_type, dict):
@@ -41,8 +44,6 @@ def _strip_logical(avro_type: Any) -> Any:
         if avro_type.get("type") == "record":
             return {**avro_type, "fields": [{**f, "type": _strip_logical(f["type"])}
                                             for f in avro_type["fields"]]}
-        if avro_type.get("type") == "array":
-            return {**avro_type, "items": _strip_logical(avro_type["items"])}
     return avro_type
 
 

@@ -116,6 +116,28 @@ def test_logical_types_keep_their_values(tmp_path: Path) -> None:
 
 
 @pytest.mark.reliability
+def test_arrays_of_timestamps_and_dates_keep_their_values(tmp_path: Path) -> None:
+    """Found with #9.11: items of an array were decoded as plain integers but never converted,
+    so a timestamp-millis landed 1000 times too early (2023 read as 1970-01-20)."""
+    items = {"at_ms": "timestamp-millis", "at_us": "timestamp-micros", "days": "date"}
+    schema = {"type": "record", "name": "lists", "fields": [
+        {"name": "id", "type": "long"},
+        *({"name": n, "type": {"type": "array", "items": {
+            "type": "int" if t == "date" else "long", "logicalType": t}}}
+          for n, t in items.items()),
+        {"name": "_ref_key", "type": "long"},
+    ]}
+    (tmp_path / "lists.avsc").write_text(json.dumps(schema))
+    job = JobConfig(name="lists", topic="t", schema=str(tmp_path / "lists.avsc"),
+                    row_key=("id",))
+    values = {"id": 1, "at_ms": [datetime(2023, 1, 1, 12, 0, 0, 123000, tzinfo=UTC)],
+              "at_us": [datetime(1999, 12, 31, 1, 2, 3, 456789, tzinfo=UTC)],
+              "days": [date(2020, 1, 31), date(1, 1, 1)], "_ref_key": 1}
+    row = Decoder(ChangelogSchema.load(job, REPO)).decode(encode(values, schema))
+    assert {k: row[k] for k in items} == {k: values[k] for k in items}
+
+
+@pytest.mark.reliability
 def test_a_schema_version_registered_after_the_run_started_is_read_not_an_error(
         tmp_path: Path) -> None:
     """#9.4: messages with a schema id registered after the run loaded its schemas went to
