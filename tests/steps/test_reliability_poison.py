@@ -103,6 +103,7 @@ def test_poison_values_cost_one_error_row_each_never_the_batch(
         assert bytes(row["error_source_data"]) == sent[key]
     checkpoint = read_checkpoint(spark, tables.raw)
     assert checkpoint is not None and dict(checkpoint.offsets) == _end_offsets(broker, job_name)
+    assert last_runs(spark, job_name, 1)[0]["outcome"] == "succeeded"
 
     # The old encoding (row_key_encoding: joined) keeps UTF-8 keys as text; a key that is
     # not UTF-8 cannot be text, and costs its own error row, not the run.
@@ -143,7 +144,9 @@ def test_an_error_flood_is_bounded_on_the_driver_and_every_message_lands_once(
     # each work unit under its own budget did) would hold them on the driver at once.
     assert sum(len(value) * n for value, n in stored.items()) > 2 * budget
     assert "for their error rows" in caplog.text  # the flood was re-read by the tasks
-    details = json.loads(last_runs(spark, job.name, 1)[0]["details"])
+    run = last_runs(spark, job.name, 1)[0]
+    assert run["outcome"] == "succeeded"
+    details = json.loads(run["details"])
     collected = details["errors_collected"]
     assert 0 < collected["rows"] < malformed  # the few of the quiet units came back...
     assert collected["bytes"] <= budget == collected["budget"]  # ...within the run's budget
