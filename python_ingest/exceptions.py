@@ -105,6 +105,21 @@ class StepCheckpointLostError(SluiceError):
             "the newest one of each step (docs/reliability.md).")
 
 
+class RowKeyEncodingError(SluiceError):
+    """A raw table's rows were keyed with another row key encoding than the job's (#9.7)."""
+
+    def __init__(self, table: str, job: str, stored: str, configured: str) -> None:
+        self.table, self.job, self.stored, self.configured = table, job, stored, configured
+        super().__init__(
+            f"raw table {table} was keyed with row_key_encoding '{stored}' but job {job} uses "
+            f"'{configured}': the same row would get another _row_key and the lake two rows "
+            f"for it. Nothing was read. Set jobs.{job}.row_key_encoding: {stored} to keep the "
+            "table's keys ('joined' joins a composite key's columns with '|', so a value "
+            "holding '|' can collide with another row), or start the job over to key it with "
+            f"'{configured}': drop its raw, staging and lake tables and run it again (the "
+            "topic still holds the changes; docs/architecture.md, \"Row keys\").")
+
+
 class TapError(SluiceError):
     """The tap cannot go on; its checkpoint stays at the last safe transaction end."""
 

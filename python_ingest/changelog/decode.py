@@ -14,6 +14,7 @@ import fastavro
 
 from python_ingest.changelog.schema import (
     CONFLUENT_MAGIC,
+    JOINED,
     KEY_SEPARATOR,
     RAW_META_COLUMNS,
     ChangelogSchema,
@@ -32,6 +33,9 @@ _PLAIN_LOGICAL = {"timestamp-millis": "ms", "timestamp-micros": "us", "date": "d
 
 
 def _strip_logical(avro_type: Any) -> Any:
+    """The schema with the top-level fields' plain logical types as their integers (converted
+    column-wise by ``Decoder._convert``); an array's items keep theirs, as nothing converts
+    them afterwards (fastavro decodes them to dates and datetimes)."""
     if isinstance(avro_type, list):
         return [_strip_logical(t) for t in avro_type]
     if isinstance(avro_type, dict):
@@ -40,8 +44,6 @@ def _strip_logical(avro_type: Any) -> Any:
         if avro_type.get("type") == "record":
             return {**avro_type, "fields": [{**f, "type": _strip_logical(f["type"])}
                                             for f in avro_type["fields"]]}
-        if avro_type.get("type") == "array":
-            return {**avro_type, "items": _strip_logical(avro_type["items"])}
     return avro_type
 
 
@@ -83,6 +85,56 @@ def arrow_schema(columns: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -
 CHANGELOG_COLUMNS = 8  # _row_key .. _data_center: the first RAW_META_COLUMNS from the message
 
 
+# Spark's range of dates and timestamps, 0001-01-01 .. 9999-12-31 (as Python's): a value
+# outside it has no raw value (and would break every reader of the table).
+_FIRST_DAY, _LAST_DAY = -719_162, 2_932_896
+_RANGES = {"date": (_FIRST_DAY, _LAST_DAY),
+           "ms": (_FIRST_DAY * 86_400_000, (_LAST_DAY + 1) * 86_400_000 - 1),
+           "us": (_FIRST_DAY * 86_400_000_000, (_LAST_DAY + 1) * 86_400_000_000 - 1)}
+_UNIT_NAMES = {"date": "days", "ms": "milliseconds", "us": "microseconds"}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _column(field: pa.Field, values: list[Any], bad: dict[int, str]) -> pa.Array:
+    """One transport column; a value Arrow rejects (e.g. a decimal beyond its precision) is
+    nulled and its row flagged naming the column. Only after the whole chunk failed."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, field.type)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        pass
+    for index, value in enumerate(values):
+        try:
+            pa.array([value], field.type)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            bad.setdefault(index, f"column '{field.name}': {_shown(value)} does not fit "
+                           f"{field.type}: {type(exc).__name__}: {exc}")
+            values[index] = None
+    return pa.array(values, field.type)
+
+
+def _in_range(column: pa.Array, name: str, unit: str, bad: dict[int, str]) -> pa.Array:
+    """A plain time column (days, ms or us since the epoch) with values outside Spark's
+    range nulled and their rows flagged."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    low, high = _RANGES[unit]
+    outside = pc.or_(pc.less(column, low), pc.greater(column, high))
+    if not pc.any(outside).as_py():
+        return column
+    for index in pc.indices_nonzero(pc.fill_null(outside, False)).to_pylist():
+        bad.setdefault(index, f"column '{name}': {column[index].as_py()} "
+                       f"{_UNIT_NAMES[unit]} since 1970-01-01 is outside "
+                       "0001-01-01..9999-12-31, the range of Spark's dates and timestamps")
+    return pc.if_else(outside, pa.scalar(None, column.type), column)
+
+
 class Decoder:
     """Decodes message values: Avro per message, then whole chunks column-wise with Arrow."""
 
@@ -95,10 +147,15 @@ class Decoder:
                               None if _strip_logical(w) == reader else self.reader)
                         for sid, w in schema.writer_schemas.items()}
         self._missing: dict[int, str] = {}  # unknown ids (registry read once): reason
+        fields = {f["name"]: f["type"] for f in schema.avro["fields"]}
         self.units = _plain_units(schema.avro)
+        # Integer time columns checked against Spark's range before conversion.
+        self.ranges = dict(self.units)
+        if ("_event_ts" in fields and "_event_ts" not in self.units
+                and spark_type(fields["_event_ts"], "_event_ts") == "bigint"):
+            self.ranges["_event_ts"] = "ms"
         self.columns = schema.payload + RAW_META_COLUMNS[:CHANGELOG_COLUMNS]
         self.output = arrow_schema(self.columns)
-        fields = {f["name"]: f["type"] for f in schema.avro["fields"]}
         # What fastavro hands over, before the column-wise conversions.
         self.transport = arrow_schema([
             (name, "bigint" if name in self.units and self.units[name] != "date"
@@ -160,43 +217,99 @@ class Decoder:
         """Changelog columns for decoded records, and the rows that cannot be raw rows.
 
         Returns the batch (payload columns, then _row_key .. _data_center) and a map from row
-        index to the reason for rows whose row key or ref key is missing.
+        index to the reason for rows that cannot be raw rows: a missing row key or ref key, or
+        one value that has no raw value (a decimal beyond its precision, a timestamp or date
+        outside 0001-01-01..9999-12-31, a key that cannot be text). Such a value is null in the
+        batch; the row's other values convert as usual, so one bad value costs one row.
         """
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        decoded = pa.RecordBatch.from_pylist(records, schema=self.transport)
         bad: dict[int, str] = {}
+        columns = self._transport(records, bad)
 
         def flag(column: pa.Array, reason: str) -> None:
             if column.null_count:
                 for index in pc.indices_nonzero(pc.is_null(column)).to_pylist():
                     bad.setdefault(index, reason)
 
-        keys = []
         for name in self.schema.row_key:
-            flag(decoded.column(name), f"row key column '{name}' is null")
-            keys.append(pc.cast(self._convert(decoded, name), pa.string()))
-        flag(decoded.column(self.schema.ref_key), f"ref key '{self.schema.ref_key}' is null")
-        row_key = keys[0] if len(keys) == 1 else pc.binary_join_element_wise(*keys, KEY_SEPARATOR)
-        n = decoded.num_rows
-        arrays = [self._convert(decoded, name) for name, _ in self.schema.payload]
+            flag(columns[name], f"row key column '{name}' is null")
+        flag(columns[self.schema.ref_key], f"ref key '{self.schema.ref_key}' is null")
+        row_key = self._row_key(columns, bad)
+        n = len(records)
+        arrays = [self._convert(columns, name) for name, _ in self.schema.payload]
         arrays += [
             row_key,
-            pc.cast(decoded.column(self.schema.ref_key), pa.int64()),
-            self._optional(decoded, "_changed_columns", n),
-            self._optional(decoded, "_source", n),
-            self._optional(decoded, "_event_ts", n),
-            pc.fill_null(self._optional(decoded, "_is_deleted", n), False),
-            pc.fill_null(self._optional(decoded, "_force_update", n), False),
-            self._optional(decoded, "_data_center", n),
+            pc.cast(columns[self.schema.ref_key], pa.int64()),
+            self._optional(columns, "_changed_columns", n),
+            self._optional(columns, "_source", n),
+            self._optional(columns, "_event_ts", n),
+            pc.fill_null(self._optional(columns, "_is_deleted", n), False),
+            pc.fill_null(self._optional(columns, "_force_update", n), False),
+            self._optional(columns, "_data_center", n),
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=self.output), bad
 
-    def _convert(self, decoded: pa.RecordBatch, name: str) -> pa.Array:
+    def _transport(self, records: list[dict[str, Any]],
+                   bad: dict[int, str]) -> dict[str, pa.Array]:
+        """The decoded records column-wise; a value Arrow cannot hold (or out of range) is
+        nulled and its row flagged with the column and the reason."""
         import pyarrow as pa
 
-        column = decoded.column(name)
+        try:
+            decoded = pa.RecordBatch.from_pylist(records, schema=self.transport)
+            columns = dict(zip(decoded.schema.names, decoded.columns, strict=True))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            columns = {f.name: _column(f, [r.get(f.name) for r in records], bad)
+                       for f in self.transport}
+        for name, unit in self.ranges.items():
+            columns[name] = _in_range(columns[name], name, unit, bad)
+        return columns
+
+    def _row_key(self, columns: dict[str, pa.Array], bad: dict[int, str]) -> pa.Array:
+        """``_row_key``: the key column's text; a composite key's texts joined with '|' or,
+        when a column is text or bytes (row_key_encoding json), their JSON list (injective)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        texts = []
+        for name in self.schema.row_key:
+            column = columns[name]
+            if pa.types.is_binary(column.type):
+                texts.append(self._bytes_key(column, name, bad))
+            else:
+                texts.append(pc.cast(self._convert(columns, name), pa.string()))
+        if len(texts) == 1:
+            return texts[0]
+        if self.schema.row_key_encoding != JOINED and self.schema.keyed_differently():
+            rows = zip(*(t.to_pylist() for t in texts), strict=True)
+            return pa.array([json.dumps(list(r), ensure_ascii=False) for r in rows], pa.string())
+        return pc.binary_join_element_wise(*texts, KEY_SEPARATOR)
+
+    def _bytes_key(self, column: pa.Array, name: str, bad: dict[int, str]) -> pa.Array:
+        """A bytes key column as text: lowercase hex (json), or the bytes as UTF-8 text (joined:
+        bytes that are not UTF-8 cost their row)."""
+        import pyarrow as pa
+
+        values = column.to_pylist()
+        if self.schema.row_key_encoding != JOINED:
+            return pa.array([None if v is None else v.hex() for v in values], pa.string())
+        texts: list[str | None] = []
+        for index, value in enumerate(values):
+            try:
+                texts.append(None if value is None else value.decode("utf-8"))
+            except UnicodeDecodeError:
+                bad.setdefault(index, f"row key column '{name}': its bytes are not UTF-8 text, "
+                               "which row_key_encoding 'joined' needs (the default, 'json', "
+                               "keys bytes by their hex)")
+                texts.append(None)
+        return pa.array(texts, pa.string())
+
+    def _convert(self, columns: dict[str, pa.Array], name: str) -> pa.Array:
+        import pyarrow as pa
+
+        column = columns[name]
         unit = self.units.get(name)
         if unit == "date":
             return column.cast(pa.date32())
@@ -204,17 +317,17 @@ class Decoder:
             return column.cast(pa.timestamp(unit, tz="UTC")).cast(pa.timestamp("us", tz="UTC"))
         return column
 
-    def _optional(self, decoded: pa.RecordBatch, name: str, n: int) -> pa.Array:
+    def _optional(self, columns: dict[str, pa.Array], name: str, n: int) -> pa.Array:
         """An envelope column, converted to its raw type; all null when the schema lacks it."""
         import pyarrow as pa
 
         target = self.output.field(name).type
-        if name not in decoded.schema.names:
+        if name not in columns:
             return pa.nulls(n, target)
-        column = decoded.column(name)
+        column = columns[name]
         if name == "_event_ts" and name not in self.units:  # plain long milliseconds
             return column.cast(pa.int64()).cast(pa.timestamp("ms", tz="UTC")).cast(target)
-        return self._convert(decoded, name).cast(target)
+        return self._convert(columns, name).cast(target)
 
     def decode(self, value: bytes | None) -> dict[str, Any]:
         """Decode one message to its changelog row (for tests and tools; tasks use chunks)."""

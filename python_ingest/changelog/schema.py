@@ -3,8 +3,8 @@
 A topic's Avro value record holds the row's own columns plus envelope fields that start with
 an underscore: ``_ref_key`` (required, long; the name is the job's ``ref_key``), and optional
 ``_changed_columns`` (array of strings), ``_source``, ``_event_ts`` (ms), ``_is_deleted``,
-``_force_update`` and ``_data_center``. The row key is built from the job's ``row_key``
-columns (joined with ``|`` when composite).
+``_force_update`` and ``_data_center``. ``_row_key`` is built from the job's ``row_key``
+columns as its ``row_key_encoding`` says (``ChangelogSchema.keyed_differently``).
 
 Decoding one message is in ``changelog.decode``.
 """
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import fastavro
 
-from python_ingest.config import JobConfig, Settings
+from python_ingest.config import ROW_KEY_ENCODINGS, JobConfig, Settings
 from python_ingest.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 ENVELOPE = ("_changed_columns", "_source", "_event_ts", "_is_deleted", "_force_update",
             "_data_center")
 KEY_SEPARATOR = "|"
+JSON_KEYS, JOINED = ROW_KEY_ENCODINGS  # row_key_encoding: the default, and the one before #9.7
 CONFLUENT_MAGIC = 0
 
 # Columns sluice adds to every raw row, after the payload columns, in this order.
@@ -102,6 +103,7 @@ class ChangelogSchema:
     writer_schemas: dict[int, dict[str, Any]]
     confluent: bool
     registry: str | None = None  # the schema_registry folder (absolute), read again for new ids
+    row_key_encoding: str = JSON_KEYS
 
     @classmethod
     def load(cls, job: JobConfig, root: Path) -> ChangelogSchema:
@@ -146,7 +148,20 @@ class ChangelogSchema:
             registry = str(folder if folder.is_absolute() else (root / folder).resolve())
         return cls(avro=avro, payload=payload, row_key=job.row_key, ref_key=job.ref_key,
                    writer_schemas=writers, confluent=job.value_format == "confluent-avro",
-                   registry=registry)
+                   registry=registry, row_key_encoding=job.row_key_encoding)
+
+    def keyed_differently(self) -> bool:
+        """Whether the two row key encodings give this job's rows different ``_row_key``\ s.
+
+        ``json``: a single column is its text (bytes: lowercase hex); a composite key with a
+        text or bytes column is the JSON list of its column texts (``["a|b", "c"]``, as the
+        tap's ``sluice_row_id``), injective; a composite key of numbers, dates and times is
+        joined with '|' (no text of those holds it). ``joined`` (before issue #9.7): texts
+        joined with '|' (``('a|b', 'c')`` and ``('a', 'b|c')`` collide), bytes as UTF-8 text.
+        """
+        types = dict(self.payload)
+        kinds = [types.get(c) for c in self.row_key]
+        return "binary" in kinds or (len(kinds) > 1 and "string" in kinds)
 
     def raw_columns(self) -> tuple[tuple[str, str], ...]:
         return self.payload + RAW_META_COLUMNS

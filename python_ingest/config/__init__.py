@@ -37,6 +37,10 @@ READERS = ("kafka-python", "confluent-kafka")
 VALUE_FORMATS = ("avro", "confluent-avro")
 STARTING_OFFSETS = ("earliest", "latest")
 DATA_LOSS_POLICIES = ("fail", "accept")
+# How _row_key is made from the row key columns (docs/architecture.md, "Row keys"): json (a
+# composite key with a text or bytes column is the JSON list of its column texts, bytes are
+# hex) or joined (before issue #9.7: texts joined with '|', bytes as UTF-8 text).
+ROW_KEY_ENCODINGS = ("json", "joined")
 CATALOG_TYPES = ("hadoop", "hive", "rest")
 TABLE_FORMATS = ("hudi", "iceberg")  # docs/formats.md
 
@@ -95,6 +99,7 @@ class JobConfig:
     reader: str = "kafka-python"
     read_timeout_s: float = 60.0
     priority: int = 0  # higher first in a continuous runner (config/runner.py)
+    row_key_encoding: str = "json"  # ROW_KEY_ENCODINGS
 
 
 @dataclass(frozen=True)
@@ -187,6 +192,8 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
         reader=_choice(raw.get("reader", "kafka-python"), READERS, f"{where}.reader"),
         read_timeout_s=float(raw.get("read_timeout_s", JobConfig.read_timeout_s)),
         priority=parse_priority(raw.get("priority", 0), where),
+        row_key_encoding=_choice(raw.get("row_key_encoding", JobConfig.row_key_encoding),
+                                 ROW_KEY_ENCODINGS, f"{where}.row_key_encoding"),
     )
     return job
 

@@ -22,12 +22,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from python_ingest.changelog.schema import RAW_ERROR_COLUMNS, ChangelogSchema
+from python_ingest.changelog.schema import JOINED, RAW_ERROR_COLUMNS, ChangelogSchema
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import (
     DataLossError,
     OffsetResetError,
     ReadError,
+    RowKeyEncodingError,
     SluiceError,
     TopicRecreatedError,
 )
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FAULT_ENV = "SLUICE_FAULT"
-# Error-row bytes a work unit may send back to the driver; beyond it the unit is re-read.
+# Error-row bytes the tasks of a run may send back to the driver, together: each work unit may
+# send its share; a unit with more is re-read by tasks that write its error rows themselves.
 error_budget_bytes = ERROR_BUDGET_BYTES
 
 
@@ -202,6 +204,7 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     ensure_table(spark, tables.raw, schema.raw_columns())
     ensure_table(spark, tables.raw_errors, RAW_ERROR_COLUMNS)
     checkpoint = read_checkpoint(spark, tables.raw)
+    _check_row_key_encoding(spark, job, schema, checkpoint)
     error_checkpoint = _catch_up_errors(spark, settings, job, schema, checkpoint, run)
     if checkpoint is not None and error_checkpoint is not None:
         # the error commit carries the bytes per message the raw commit could not know yet
@@ -229,12 +232,13 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     accept_loss = accept_data_loss or job.on_data_loss == "accept"
     spec = ReadSpec(job.reader, settings.broker.bootstrap_servers, job.read_timeout_s, schema,
                     batch_id, int(datetime.now(UTC).timestamp() * 1_000_000),
-                    error_budget_bytes=error_budget_bytes, accept_loss=accept_loss)
+                    error_budget_bytes=error_budget_bytes // max(len(work.units), 1),
+                    accept_loss=accept_loss)
     report = spark.sparkContext.accumulator(TaskReport(), TaskReportParam())
     timer = time.monotonic()
     new_checkpoint = Checkpoint(job.topic, work.next_offsets, batch_id,
                                 checkpoint.bytes_per_message if checkpoint else None, work.start,
-                                work.topic_id)
+                                work.topic_id, schema.row_key_encoding)
     fault_point("before_raw_commit")
     check_held(job.name)
     _commit_raw(spark, _read(spark, spec, work.units, report), job, new_checkpoint)
@@ -254,6 +258,10 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     run.count("decode_errors", totals.errors)
     run.count("bytes", totals.bytes)
     run.details["checkpoint_to"] = dict(new_checkpoint.offsets)
+    run.details["errors_collected"] = {"rows": len(totals.error_rows),
+                                       "bytes": totals.error_bytes,
+                                       "budget": error_budget_bytes,
+                                       "re_read_units": len(totals.overflowed)}
     if totals.losses:  # records retention deleted after planning, accepted by policy
         gone = sorted(totals.losses)
         run.details.setdefault("data_loss", []).extend(
@@ -288,12 +296,28 @@ def _pin_start(spark: SparkSession, job: JobConfig, work: Plan) -> Checkpoint:
     tables = JobTables(job.name)
     check_held(job.name)
     pinned = Checkpoint(job.topic, dict(work.next_offsets), 0, None, dict(work.start),
-                        work.topic_id)
+                        work.topic_id, job.row_key_encoding)
     for table in (tables.raw, tables.raw_errors):
         append_with_checkpoint(read_table(spark, table).limit(0), table, pinned)
     log.info("job %s: starts at the end of %s as it is now (starting_offsets: latest): %s",
              job.name, job.topic, dict(pinned.offsets))
     return pinned
+
+
+def _check_row_key_encoding(spark: SparkSession, job: JobConfig, schema: ChangelogSchema,
+                            checkpoint: Checkpoint | None) -> None:
+    """Stop before reading when the raw table's rows were keyed with another encoding than
+    the job's and the two differ for this job's key: re-keying silently would give one row
+    two lake rows (issue #9.7). A checkpoint without an encoding predates it: joined."""
+    if checkpoint is None or not schema.keyed_differently():
+        return
+    stored = checkpoint.row_key_encoding or JOINED
+    if stored == schema.row_key_encoding:
+        return
+    raw = JobTables(job.name).raw
+    if checkpoint.row_key_encoding is None and spark.table(raw).limit(1).count() == 0:
+        return  # pinned, no row keyed yet
+    raise RowKeyEncodingError(raw, job.name, stored, schema.row_key_encoding)
 
 
 def _commit_raw(spark: SparkSession, raw_rows: DataFrame, job: JobConfig,

@@ -48,13 +48,17 @@ class Checkpoint:
     bytes_per_message: float | None = None
     batch_start: Mapping[int, int] = field(default_factory=dict)  # where this batch began
     topic_id: str | None = None  # the broker's id of the topic (KIP-516): a recreated topic differs
+    # how the raw rows' _row_key was made (config ROW_KEY_ENCODINGS); None: before it was
+    # recorded, i.e. joined (issue #9.7)
+    row_key_encoding: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({"topic": self.topic, "batch_id": self.batch_id,
                            "offsets": {str(p): o for p, o in sorted(self.offsets.items())},
                            "batch_start": {str(p): o for p, o in sorted(self.batch_start.items())},
                            "bytes_per_message": self.bytes_per_message,
-                           "topic_id": self.topic_id}, sort_keys=True)
+                           "topic_id": self.topic_id,
+                           "row_key_encoding": self.row_key_encoding}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Checkpoint:
@@ -63,7 +67,8 @@ class Checkpoint:
                    offsets={int(p): int(o) for p, o in data["offsets"].items()},
                    bytes_per_message=data.get("bytes_per_message"),
                    batch_start={int(p): int(o) for p, o in data.get("batch_start", {}).items()},
-                   topic_id=data.get("topic_id"))
+                   topic_id=data.get("topic_id"),
+                   row_key_encoding=data.get("row_key_encoding"))
 
 
 def read_checkpoint(spark: SparkSession, table: str) -> Checkpoint | None:

@@ -44,10 +44,12 @@ def test_decodes_payload_and_envelope() -> None:
     assert row["_is_deleted"] is False and row["_force_update"] is False
 
 
-def test_composite_row_key_joins_columns() -> None:
-    row = decoder(row_key=("trip_id", "city")).decode(
-        encode({"trip_id": 7, "city": "Lagos", "_ref_key": 1}))
-    assert row["_row_key"] == "7|Lagos"
+def test_composite_row_key_with_text_is_its_json_list_or_joined_by_setting() -> None:
+    value = encode({"trip_id": 7, "city": "Lagos", "_ref_key": 1})
+    row = decoder(row_key=("trip_id", "city")).decode(value)
+    assert row["_row_key"] == '["7", "Lagos"]'
+    joined = decoder(row_key=("trip_id", "city"), row_key_encoding="joined").decode(value)
+    assert joined["_row_key"] == "7|Lagos"
 
 
 def test_confluent_wire_format_uses_the_writer_schema_of_the_id(tmp_path: Path) -> None:
@@ -111,6 +113,28 @@ def test_logical_types_keep_their_values(tmp_path: Path) -> None:
     nulls = Decoder(ChangelogSchema.load(job, REPO)).decode(encode({"id": 2, "_ref_key": 4},
                                                                    schema))
     assert nulls["at_ms"] is None and nulls["amount"] is None and nulls["_event_ts"] is None
+
+
+@pytest.mark.reliability
+def test_arrays_of_timestamps_and_dates_keep_their_values(tmp_path: Path) -> None:
+    """Found with #9.11: items of an array were decoded as plain integers but never converted,
+    so a timestamp-millis landed 1000 times too early (2023 read as 1970-01-20)."""
+    items = {"at_ms": "timestamp-millis", "at_us": "timestamp-micros", "days": "date"}
+    schema = {"type": "record", "name": "lists", "fields": [
+        {"name": "id", "type": "long"},
+        *({"name": n, "type": {"type": "array", "items": {
+            "type": "int" if t == "date" else "long", "logicalType": t}}}
+          for n, t in items.items()),
+        {"name": "_ref_key", "type": "long"},
+    ]}
+    (tmp_path / "lists.avsc").write_text(json.dumps(schema))
+    job = JobConfig(name="lists", topic="t", schema=str(tmp_path / "lists.avsc"),
+                    row_key=("id",))
+    values = {"id": 1, "at_ms": [datetime(2023, 1, 1, 12, 0, 0, 123000, tzinfo=UTC)],
+              "at_us": [datetime(1999, 12, 31, 1, 2, 3, 456789, tzinfo=UTC)],
+              "days": [date(2020, 1, 31), date(1, 1, 1)], "_ref_key": 1}
+    row = Decoder(ChangelogSchema.load(job, REPO)).decode(encode(values, schema))
+    assert {k: row[k] for k in items} == {k: values[k] for k in items}
 
 
 @pytest.mark.reliability

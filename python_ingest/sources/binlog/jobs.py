@@ -54,13 +54,16 @@ def table_jobs(settings: Settings, source: SourceConfig) -> list[TableJob]:
             latest = Registry(folder).latest()
             shape = server.table_shape(conn, db, table, source, latest and latest[1])
             Registry(folder).register(shape)
-            jobs.append(TableJob(job_name(db, table), f"{db}.{table}", {
+            config = {
                 "topic": topic_for(source, db, table),
                 "schema_registry": _shown(settings, folder),
                 "value_format": "confluent-avro",
                 "row_key": list(shape.primary_key),
                 "ref_key": "_ref_key",
-            }, shape.key))
+            }
+            if len(shape.primary_key) > 1:  # natural columns: the tap keeps them injective
+                config["row_key_encoding"] = "joined"  # as its key_of and older raw tables do
+            jobs.append(TableJob(job_name(db, table), f"{db}.{table}", config, shape.key))
         return jobs
     finally:
         conn.close()

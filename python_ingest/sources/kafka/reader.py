@@ -7,9 +7,15 @@ or an error row.
 
 The raw table is written in the same pass (no second read, no cache): raw rows are the
 DataFrame's output, while error rows (normally few) travel back to the driver with the task's
-counts in a ``TaskReport`` through a Spark accumulator. A work unit whose error rows exceed
-``error_budget_bytes`` sends none back and is listed as overflowed: the driver then re-reads it
-in ``errors`` mode, where the output is the error rows instead.
+counts in a ``TaskReport`` through a Spark accumulator. The driver holds them all at once, so
+their size is bounded for the whole run: each work unit gets its share of the run's budget
+(``error_budget_bytes``, set by the driver). A unit whose error rows exceed it sends none back
+and is listed as overflowed: the driver then re-reads it in ``errors`` mode, where the output is
+the error rows instead, written by the tasks into the error table (never collected).
+
+A value that cannot become a raw value costs its own row an error row (``Decoder.to_arrow``);
+should a chunk still fail to convert, its records are converted one by one and the ones that
+fail become error rows: never the task.
 """
 
 from __future__ import annotations
@@ -30,8 +36,14 @@ if TYPE_CHECKING:
     from pyspark import Accumulator
 
 CHUNK_ROWS = 20_000
-ERROR_BUDGET_BYTES = 32 * 1024 * 1024
+ERROR_BUDGET_BYTES = 32 * 1024 * 1024  # error rows the driver may hold, for the whole run
+ERROR_ROW_OVERHEAD = 256  # bytes a collected error row costs beyond its bytes and reason
 ErrorRow = tuple[Any, ...]  # values in RAW_ERROR_COLUMNS order
+
+
+def error_row_bytes(row: ErrorRow) -> int:
+    """What one error row costs the driver that collects it (an upper estimate)."""
+    return len(row[2] or b"") + len(row[3] or b"") + len(row[1]) + ERROR_ROW_OVERHEAD
 
 
 @dataclass(frozen=True)
@@ -45,7 +57,7 @@ class ReadSpec:
     batch_id: int
     ingested_at_us: int
     mode: str = "raw"  # raw: emit raw rows, report errors; errors: emit error rows only
-    error_budget_bytes: int = ERROR_BUDGET_BYTES
+    error_budget_bytes: int = ERROR_BUDGET_BYTES  # per work unit: its share of the run's
     accept_loss: bool = False  # records gone since planning: skip them (reported) or fail
 
     def output_columns(self) -> tuple[tuple[str, str], ...]:
@@ -64,6 +76,7 @@ class TaskReport:
     bytes: int = 0
     errors: int = 0
     error_rows: list[ErrorRow] = field(default_factory=list)
+    error_bytes: int = 0  # what error_rows cost (error_row_bytes)
     overflowed: list[tuple[str, int, int, int]] = field(default_factory=list)  # work units
     # (topic, partition, first lost offset, first offset after) gone between plan and read
     losses: list[tuple[str, int, int, int]] = field(default_factory=list)
@@ -73,6 +86,7 @@ class TaskReport:
         self.bytes += other.bytes
         self.errors += other.errors
         self.error_rows.extend(other.error_rows)
+        self.error_bytes += other.error_bytes
         self.overflowed.extend(other.overflowed)
         self.losses.extend(other.losses)
         return self
@@ -152,10 +166,15 @@ class _Emitter:
         """The chunk's raw rows (raw mode only) and its error rows."""
         pa = self.pa
         self.report.read += len(chunk)
-        failed = list(chunk.failed)
         raw = None
         if chunk.records:
-            changelog, bad = self.decoder.to_arrow(chunk.records)
+            try:
+                changelog, bad = self.decoder.to_arrow(chunk.records)
+            except Exception:  # noqa: BLE001  # an input to_arrow does not foresee
+                self._isolate(chunk)
+                changelog, bad = self.decoder.to_arrow(chunk.records)
+        failed = list(chunk.failed)
+        if chunk.records:
             failed += [(chunk.offsets[i], reason, chunk.keys[i], chunk.values[i],
                         chunk.timestamps[i]) for i, reason in bad.items()]
             if self.spec.mode == "raw":
@@ -172,6 +191,24 @@ class _Emitter:
                  chunk.partition, offset, timestamp * 1000, self.spec.batch_id, ingested_at)
                 for offset, reason, key, value, timestamp in failed]
         return raw, rows
+
+    def _isolate(self, chunk: _Chunk) -> None:
+        """Move the records that fail to convert on their own to the chunk's error rows."""
+        keep = []
+        for index, record in enumerate(chunk.records):
+            try:
+                self.decoder.to_arrow([record])
+                keep.append(index)
+            except Exception as exc:  # noqa: BLE001  # one record's fault, never the task's
+                chunk.failed.append((chunk.offsets[index],
+                                     f"conversion failed: {type(exc).__name__}: {exc}",
+                                     chunk.keys[index], chunk.values[index],
+                                     chunk.timestamps[index]))
+        chunk.records = [chunk.records[i] for i in keep]
+        chunk.values = [chunk.values[i] for i in keep]
+        chunk.keys = [chunk.keys[i] for i in keep]
+        chunk.offsets = [chunk.offsets[i] for i in keep]
+        chunk.timestamps = [chunk.timestamps[i] for i in keep]
 
     def _coords(self, partition: int, offsets: list[int],
                 timestamps: list[int]) -> dict[str, pa.Array]:
@@ -210,7 +247,7 @@ def read_units(spec: ReadSpec, batches: Iterable[pa.RecordBatch],
 
 def _read_unit(spec: ReadSpec, emitter: _Emitter,
                unit: dict[str, Any]) -> Iterator[pa.RecordBatch]:
-    """Read one work unit; its error rows go to the report unless they exceed the budget."""
+    """Read one work unit; its error rows go to the report unless they exceed its budget."""
     unit_errors: list[ErrorRow] = []
     error_bytes = 0
 
@@ -223,8 +260,11 @@ def _read_unit(spec: ReadSpec, emitter: _Emitter,
             if errors:
                 yield emitter.error_batch(errors)
         elif error_bytes <= spec.error_budget_bytes:
-            unit_errors.extend(errors)
-            error_bytes += sum(len(e[2] or b"") + len(e[3] or b"") for e in errors)
+            error_bytes += sum(map(error_row_bytes, errors))
+            if error_bytes <= spec.error_budget_bytes:
+                unit_errors.extend(errors)
+            else:  # re-read by the driver: keep nothing
+                unit_errors.clear()
 
     def lost(first: int, after: int) -> None:
         emitter.report.losses.append((unit["topic"], unit["partition"], first, after))
@@ -247,3 +287,4 @@ def _read_unit(spec: ReadSpec, emitter: _Emitter,
                                           unit["end"]))
     else:
         emitter.report.error_rows.extend(unit_errors)
+        emitter.report.error_bytes += error_bytes
