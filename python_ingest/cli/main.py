@@ -44,8 +44,16 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     jobs = [settings.job(n) for n in names]  # unknown names fail before anything starts
     _ensure_broker(settings)
     spark = _session(settings)
+    failed = []
     for job in jobs:
-        result = run_ingest(spark, settings, job, accept_data_loss=args.accept_data_loss)
+        try:
+            result = run_ingest(spark, settings, job, accept_data_loss=args.accept_data_loss)
+        except SluiceError as exc:
+            if len(jobs) == 1:
+                raise
+            failed.append(job.name)  # one broken job never stops the others
+            print(f"{job.name}: failed: {exc}", file=sys.stderr)
+            continue
         if result.up_to_date:
             print(f"{job.name}: up to date, nothing new on {job.topic}")
         else:
@@ -53,6 +61,10 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
                   f"{result.landed} in {JobTables(job.name).raw}, {result.errors} errors in "
                   f"{JobTables(job.name).raw_errors}; {result.plan.remaining} messages left "
                   "for later runs")
+    if failed:
+        print(f"error: {len(failed)} of {len(jobs)} jobs failed: {', '.join(failed)}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -118,17 +130,26 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
         return run_continuously(args, settings, names)
     spark = _session(settings)
-    results = run_all(spark, settings, names, accept_data_loss=args.accept_data_loss)
+    results = run_all(spark, settings, names, accept_data_loss=args.accept_data_loss,
+                      keep_going=len(names) > 1)
     for result in results:
         _print_run(result)
     from python_ingest.cli.report import print_dashboard
 
     print_dashboard(spark, settings, results)  # <state_dir>/reports/index.html
+    failed = [r.job for r in results if r.outcome == "failed"]
+    if failed:
+        print(f"error: {len(failed)} of {len(results)} jobs failed: {', '.join(failed)} (the "
+              "others ran; `sluice status --history` shows each run)", file=sys.stderr)
+        return 1
     return 0
 
 
 def _print_run(result: Any) -> None:
     counts = result.counts
+    if result.outcome == "failed":
+        print(f"{result.job}: failed, run {result.run_id}: {result.error}")
+        return
     print(f"{result.job}: {result.outcome}, run {result.run_id}, batch {result.batch_id}: "
           f"read {counts.get('read', 0)}, landed {counts.get('landed', 0)}, decode errors "
           f"{counts.get('decode_errors', 0)}, valid {counts.get('valid', 0)}, expectation "

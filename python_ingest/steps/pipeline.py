@@ -64,6 +64,7 @@ class PipelineResult:
     report: str | None = None
     tables: JobTables | None = None
     checkpoint: Checkpoint | None = None  # the raw checkpoint after the run
+    error: str | None = None  # why the run failed (outcome "failed")
 
 
 def report_dir(settings: Settings, job: str) -> Path:
@@ -73,8 +74,12 @@ def report_dir(settings: Settings, job: str) -> Path:
 
 
 def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
-            accept_data_loss: bool = False, dbt: Dbt | None = None) -> PipelineResult:
-    """Ingest, convert, fork, merge and report one job, recorded as one run in meta.runs."""
+            accept_data_loss: bool = False, dbt: Dbt | None = None,
+            raise_failure: bool = True) -> PipelineResult:
+    """Ingest, convert, fork, merge and report one job, recorded as one run in meta.runs.
+
+    A failure is recorded, then raised; with ``raise_failure`` false it is returned as the
+    result (outcome ``failed``, ``error`` saying why) so that the caller can go on."""
     run = Run(job=job.name)
     run.details["steps"] = ["ingest", "staging", "fork", "merge", "reports"]
     for name in STEP_COUNTS:
@@ -98,7 +103,11 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
         run.finish(spark, "failed", run.error)
         if not isinstance(exc, SluiceError):
             log.exception("job %s failed", job.name)
-        raise
+        if raise_failure:
+            raise
+        log.error("job %s failed (the other jobs go on): %s", job.name, run.error)
+        return PipelineResult(job.name, run.run_id, "failed", run.batch_id, dict(run.counts),
+                              checkpoint=checkpoint, error=run.error)
     outcome = "up-to-date" if not any(run.counts.get(n) for n in STEP_COUNTS) else "succeeded"
     run.outcome = outcome  # the status file first: `sluice status` shows the batch at once
     record_status(spark, settings, run, checkpoint, tables)
@@ -251,10 +260,13 @@ def merged_counts(spark: SparkSession, tables: JobTables, batch_id: int,
 
 
 def run_all(spark: SparkSession, settings: Settings, names: list[str],
-            accept_data_loss: bool = False) -> list[PipelineResult]:
-    """Run several jobs one after another with one dbt project parse."""
+            accept_data_loss: bool = False, keep_going: bool = False) -> list[PipelineResult]:
+    """Run several jobs one after another with one dbt project parse. ``keep_going``: a job
+    that fails is recorded and the later jobs still run (``sluice run --all``): one broken job
+    never stops the others."""
     dbt = Dbt(settings)
-    return [run_job(spark, settings, settings.job(n), accept_data_loss, dbt) for n in names]
+    return [run_job(spark, settings, settings.job(n), accept_data_loss, dbt,
+                    raise_failure=not keep_going) for n in names]
 
 
 def table_summary(spark: SparkSession, tables: JobTables) -> dict[str, Any]:

@@ -138,6 +138,7 @@ def test_kill_between_steps_then_rerun(format_spark: Any, broker: str, make_sett
 
 
 @pytest.mark.e2e
+@pytest.mark.reliability
 def test_failing_converter_fails_the_run_with_dbts_message_and_moves_nothing_after_it(
         spark: Any, broker: str, make_settings: Any, project: Any, job_name: str,
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -146,14 +147,22 @@ def test_failing_converter_fails_the_run_with_dbts_message_and_moves_nothing_aft
     from python_ingest.tables.runs import last_runs
 
     root = project(job_name)
-    settings = make_settings({job_name: trips_job(job_name)})
+    broken = f"a_{job_name}"  # runs first in `run --all`, and fails: no converter reads it
+    settings = make_settings({job_name: trips_job(job_name), broken: trips_job(broken)})
     job = settings.job(job_name)
     broker_mod.ensure_topic(broker, job.topic, 1)
     generator = _generator(seed=71)
     demo.produce(broker, job.topic, generator.events(120))
-    first = run_job(spark, settings, job, dbt=Dbt(settings))
-    assert first.outcome == "succeeded" and first.tables is not None
-    tables = first.tables
+    # one broken job never stops the others (#9.11): recorded, said, exit 1
+    code = cli.main(["--config", str(tmp_path / "sluice.yml"), "run", "--all"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    assert f"{broken}: failed, run" in captured.out and f"no dbt model reads raw.{broken}" \
+        in captured.out
+    assert f"{job_name}: succeeded" in captured.out
+    assert f"1 of 2 jobs failed: {broken}" in captured.err
+    assert last_runs(spark, broken, 1)[0]["outcome"] == "failed"
+    tables = JobTables(job_name, Dbt(settings).job_models(job_name))
     assert tables.lake is not None
     checkpoints = _checkpoints(spark, tables)
     assert set(checkpoints.values()) == {1}
