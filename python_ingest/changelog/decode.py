@@ -85,13 +85,14 @@ def arrow_schema(columns: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -
 CHANGELOG_COLUMNS = 8  # _row_key .. _data_center: the first RAW_META_COLUMNS from the message
 
 
-# Spark's range of dates and timestamps, 0001-01-01 .. 9999-12-31 (as Python's): a value
-# outside it has no raw value (and would break every reader of the table).
-_FIRST_DAY, _LAST_DAY = -719_162, 2_932_896
-_RANGES = {"date": (_FIRST_DAY, _LAST_DAY),
-           "ms": (_FIRST_DAY * 86_400_000, (_LAST_DAY + 1) * 86_400_000 - 1),
-           "us": (_FIRST_DAY * 86_400_000_000, (_LAST_DAY + 1) * 86_400_000_000 - 1)}
-_UNIT_NAMES = {"date": "days", "ms": "milliseconds", "us": "microseconds"}
+# Milliseconds that still fit a timestamp's microseconds (a signed 64-bit count): a value
+# beyond overflows the conversion and has no raw value. Dates and microseconds convert as they
+# are, whatever the year: the tap's zero-date policy (docs/types.md) lands days far before
+# 0001-01-01 on purpose, and Spark holds them (Python's datetime cannot: read such columns
+# in SQL, e.g. cast to string or unix_date, rather than with collect()).
+_MS_LIMIT = (2**63 - 1) // 1000
+_RANGES = {"ms": (-_MS_LIMIT, _MS_LIMIT)}
+_UNIT_NAMES = {"ms": "milliseconds"}
 
 
 def _shown(value: Any) -> str:
@@ -119,8 +120,8 @@ def _column(field: pa.Field, values: list[Any], bad: dict[int, str]) -> pa.Array
 
 
 def _in_range(column: pa.Array, name: str, unit: str, bad: dict[int, str]) -> pa.Array:
-    """A plain time column (days, ms or us since the epoch) with values outside Spark's
-    range nulled and their rows flagged."""
+    """A plain time column in milliseconds since the epoch with values that overflow a
+    timestamp's microseconds nulled and their rows flagged."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -130,8 +131,8 @@ def _in_range(column: pa.Array, name: str, unit: str, bad: dict[int, str]) -> pa
         return column
     for index in pc.indices_nonzero(pc.fill_null(outside, False)).to_pylist():
         bad.setdefault(index, f"column '{name}': {column[index].as_py()} "
-                       f"{_UNIT_NAMES[unit]} since 1970-01-01 is outside "
-                       "0001-01-01..9999-12-31, the range of Spark's dates and timestamps")
+                       f"{_UNIT_NAMES[unit]} since 1970-01-01 overflows a timestamp "
+                       "(microseconds in a signed 64-bit count)")
     return pc.if_else(outside, pa.scalar(None, column.type), column)
 
 
@@ -149,8 +150,8 @@ class Decoder:
         self._missing: dict[int, str] = {}  # unknown ids (registry read once): reason
         fields = {f["name"]: f["type"] for f in schema.avro["fields"]}
         self.units = _plain_units(schema.avro)
-        # Integer time columns checked against Spark's range before conversion.
-        self.ranges = dict(self.units)
+        # Millisecond columns checked before their conversion to microseconds can overflow.
+        self.ranges = {name: unit for name, unit in self.units.items() if unit in _RANGES}
         if ("_event_ts" in fields and "_event_ts" not in self.units
                 and spark_type(fields["_event_ts"], "_event_ts") == "bigint"):
             self.ranges["_event_ts"] = "ms"

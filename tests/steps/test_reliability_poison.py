@@ -69,15 +69,17 @@ def test_poison_values_cost_one_error_row_each_never_the_batch(
         b"\xff\xfe\x00": "fffe00",  # not UTF-8: failed the whole task, on every retry
         b"abc": "616263",
         b"": "",
+        b"zero-day": "7a65726f2d646179",  # the tap's zero date: day -719529 lands as it is
     }
     poison = {  # row key -> (the column the error names, the bad value)
         b"amount": ("amount", {"amount": Decimal("123456.78")}),  # 8 digits, declared 6
         b"at-high": ("at", {"at": 2**62}),  # overflows microseconds
-        b"at-low": ("at", {"at": -62_135_596_800_001}),  # before 0001-01-01
-        b"day": ("day", {"day": 2**31 - 1}),  # after 9999-12-31
+        b"at-low": ("at", {"at": -(2**62)}),  # overflows microseconds too
         b"event-ts": ("_event_ts", {"_event_ts": 2**62}),
     }
-    messages = [(i % 2, key, encode(id=key, _ref_key=i + 1)) for i, key in enumerate(good)]
+    messages = [(i % 2, key, encode(id=key, _ref_key=i + 1,
+                                    **({"day": -719_529} if key == b"zero-day" else {})))
+                for i, key in enumerate(good)]
     messages += [(i % 2, key, encode(id=key, _ref_key=100 + i, **values))
                  for i, (key, (_, values)) in enumerate(poison.items())]
     jobs = {name: {"topic": job_name, "schema": str(schema_file), "row_key": ["id"],
@@ -89,9 +91,12 @@ def test_poison_values_cost_one_error_row_each_never_the_batch(
 
     result = run_ingest(spark, settings, settings.job(job_name))
 
-    assert (result.read, result.landed, result.errors) == (8, 3, 5)
+    assert (result.read, result.landed, result.errors) == (8, 4, 4)
     tables = JobTables(job_name)
-    raw = spark.table(tables.raw).collect()
+    raw = spark.table(tables.raw).select("_row_key", "id").collect()  # (no Python date)
+    (zero_day,), = spark.sql(f"select unix_date(day) from {tables.raw} "
+                             "where _row_key = '7a65726f2d646179'").collect()
+    assert zero_day == -719_529
     assert sorted(r["_row_key"] for r in raw) == sorted(good.values())
     assert {bytes(r["id"]) for r in raw} == set(good)
     errors = spark.table(tables.raw_errors).collect()
@@ -108,9 +113,10 @@ def test_poison_values_cost_one_error_row_each_never_the_batch(
     # The old encoding (row_key_encoding: joined) keeps UTF-8 keys as text; a key that is
     # not UTF-8 cannot be text, and costs its own error row, not the run.
     joined = run_ingest(spark, settings, settings.job(f"{job_name}_joined"))
-    assert (joined.read, joined.landed, joined.errors) == (8, 2, 6)
+    assert (joined.read, joined.landed, joined.errors) == (8, 3, 5)
     joined_tables = JobTables(f"{job_name}_joined")
-    assert sorted(r["_row_key"] for r in spark.table(joined_tables.raw).collect()) == ["", "abc"]
+    assert sorted(r["_row_key"] for r in spark.table(joined_tables.raw).select(
+        "_row_key").collect()) == ["", "abc", "zero-day"]
     not_text = [r for r in spark.table(joined_tables.raw_errors).collect()
                 if bytes(r["_kafka_key"]) == b"\xff\xfe\x00"]
     assert len(not_text) == 1 and "column 'id'" in not_text[0]["error_exception"]
