@@ -19,7 +19,8 @@ import logging
 from pathlib import Path
 
 from python_ingest.config import SourceConfig
-from python_ingest.exceptions import MessageTooLargeError
+from python_ingest.exceptions import MessageTooLargeError, TapError
+from python_ingest.kafka import client as kafka_client
 from python_ingest.sources.binlog.events import Change, Envelope, Problem, preview
 from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
 from python_ingest.sources.binlog.registry import ERROR_SCHEMA, Registry
@@ -33,6 +34,22 @@ KAFKA_MESSAGE_LIMIT = 1_000_000  # librdkafka's message.max.bytes; a broker take
 # message of 999 965 .. 1 000 000 bytes passed the check here and crashed the tap, on every start
 MESSAGE_OVERHEAD = 36
 MAX_MESSAGE_BYTES = KAFKA_MESSAGE_LIMIT - MESSAGE_OVERHEAD  # for key + value
+# What a table's topic must take (its max.message.bytes, checked for a record batch): one
+# message of KAFKA_MESSAGE_LIMIT plus the batch header (61 bytes), as the producer's batches are
+# at most that large too. A topic that takes less stops its table (tap.py), never the tap.
+TOPIC_BYTES_NEEDED = KAFKA_MESSAGE_LIMIT + 61
+
+
+def check_topic_limit(bootstrap: str, topic: str) -> None:
+    """Raise TapError when ``topic`` takes smaller messages than the tap may write."""
+    limit = kafka_client.max_message_bytes(bootstrap, topic)
+    if limit < TOPIC_BYTES_NEEDED:
+        raise TapError(f"topic {topic} takes messages of at most {limit} bytes "
+                       f"(max.message.bytes), less than the {TOPIC_BYTES_NEEDED} a change may "
+                       f"need (Kafka's default is 1048588): its broker would refuse a large "
+                       f"change and stop the whole tap. Raise the topic's max.message.bytes to "
+                       f"at least {TOPIC_BYTES_NEEDED}, then bootstrap the table "
+                       "(docs/binlog-tap.md)")
 
 
 def error_topic(source: SourceConfig) -> str:

@@ -161,3 +161,32 @@ def test_a_value_that_cannot_be_encoded_is_left_out_and_reported(
         ("n", True, 100), ("id", False, 200), (None, False, 300)]
     assert "refuses a message of" in reported[2]["error"] and reported[2]["row_key"] == "8"
     assert "cannot encode" in reported[0]["error"] and reported[0]["error_id"] == "d.t@42:n"
+
+
+@pytest.mark.e2e
+@pytest.mark.reliability
+def test_a_topic_that_takes_less_than_kafkas_default_stops_only_its_table(
+        tap_env: Any) -> None:
+    """A table's topic whose max.message.bytes is below what the tap may write (Kafka's default
+    1 MB): before, the broker refused the big change and the tap died at every start (issue
+    #9.11); now that table stops, naming the setting, and the other tables go on."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    env = tap_env
+    env.sql("CREATE TABLE narrow (id INT NOT NULL PRIMARY KEY, payload LONGBLOB)",
+            "CREATE TABLE other (id INT NOT NULL PRIMARY KEY, v VARCHAR(10))")
+    admin = KafkaAdminClient(bootstrap_servers=env.bootstrap)
+    admin.create_topics([NewTopic(env.topic("narrow"), 1, 1,
+                                  topic_configs={"max.message.bytes": "200000"})])
+    admin.close()
+    env.add_jobs()
+    env.tap_until_end()
+    env.sql("INSERT INTO narrow VALUES (1, x'00'), (2, REPEAT(x'ab', 300000))",
+            "INSERT INTO other VALUES (1, 'a'), (2, 'b')", "UPDATE other SET v = 'c'")
+    tap = env.tap_until_end()
+    assert list(tap.stopped) == [f"{env.database}.narrow"]
+    reason = tap.stopped[f"{env.database}.narrow"]["error"]
+    assert "max.message.bytes" in reason and "200000" in reason
+    assert env.checkpoint()["stopped"][f"{env.database}.narrow"]["error"] == reason
+    assert env.assert_equal("other") == 2
+    assert env.messages("narrow") == []
