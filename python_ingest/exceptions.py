@@ -29,6 +29,11 @@ class BrokerError(SluiceError):
     """The Kafka broker could not be reached or answered with an error."""
 
 
+class MessageTooLargeError(BrokerError):
+    """The Kafka client refused one message as too large (raised by the tap's producer for the
+    caller to report that one change; never a reason to stop)."""
+
+
 class DataLossError(SluiceError):
     """The checkpoint points below the earliest offset the broker still retains."""
 

@@ -262,3 +262,18 @@ def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end:
                     raise _short_read(topic, partition, position, end, timeout_s)
     finally:
         consumer.close()
+
+
+def max_message_bytes(bootstrap: str, topic: str, timeout_s: float = 30.0) -> int:
+    """The largest record batch ``topic`` takes: its ``max.message.bytes`` (the broker's
+    ``message.max.bytes`` unless the topic overrides it)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        configs = admin.describe_configs([resource])[resource].result(timeout_s)
+    except Exception as exc:
+        raise BrokerError(f"cannot read the configuration of topic {topic} from {bootstrap}: "
+                          f"{exc}") from exc
+    return int(configs["max.message.bytes"].value)

@@ -32,7 +32,7 @@ from python_ingest.exceptions import SluiceError
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.sources.binlog import keys, server
 from python_ingest.sources.binlog.columns import select_sql
-from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
+from python_ingest.sources.binlog.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.binlog.events import Envelope, TappedTable, snapshot_change
 from python_ingest.sources.binlog.identity import foreign_server, identify, start_gtid
 from python_ingest.sources.binlog.position import (
@@ -275,6 +275,7 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
         topic = topic_for(source, db, name)
         bootstrap_servers = settings.broker.bootstrap_servers
         broker_mod.ensure_topic(bootstrap_servers, topic, source.partitions)
+        check_topic_limit(bootstrap_servers, topic)  # fails before publishing, naming the fix
         broker_mod.ensure_topic(bootstrap_servers, error_topic(source), source.partitions)
         table = TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic)
         p0 = server.master_position(conn)

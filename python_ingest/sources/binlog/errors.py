@@ -1,9 +1,11 @@
 """One value never stops a source: changes that cannot be published as they are.
 
 A value that cannot be converted (``events.Problem``), encoded (fastavro refuses it), or that
-makes the message larger than Kafka takes (``MAX_MESSAGE_BYTES``, Kafka's default 1 MB) is set
-to null: the change is published without it and an error record says which table, position,
-column and why. A change whose key cannot be built is not published; its error record says so.
+makes the message larger than Kafka takes (``MAX_MESSAGE_BYTES``: Kafka's default 1 MB less
+the client's per-message overhead) is set to null: the change is published without it and an
+error record says which table, position, column and why. A change whose key cannot be built,
+or a message the Kafka client still refuses as too large, is not published; its error record
+says so.
 
 The error records go to one topic per source, ``<topic_prefix>.__tap_errors`` (schema
 ``registry.ERROR_SCHEMA`` in ``<registry>/__tap_errors``); the job ``<source>__tap_errors``
@@ -17,6 +19,8 @@ import logging
 from pathlib import Path
 
 from python_ingest.config import SourceConfig
+from python_ingest.exceptions import MessageTooLargeError, TapError
+from python_ingest.kafka import client as kafka_client
 from python_ingest.sources.binlog.events import Change, Envelope, Problem, preview
 from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
 from python_ingest.sources.binlog.registry import ERROR_SCHEMA, Registry
@@ -24,7 +28,28 @@ from python_ingest.sources.binlog.registry import ERROR_SCHEMA, Registry
 log = logging.getLogger(__name__)
 
 ERRORS_FOLDER = "__tap_errors"
-MAX_MESSAGE_BYTES = 1_000_000  # librdkafka's message.max.bytes; a broker takes 1048588
+KAFKA_MESSAGE_LIMIT = 1_000_000  # librdkafka's message.max.bytes; a broker takes 1048588
+# librdkafka counts a message as key + value + its record overhead (at most 36 bytes:
+# RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD) and refuses one over the limit: before issue #9.11 a
+# message of 999 965 .. 1 000 000 bytes passed the check here and crashed the tap, on every start
+MESSAGE_OVERHEAD = 36
+MAX_MESSAGE_BYTES = KAFKA_MESSAGE_LIMIT - MESSAGE_OVERHEAD  # for key + value
+# What a table's topic must take (its max.message.bytes, checked for a record batch): one
+# message of KAFKA_MESSAGE_LIMIT plus the batch header (61 bytes), as the producer's batches are
+# at most that large too. A topic that takes less stops its table (tap.py), never the tap.
+TOPIC_BYTES_NEEDED = KAFKA_MESSAGE_LIMIT + 61
+
+
+def check_topic_limit(bootstrap: str, topic: str) -> None:
+    """Raise TapError when ``topic`` takes smaller messages than the tap may write."""
+    limit = kafka_client.max_message_bytes(bootstrap, topic)
+    if limit < TOPIC_BYTES_NEEDED:
+        raise TapError(f"topic {topic} takes messages of at most {limit} bytes "
+                       f"(max.message.bytes), less than the {TOPIC_BYTES_NEEDED} a change may "
+                       f"need (Kafka's default is 1048588): its broker would refuse a large "
+                       f"change and stop the whole tap. Raise the topic's max.message.bytes to "
+                       f"at least {TOPIC_BYTES_NEEDED}, then bootstrap the table "
+                       "(docs/binlog-tap.md)")
 
 
 def error_topic(source: SourceConfig) -> str:
@@ -91,6 +116,11 @@ def _encode(encoder: Encoder, change: Change, problems: list[Problem]) -> bytes 
         return None
 
 
+def _wire(key: bytes, value: bytes) -> int:
+    """A message's size as the Kafka client counts it against its limit."""
+    return len(key) + len(value) + MESSAGE_OVERHEAD
+
+
 def _fit(encoder: Encoder, change: Change, key: bytes, value: bytes, keep: set[str],
          problems: list[Problem]) -> bytes | None:
     """Null the largest values until the message fits MAX_MESSAGE_BYTES."""
@@ -100,8 +130,8 @@ def _fit(encoder: Encoder, change: Change, key: bytes, value: bytes, keep: set[s
     for size, name in sizes:
         if len(key) + len(value) <= MAX_MESSAGE_BYTES or size == 0:
             break
-        problems.append(Problem(name, f"the message would be {len(key) + len(value)} bytes, over "
-                                f"Kafka's limit of {MAX_MESSAGE_BYTES}: the value is left out",
+        problems.append(Problem(name, f"the message would be {_wire(key, value)} bytes, over "
+                                f"Kafka's limit of {KAFKA_MESSAGE_LIMIT}: the value is left out",
                                 preview(change.record[name])))
         change.record[name] = None
         value = encoder.encode(dict(change.record))
@@ -123,7 +153,11 @@ def publish(producer: ChangelogProducer, topic: str, encoder: Encoder, change: C
                 problems.append(Problem(None, "the change does not fit in a Kafka message even "
                                         "without its largest values"))
         if value is not None:
-            producer.send(topic, key, value)
+            try:
+                producer.send(topic, key, value)
+            except MessageTooLargeError as exc:  # the client counts otherwise: still never stop
+                problems.append(Problem(None, f"{exc}: the change is not published"))
+                value = None
     if problems:
         if sink is None:
             raise ValueError(f"{table}: {problems[0].column}: {problems[0].reason}")

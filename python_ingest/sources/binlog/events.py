@@ -1,9 +1,12 @@
 """One binlog row change → changelog records (DBEvents).
 
 - insert: the full row, ``_changed_columns`` null (every column set);
-- update: the full after image, ``_changed_columns`` = the columns whose values differ between
-  the before and after images (an update that changes nothing publishes nothing); an update of
-  the key is a delete of the old key followed by an insert of the new one;
+- update: the full after image, ``_changed_columns`` null like an insert: the event sets every
+  column (DBEvents: changed columns are "the columns this event set"), so the merge applies it
+  as an upsert, and it creates a row the lake lacks (issue #9.5: a bootstrap chunk published
+  after the update, an insert the fork rejected). Which columns differ decides only whether
+  anything is published (an update that changes nothing publishes nothing); an update of the
+  key is a delete of the old key followed by an insert of the new one;
 - delete: the before image with ``_is_deleted`` true.
 
 How a change is keyed follows the table's ``KeyChoice``: by its key columns (or their text in
@@ -114,9 +117,10 @@ def row_key(table: TappedTable, values: dict[str, Any]) -> str:
 
 
 def to_record(table: TappedTable, values: dict[str, Any], ref: int, env: Envelope,
-              changed: list[str] | None = None, deleted: bool = False) -> dict[str, Any]:
+              deleted: bool = False) -> dict[str, Any]:
+    """The event of a full row image (``_changed_columns`` null: every column is set)."""
     event = {spec.name: values.get(spec.name) for spec in table.shape.payload}
-    event.update(_ref_key=ref, _changed_columns=changed, _source=env.source,
+    event.update(_ref_key=ref, _changed_columns=None, _source=env.source,
                  _event_ts=env.event_ts_ms, _is_deleted=deleted, _force_update=False,
                  _data_center=env.data_center)
     return event
@@ -197,9 +201,8 @@ def changes(table: TappedTable, kind: str, rows: list[dict[str, Any]], file_inde
         after_problems: list[Problem] = []
         before = convert(table, row["before_values"], before_problems)
         after = convert(table, row["after_values"], after_problems)
-        changed = [s.name for s in table.specs if before[s.name] != after[s.name]]
-        if not changed:
-            continue
+        if all(before[s.name] == after[s.name] for s in table.specs):
+            continue  # an update that changes nothing publishes nothing
         old_key: str | None
         new_key: str | None
         if mode == ROW:
@@ -213,6 +216,6 @@ def changes(table: TappedTable, kind: str, rows: list[dict[str, Any]], file_inde
             out.append(Change(new_key, to_record(table, after, refs[2 * i + 1], env), INSERT,
                               after_problems))
         else:
-            out.append(Change(new_key, to_record(table, after, refs[2 * i + 1], env, changed),
-                              UPDATE, after_problems))
+            out.append(Change(new_key, to_record(table, after, refs[2 * i + 1], env), UPDATE,
+                              after_problems))  # a full image: an upsert (module doc)
     return out

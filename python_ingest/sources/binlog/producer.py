@@ -16,7 +16,7 @@ from typing import Any
 
 import fastavro
 
-from python_ingest.exceptions import BrokerError
+from python_ingest.exceptions import BrokerError, MessageTooLargeError
 from python_ingest.sources.binlog.position import AckWindow
 
 _EPOCH = datetime(1970, 1, 1)
@@ -111,6 +111,8 @@ class ChangelogProducer:
 
         self.bootstrap = bootstrap
         self.acks = AckWindow()
+        self._kafka_exception = ck.KafkaException
+        self._too_large = ck.KafkaError.MSG_SIZE_TOO_LARGE
         self._producer = ck.Producer({
             "bootstrap.servers": bootstrap,
             "acks": "all",
@@ -126,7 +128,9 @@ class ChangelogProducer:
         self.acks.ack(seq, None if err is None else str(err))
 
     def send(self, topic: str, key: bytes, value: bytes) -> int:
-        """Queue one message; returns its sequence number (see AckWindow)."""
+        """Queue one message; returns its sequence number (see AckWindow). A message the client
+        refuses as too large raises MessageTooLargeError (nothing is queued, nothing waits for
+        its acknowledgement), for the caller to report that one change."""
         seq = self.acks.issue()
         callback = partial(self._delivered, seq)
         while True:
@@ -135,6 +139,13 @@ class ChangelogProducer:
                 break
             except BufferError:
                 self._producer.poll(0.05)
+            except self._kafka_exception as exc:
+                if exc.args[0].code() != self._too_large:
+                    raise
+                self.acks.ack(seq)  # never sent: not in flight either
+                raise MessageTooLargeError(
+                    f"the Kafka client refuses a message of {len(key) + len(value)} bytes (key "
+                    f"and value) for {topic}: {exc.args[0].str()}") from exc
         return seq
 
     def poll(self) -> None:

@@ -29,7 +29,7 @@ from python_ingest.kafka import broker as broker_mod
 from python_ingest.sources.binlog import ddl, decoding, keys, server
 from python_ingest.sources.binlog.charsets import Charsets
 from python_ingest.sources.binlog.columns import from_binlog
-from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
+from python_ingest.sources.binlog.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.binlog.events import (
     DELETE,
     INSERT,
@@ -433,6 +433,7 @@ class Tap:
         if topic not in self._known_topics:
             broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, topic,
                                     self.source.partitions)
+            check_topic_limit(self.settings.broker.bootstrap_servers, topic)  # else: stopped
             self._known_topics.add(topic)
         assert self._charsets is not None
         return TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic,

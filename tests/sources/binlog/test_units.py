@@ -100,7 +100,7 @@ def test_registry_adds_versions_for_added_columns_and_refuses_the_rest(tmp_path:
                   for p in (tmp_path / "shop.t").glob("*.avsc")) == ["id", "id"]
 
 
-def test_events_name_changed_columns_and_split_key_changes() -> None:
+def test_updates_are_full_images_and_key_changes_split() -> None:
     shape = _shape(("id", "long"), ("name", "string"), ("qty", "long"))
     table = TappedTable(shape, 1, Encoder(1, shape.avro()), "t")
     env = Envelope("mariadb", 1000, "dc1")
@@ -116,7 +116,7 @@ def test_events_name_changed_columns_and_split_key_changes() -> None:
          "after_values": {"id": 4, "name": "a", "qty": 1}},  # key change: delete + insert
     ], 2, 900, env)
     assert [(c.key, c.record["_changed_columns"], c.record["_is_deleted"]) for c in updates] == [
-        ("1", ["name"], False), ("3", None, True), ("4", None, False)]
+        ("1", None, False), ("3", None, True), ("4", None, False)]  # full images (#9.5)
     refs = [c.record["_ref_key"] for c in updates]
     assert refs == sorted(refs) and refs[-1] < BinlogPosition("b.000002", 900).ref_key()
     (delete,) = changes(table, DELETE, [{"values": {"id": 4, "name": "a", "qty": 1}}], 2, 950,
