@@ -127,6 +127,7 @@ def plan_lake(job: str, staging_model: str, lake_model: str) -> dict[str, Any]:
     """The fork of what ``staging_model`` staged, then the batches ``lake_model`` has yet to
     merge: ``{"batches": [{"batch_id", "skip"}...]}``, or ``{"skip": why}`` when another
     run holds the job."""
+    _current.batch = None  # whatever an earlier, failed merge on this thread left
     why = hold(job)
     if why is not None:
         return {"skip": why}
@@ -173,6 +174,7 @@ def commit_merge(statements: list[str]) -> dict[str, int]:
     batch: _Batch | None = getattr(_current, "batch", None)
     if batch is None:
         raise PipelineError("commit_merge outside a merge (begin_merge first)")
+    _current.batch = None
     spark = _spark()
     check_held(batch.tables.job)
     statements = [s for s in statements if s.strip()]
@@ -185,7 +187,6 @@ def commit_merge(statements: list[str]) -> dict[str, int]:
     if "lake" not in batch.skip:
         for name, value in counts.items():
             held.run.count(name, held.run.counts.get(name, 0) + value)
-    _current.batch = None
     return counts
 
 
