@@ -433,16 +433,18 @@ def status(settings: Settings) -> BrokerStatus:
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """Create ``topic`` with ``partitions`` partitions if it does not exist."""
+    """Create ``topic`` with ``partitions`` partitions if it does not exist; return once every
+    partition has a leader (kafka.client.wait_for_leaders says why that matters)."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
+    from python_ingest.kafka.client import wait_for_leaders
+
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        if topic in admin.list_topics():
-            return
-        admin.create_topics([NewTopic(topic, partitions, 1)])
-    except TopicAlreadyExistsError:
-        pass
+        if topic not in admin.list_topics():
+            with suppress(TopicAlreadyExistsError):
+                admin.create_topics([NewTopic(topic, partitions, 1)])
+        wait_for_leaders(admin, topic)
     finally:
         admin.close()

@@ -277,3 +277,27 @@ def max_message_bytes(bootstrap: str, topic: str, timeout_s: float = 30.0) -> in
         raise BrokerError(f"cannot read the configuration of topic {topic} from {bootstrap}: "
                           f"{exc}") from exc
     return int(configs["max.message.bytes"].value)
+
+
+LEADERS_TIMEOUT_S = 30.0
+
+
+def wait_for_leaders(admin: Any, topic: str, timeout_s: float = LEADERS_TIMEOUT_S) -> None:
+    """Return once the broker's metadata gives every partition of ``topic`` a leader.
+
+    Creating a topic returns before its partitions have leaders. An idempotent producer that
+    sent to a partition in that moment lost its first messages there without a delivery error:
+    the partition's log began at the producer's third sequence number (seen once, in the
+    fidelity test's tap on a loaded machine). Producers of sluice create their topics through
+    ``ensure_topic``, which waits here first; raises BrokerError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        described = [t for t in admin.describe_topics([topic]) if t.get("name") == topic]
+        parts = described[0].get("partitions", []) if described else []
+        if parts and all(p.get("error_code", 0) == 0 and p.get("leader_id", -1) >= 0
+                         for p in parts):
+            return
+        if time.monotonic() > deadline:
+            raise BrokerError(f"topic {topic}: not every partition has a leader after "
+                              f"{timeout_s:.0f} s ({parts}); is the broker healthy?")
+        time.sleep(0.05)
