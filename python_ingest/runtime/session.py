@@ -107,7 +107,7 @@ def build_session(settings: Settings) -> SparkSession:
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    active = SparkSession.getActiveSession()
+    active = thread_session()
     if active is not None:
         return active
     builder = SparkSession.builder
@@ -158,3 +158,26 @@ def job_session(spark: SparkSession) -> SparkSession:
     from pyspark.sql import SparkSession
 
     return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+
+
+def thread_session() -> SparkSession | None:
+    """The calling thread's active SparkSession as the JVM knows it (None: no Spark yet).
+
+    Not pyspark's ``getActiveSession``: that returns the session a DataFrame was last created
+    on anywhere in the process (a class attribute), which with two sessions on one
+    SparkContext (a runner's job sessions, the tests' second format) need not be this
+    thread's."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    sc = SparkContext._active_spark_context
+    if sc is None or sc._jvm is None:
+        return SparkSession.getActiveSession()
+    found = sc._jvm.org.apache.spark.sql.SparkSession.getActiveSession()
+    if not found.isDefined():
+        return SparkSession.getActiveSession()
+    jsession = found.get()
+    known = SparkSession._instantiatedSession
+    if known is not None and known._jsparkSession.equals(jsession):
+        return known
+    return SparkSession(sc, jsession)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from python_ingest.config import Settings
 from python_ingest.exceptions import PipelineError
-from python_ingest.runtime.session import spark_conf
+from python_ingest.runtime.session import spark_conf, thread_session
 from python_ingest.tables.names import JobModels
 
 if TYPE_CHECKING:
@@ -198,24 +198,6 @@ def _on_active_session() -> Iterator[None]:
         yield
     finally:
         SparkSession._instantiatedSession = previous
-
-
-def thread_session() -> Any:
-    """The calling thread's active SparkSession as the JVM knows it (None: no Spark yet)."""
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
-    sc = SparkContext._active_spark_context
-    if sc is None or sc._jvm is None:
-        return SparkSession.getActiveSession()
-    found = sc._jvm.org.apache.spark.sql.SparkSession.getActiveSession()
-    if not found.isDefined():
-        return SparkSession.getActiveSession()
-    jsession = found.get()
-    known = SparkSession._instantiatedSession
-    if known is not None and known._jsparkSession.equals(jsession):
-        return known
-    return SparkSession(sc, jsession)
 
 
 def _failure_message(result: Any) -> str:
