@@ -91,8 +91,6 @@ CHANGELOG_COLUMNS = 8  # _row_key .. _data_center: the first RAW_META_COLUMNS fr
 # 0001-01-01 on purpose, and Spark holds them (Python's datetime cannot: read such columns
 # in SQL, e.g. cast to string or unix_date, rather than with collect()).
 _MS_LIMIT = (2**63 - 1) // 1000
-_RANGES = {"ms": (-_MS_LIMIT, _MS_LIMIT)}
-_UNIT_NAMES = {"ms": "milliseconds"}
 
 
 def _shown(value: Any) -> str:
@@ -119,19 +117,18 @@ def _column(field: pa.Field, values: list[Any], bad: dict[int, str]) -> pa.Array
     return pa.array(values, field.type)
 
 
-def _in_range(column: pa.Array, name: str, unit: str, bad: dict[int, str]) -> pa.Array:
+def _in_range(column: pa.Array, name: str, bad: dict[int, str]) -> pa.Array:
     """A plain time column in milliseconds since the epoch with values that overflow a
     timestamp's microseconds nulled and their rows flagged."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    low, high = _RANGES[unit]
-    outside = pc.or_(pc.less(column, low), pc.greater(column, high))
+    outside = pc.or_(pc.less(column, -_MS_LIMIT), pc.greater(column, _MS_LIMIT))
     if not pc.any(outside).as_py():
         return column
     for index in pc.indices_nonzero(pc.fill_null(outside, False)).to_pylist():
         bad.setdefault(index, f"column '{name}': {column[index].as_py()} "
-                       f"{_UNIT_NAMES[unit]} since 1970-01-01 overflows a timestamp "
+                       "milliseconds since 1970-01-01 overflows a timestamp "
                        "(microseconds in a signed 64-bit count)")
     return pc.if_else(outside, pa.scalar(None, column.type), column)
 
@@ -151,10 +148,10 @@ class Decoder:
         fields = {f["name"]: f["type"] for f in schema.avro["fields"]}
         self.units = _plain_units(schema.avro)
         # Millisecond columns checked before their conversion to microseconds can overflow.
-        self.ranges = {name: unit for name, unit in self.units.items() if unit in _RANGES}
+        self.ms_columns = [name for name, unit in self.units.items() if unit == "ms"]
         if ("_event_ts" in fields and "_event_ts" not in self.units
                 and spark_type(fields["_event_ts"], "_event_ts") == "bigint"):
-            self.ranges["_event_ts"] = "ms"
+            self.ms_columns.append("_event_ts")
         self.columns = schema.payload + RAW_META_COLUMNS[:CHANGELOG_COLUMNS]
         self.output = arrow_schema(self.columns)
         # What fastavro hands over, before the column-wise conversions.
@@ -264,8 +261,8 @@ class Decoder:
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             columns = {f.name: _column(f, [r.get(f.name) for r in records], bad)
                        for f in self.transport}
-        for name, unit in self.ranges.items():
-            columns[name] = _in_range(columns[name], name, unit, bad)
+        for name in self.ms_columns:
+            columns[name] = _in_range(columns[name], name, bad)
         return columns
 
     def _row_key(self, columns: dict[str, pa.Array], bad: dict[int, str]) -> pa.Array:

@@ -25,6 +25,7 @@ lease first does its batches, the other leaves the job alone.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import threading
@@ -60,7 +61,6 @@ log = logging.getLogger(__name__)
 _commit_lock = threading.Lock()
 _jobs_lock = threading.Lock()
 _current = threading.local()  # the batch this dbt thread is merging (``var``)
-_settings: list[Settings] = []
 
 
 @dataclass
@@ -84,10 +84,10 @@ class _Batch:
     skip: tuple[str, ...]
 
 
+@functools.cache
 def _settings_now() -> Settings:
-    if not _settings:
-        _settings.append(load_settings(env=dict(os.environ)))
-    return _settings[0]
+    """sluice.yml as this dbt process sees it (read once)."""
+    return load_settings(env=dict(os.environ))
 
 
 def _spark() -> SparkSession:
