@@ -11,7 +11,7 @@
     {%- set sluice_columns = ['_row_key', '_ref_key', '_changed_columns', '_source', '_event_ts',
                               '_is_deleted', '_force_update', '_data_center', '_kafka_partition',
                               '_kafka_offset', '_kafka_timestamp', '_batch_id', '_ingested_at',
-                              '_merged_at'] -%}
+                              '_merged_at', '_replay_of'] -%}
     {%- set columns = [] -%}
     {%- for column in adapter.get_columns_in_relation(relation) -%}
         {%- if column.name | lower not in sluice_columns

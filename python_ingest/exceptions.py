@@ -125,6 +125,10 @@ class RowKeyEncodingError(SluiceError):
             "topic still holds the changes; docs/architecture.md, \"Row keys\").")
 
 
+class ReplayError(SluiceError):
+    """An error replay cannot be done as asked (nothing to replay, a bad --set)."""
+
+
 class TapError(SluiceError):
     """The tap cannot go on; its checkpoint stays at the last safe transaction end."""
 

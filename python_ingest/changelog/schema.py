@@ -45,6 +45,8 @@ RAW_META_COLUMNS: tuple[tuple[str, str], ...] = (
     ("_kafka_timestamp", "timestamp"),
     ("_batch_id", "bigint"),
     ("_ingested_at", "timestamp"),
+    # set on rows `sluice errors replay` landed again: the error row they resolve (replay/)
+    ("_replay_of", "string"),
 )
 # The raw error table: what could not become a raw row, with its bytes.
 RAW_ERROR_COLUMNS: tuple[tuple[str, str], ...] = (

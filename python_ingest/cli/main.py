@@ -314,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     from python_ingest.cli.verify import add_verify_commands
 
     add_verify_commands(add)  # sluice verify
+    from python_ingest.cli.errors import add_errors_commands
+
+    add_errors_commands(add)  # sluice errors [replay]
     return parser
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
@@ -73,15 +74,25 @@ def report_dir(settings: Settings, job: str) -> Path:
     return private_dir(settings.path(settings.state_dir) / "reports") / job
 
 
+# What lands a run's raw batch under the job's lease (ingest, or a replay of error rows):
+# returns the raw checkpoint after it
+Lander = Callable[[Run], "Checkpoint | None"]
+
+
 def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
             accept_data_loss: bool = False, dbt: Dbt | None = None,
-            raise_failure: bool = True) -> PipelineResult:
+            raise_failure: bool = True, land: tuple[str, Lander] | None = None
+            ) -> PipelineResult:
     """Ingest, convert, fork, merge and report one job, recorded as one run in meta.runs.
 
-    A failure is recorded, then raised; with ``raise_failure`` false it is returned as the
-    result (outcome ``failed``, ``error`` saying why) so that the caller can go on."""
+    ``land`` replaces the ingestion step by another named one that lands a raw batch (the
+    error replay, ``replay/``); the steps after it are the same. A failure is recorded, then
+    raised; with ``raise_failure`` false it is returned as the result (outcome ``failed``,
+    ``error`` saying why) so that the caller can go on."""
+    first, lander = land or ("ingest", lambda run: ingest(spark, settings, job, run,
+                                                          accept_data_loss).checkpoint)
     run = Run(job=job.name)
-    run.details["steps"] = ["ingest", "staging", "fork", "merge", "reports"]
+    run.details["steps"] = [first, "staging", "fork", "merge", "reports"]
     for name in STEP_COUNTS:
         run.count(name, 0)
     dbt = dbt or Dbt(settings)
@@ -89,8 +100,8 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
     try:
         tables = JobTables(job.name, dbt.job_models(job.name))
         with job_lease(spark, job.name):  # one run of a job at a time (tables/lease.py)
-            checkpoint = ingest(spark, settings, job, run, accept_data_loss).checkpoint
-            fault_point("after_ingest")
+            checkpoint = lander(run)
+            fault_point(f"after_{first}")
             _staging(spark, dbt, tables, run)
             fault_point("after_staging")
             report = fork_staged(spark, settings, dbt.project, tables, run)

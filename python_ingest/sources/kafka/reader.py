@@ -222,6 +222,7 @@ class _Emitter:
                 pa.timestamp("ms", tz="UTC")).cast(utc_us),
             "_batch_id": pa.array([self.spec.batch_id] * n, pa.int64()),
             "_ingested_at": pa.array([self.spec.ingested_at_us] * n, pa.int64()).cast(utc_us),
+            "_replay_of": pa.nulls(n, pa.string()),
         }
 
     def error_batch(self, rows: list[ErrorRow]) -> pa.RecordBatch:
@@ -232,6 +233,16 @@ class _Emitter:
                   else pa.array(list(values), pa.int64()).cast(f.type)
                   for values, f in zip(columns, self.schema, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def decode_messages(spec: ReadSpec, partition: int, batch: kafka_client.MessageBatch
+                    ) -> tuple[pa.RecordBatch | None, list[ErrorRow]]:
+    """Decode messages kept elsewhere (an error table's bytes) exactly as a read task does:
+    their raw rows and the error rows of those that still fail."""
+    emitter = _Emitter(spec)
+    chunk = _Chunk(partition)
+    emitter.add(chunk, batch)
+    return emitter.flush(chunk)
 
 
 def read_units(spec: ReadSpec, batches: Iterable[pa.RecordBatch],

@@ -1,0 +1,3 @@
+"""The per-test dbt project of the pipeline tests."""
+
+from tests.steps.conftest import project  # noqa: F401  (a fixture)
