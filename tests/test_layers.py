@@ -22,7 +22,7 @@ LAYERS: dict[str, int] = {
     "sources": 5,
     "steps": 6,
     "reports": 7, "runner": 7,
-    "scaffold": 7, "verify": 7,
+    "scaffold": 7, "verify": 7, "replay": 7,
     "demo": 8,
     "cli": 9,
 }
