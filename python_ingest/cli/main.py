@@ -209,6 +209,9 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
         for result in run_all(spark, settings, names):
             _print_run(result)
             results.append(result)
+    from python_ingest.demo.errors import replay_demo_errors
+
+    replay_demo_errors(spark, settings)  # sluice errors trips; sluice errors replay trips ...
     print("\nsummary (rows per table)")
     for result in results[-len(names):]:
         if result.tables is None:

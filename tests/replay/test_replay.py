@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ from python_ingest.kafka import broker as broker_mod
 from python_ingest.replay.replay import Selection, replay
 from python_ingest.replay.selection import by_reason, chosen, error_rows
 from python_ingest.steps.pipeline import run_job
-from tests.conftest import REPO, trips_job
+from python_ingest.tables.formats import table_exists
+from tests.conftest import REPO, sluice_cmd, trips_job
 from tests.steps.helpers import encode, schema
 
 pytestmark = [pytest.mark.e2e, pytest.mark.replay]
@@ -153,3 +155,42 @@ def test_replay_decodes_messages_once_their_schema_is_registered(
     raw = {r["_replay_of"]: r["_batch_id"] for r in spark.table(tables.raw).collect()}
     assert raw == {None: 1, "decode:1:0:1": 2, "decode:1:0:2": 2}
     assert replay(spark, settings, job, Selection()).selected == 0
+
+
+def test_replay_killed_around_its_commit_resolves_nothing_or_everything(
+        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str,
+        tmp_path: Path) -> None:
+    """SIGKILL just before the replay's raw commit: nothing resolved, nothing landed; just
+    after it: resolved, and the next ordinary run merges what the replay landed; either way a
+    later replay adds nothing and every row reaches the lake once."""
+    parsed = schema()
+    project(job_name)
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    broker_mod.ensure_topic(broker, job_name, 1)
+    produce(broker, job_name, iter([_event(parsed, 1, 10, fare=-1.0),
+                                    _event(parsed, 2, 11, fare=-2.0)]))
+    first = run_job(spark, settings, job)
+    tables = first.tables
+    assert tables is not None and tables.lake is not None
+    assert first.counts["expectation_errors"] == 2
+    config = tmp_path / "sluice.yml"
+    command = ("errors", "replay", job_name, "--set", "fare = abs(fare)")
+
+    killed = sluice_cmd(config, *command, env={"SLUICE_FAULT": "before_replay_commit"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert spark.table(tables.raw).count() == 2
+    rows = error_rows(spark, job_name)
+    assert rows is not None and chosen(rows).count() == 2
+
+    killed = sluice_cmd(config, *command, env={"SLUICE_FAULT": "after_replay_commit"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert spark.table(tables.raw).where("_replay_of is not null").count() == 2
+    assert chosen(error_rows(spark, job_name)).count() == 0  # resolved with the raw commit
+    assert not table_exists(spark, tables.lake)  # no row of the job was ever valid
+
+    after = run_job(spark, settings, job)  # the job's next run catches up on batch 2
+    assert after.counts["read"] == 0 and after.counts["inserted"] == 2
+    assert _lake(spark, tables.lake) == {1: ("requested", 1.0, 10), 2: ("requested", 2.0, 11)}
+    assert replay(spark, settings, job, Selection(sets=("fare = abs(fare)",))).selected == 0
+    assert spark.table(tables.raw).count() == 4
