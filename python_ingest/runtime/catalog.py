@@ -24,19 +24,37 @@ log = logging.getLogger(__name__)
 FORMAT_CONF = "spark.sluice.table_format"  # which format the session writes
 WAREHOUSE_CONF = "spark.sluice.warehouse"  # where Hudi tables live
 HUDI_COMMIT_PREFIX = "sluice."  # settings and options with it become Hudi commit metadata
-# Every Hudi write: several processes may commit to one table (two jobs' runs to meta.runs, a
-# runner and a manual run): optimistic concurrency with a lock file beside the table (any
-# Hadoop file system with atomic create: local disk, HDFS), failed writes rolled back lazily
-# (after their heartbeat stops) instead of by the next writer, which could be another live
-# one; no per-write timeline server (it starts a web server for every write), plain markers.
+# Hudi writes come in two kinds (docs/formats.md, "Several processes"):
+# - a job's own tables (raw, errors, staging, lake, tombstones) are written only by the holder
+#   of the job's lease (tables/lease.py: one run of a job at a time, in any process; `sluice
+#   maintain` and a plain `dbt run` take it too), so they are single-writer: no lock, no
+#   heartbeat, a failed write rolled back by the next one (eagerly). That costs about 0.5 s
+#   per small commit instead of 1.6 s (docs/runner.md);
+# - tables every job's runs write (``meta.runs``, any other ``meta`` table but a job's
+#   tombstones) take optimistic concurrency with a lock file beside the table (any Hadoop file
+#   system with atomic create: local disk, HDFS) and failed writes rolled back lazily, once
+#   their heartbeat stops, never by another live writer (``SHARED_WRITE_CONF``, per write).
+# Neither starts a per-write timeline server (a web server for every write); plain markers.
 HUDI_WRITE_CONF = {
+    "hoodie.write.concurrency.mode": "single_writer",
+    "hoodie.cleaner.policy.failed.writes": "EAGER",
+    "hoodie.embed.timeline.server": "false",
+    "hoodie.write.markers.type": "DIRECT",
+}
+SHARED_WRITE_CONF = {
+    **HUDI_WRITE_CONF,
     "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
     "hoodie.cleaner.policy.failed.writes": "LAZY",
     "hoodie.write.lock.provider":
         "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider",
-    "hoodie.embed.timeline.server": "false",
-    "hoodie.write.markers.type": "DIRECT",
 }
+TOMBSTONES_SUFFIX = "__tombstones"  # meta.<job>__tombstones: a job's own table
+
+
+def shared_table(table: str) -> bool:
+    """Whether several jobs' runs write ``table`` (a ``meta`` table but a job's tombstones)."""
+    namespace, name = split_name(table)
+    return namespace == "meta" and not name.endswith(TOMBSTONES_SUFFIX)
 
 
 def location(spark: SparkSession, table: str) -> str:

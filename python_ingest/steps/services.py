@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from python_ingest.config import JobConfig
 from python_ingest.steps.dbt import Dbt
 from python_ingest.tables.formats import maintain, table_exists
+from python_ingest.tables.lease import job_lease
 from python_ingest.tables.names import JobTables
 
 if TYPE_CHECKING:
@@ -22,11 +23,15 @@ log = logging.getLogger(__name__)
 
 
 def maintain_job(spark: SparkSession, dbt: Dbt, job: JobConfig) -> dict[str, list[str]]:
-    """Run the services on every existing table of ``job``; what was done per table."""
+    """Run the services on every existing table of ``job``; what was done per table.
+
+    Under the job's lease: a job's tables have one writer at a time (Hudi: single-writer
+    settings, runtime/catalog.py), and compaction or cleaning is a write."""
     tables = JobTables(job.name, dbt.job_models(job.name))
     done = {}
-    for table in tables.all():
-        if table_exists(spark, table):
-            done[table] = maintain(spark, table, merged=table == tables.lake)
-            log.info("maintained %s: %s", table, "; ".join(done[table]))
+    with job_lease(spark, job.name):
+        for table in tables.all():
+            if table_exists(spark, table):
+                done[table] = maintain(spark, table, merged=table == tables.lake)
+                log.info("maintained %s: %s", table, "; ".join(done[table]))
     return done

@@ -23,10 +23,12 @@ from python_ingest.runtime.catalog import (
     APPEND_ONLY_WRITE,
     HUDI_COMMIT_PREFIX,
     HUDI_WRITE_CONF,
+    SHARED_WRITE_CONF,
     fs_exists,
     location,
     refuse_other_format,
     register,
+    shared_table,
     split_name,
 )
 
@@ -120,7 +122,8 @@ class HudiFormat:
 
     def append(self, df: DataFrame, table: str, properties: Mapping[str, str]) -> None:
         spark = df.sparkSession
-        options = {**APPEND_OPTIONS, "hoodie.table.name": split_name(table)[1],
+        options = {**APPEND_OPTIONS, **(SHARED_WRITE_CONF if shared_table(table) else {}),
+                   "hoodie.table.name": split_name(table)[1],
                    # cleaning after one append in CLEAN_EVERY, not after each: it costs about
                    # 0.3 s of a small commit's 1.3 s (append-only tables keep every file)
                    "hoodie.clean.automatic": str(random.random() < 1 / CLEAN_EVERY).lower()}
