@@ -75,7 +75,7 @@ lint: setup ## ruff, mypy and sqlfluff (dbt templater: compiles the models on a 
 	$(BIN)/ruff check python_ingest tests bench
 	$(BIN)/mypy python_ingest
 	@# a Hadoop catalog's namespaces are folders: dbt's compile lists them, so they must exist
-	mkdir -p $(addprefix $(LINT_WAREHOUSE)/,raw errors staging lake meta dbt_test__audit)
+	mkdir -p $(addprefix $(LINT_WAREHOUSE)/,raw errors staging lake meta marts dbt_test__audit)
 	@# (compiling needs a catalog dbt lists by itself: the Iceberg one; the SQL is the same)
 	SLUICE_TABLE_FORMAT=iceberg SLUICE_WAREHOUSE=$(LINT_WAREHOUSE) $(BIN)/sqlfluff lint models
 

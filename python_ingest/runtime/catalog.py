@@ -85,9 +85,13 @@ LAKE_WRITE = {
 def register(spark: SparkSession, table: str, path: str) -> None:
     """Name an existing Hudi table in this process's catalog (its schema is on disk), with
     the write settings of its kind: keyed (a lake table) or append-only."""
-    keyed = bool(table_config(spark, path).get("hoodie.table.recordkey.fields"))
-    props = ", ".join(f"'{k}'='{v}'" for k, v in (LAKE_WRITE if keyed
-                                                  else APPEND_ONLY_WRITE).items())
+    config = table_config(spark, path)
+    keyed = bool(config.get("hoodie.table.recordkey.fields"))
+    write = LAKE_WRITE if keyed else APPEND_ONLY_WRITE
+    if config.get("hoodie.table.type") != "MERGE_ON_READ":  # a keyed copy-on-write table (a
+        # mart dbt built): nothing to compact, and Hudi refuses compaction settings on it
+        write = {k: v for k, v in write.items() if not k.startswith("hoodie.compact.")}
+    props = ", ".join(f"'{k}'='{v}'" for k, v in write.items())
     spark.sql(f"create table if not exists {table} using hudi location '{path}' "
               f"tblproperties ({props})")
     log.debug("registered Hudi table %s at %s (%s)", table, path,

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NAMESPACES = ("raw", "errors", "staging", "lake", "meta")
+NAMESPACES = ("raw", "errors", "staging", "lake", "meta", "marts")  # marts: models/marts
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:

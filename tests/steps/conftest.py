@@ -13,8 +13,9 @@ from tests.conftest import REPO
 
 
 def write_project(root: Path, job: str, converter: str | None = None,
-                  keep_tombstones: bool = False) -> Path:
-    """A dbt project in ``root`` for ``job``: staging stg_test__<job>, lake model <job>."""
+                  keep_tombstones: bool = False, mart: bool = False) -> Path:
+    """A dbt project in ``root`` for ``job``: staging stg_test__<job>, lake model <job>
+    (``mart``: and the demo's mart on it, marts.<job>_completed)."""
     for name in ("dbt_project.yml", "profiles.yml"):
         shutil.copy(REPO / name, root / name)
     if not (root / "macros").exists():
@@ -39,6 +40,15 @@ def write_project(root: Path, job: str, converter: str | None = None,
     lake_sql = lake_sql.replace("keep_tombstones=false",
                                 f"keep_tombstones={'true' if keep_tombstones else 'false'}")
     (lake / f"{job}.sql").write_text(lake_sql)
+    if mart:
+        marts = root / "models" / "marts"
+        marts.mkdir(parents=True, exist_ok=True)
+        sql = (REPO / "models" / "marts" / "completed_trips.sql").read_text()
+        (marts / f"{job}_completed.sql").write_text(sql.replace(
+            "ref('trips')", f"ref('{job}')").replace("trips__tombstones", f"{job}__tombstones"))
+        (marts / "_marts__sources.yml").write_text(
+            f"version: 2\nsources:\n  - name: sluice_meta\n    schema: meta\n    tables:\n"
+            f"      - name: {job}__tombstones\n")
     (root / "expectations").mkdir(exist_ok=True)
     shutil.copy(REPO / "expectations" / "stg_demo__trips.json",
                 root / "expectations" / f"{model}.json")
@@ -47,9 +57,11 @@ def write_project(root: Path, job: str, converter: str | None = None,
 
 @pytest.fixture
 def project(tmp_path: Path) -> Callable[..., Path]:
-    """project(job, converter=None, keep_tombstones=False) → the project folder (tmp_path)."""
+    """project(job, converter=None, keep_tombstones=False, mart=False) → the project folder
+    (tmp_path)."""
 
-    def build(job: str, converter: str | None = None, keep_tombstones: bool = False) -> Path:
-        return write_project(tmp_path, job, converter, keep_tombstones)
+    def build(job: str, converter: str | None = None, keep_tombstones: bool = False,
+              mart: bool = False) -> Path:
+        return write_project(tmp_path, job, converter, keep_tombstones, mart)
 
     return build

@@ -24,6 +24,19 @@ from python_ingest.tables.lease import job_lease
 from tests.conftest import REPO, trips_job
 
 
+def _mart(spark: Any, table: str) -> dict[int, tuple[str, float]]:
+    assert formats.table_exists(spark, table)  # (registers a Hudi table dbt's process made)
+    rows = spark.sql(f"select trip_id, city_name, fare_amount, _is_deleted from {table}").collect()
+    assert not any(r["_is_deleted"] for r in rows)
+    return {r["trip_id"]: (r["city_name"], float(r["fare_amount"])) for r in rows}
+
+
+def _completed(rows: dict[int, dict[str, Any]]) -> dict[int, tuple[str, float]]:
+    """The mart's oracle: the source's completed trips."""
+    return {trip_id: (row["city"].strip().title(), row["fare"]) for trip_id, row in rows.items()
+            if row["status"] == "completed"}
+
+
 def plain_dbt(root: Path, settings: Any, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SLUICE_CONFIG": str(root / "sluice.yml"),
            "SLUICE_TABLE_FORMAT": settings.table_format,
@@ -39,7 +52,7 @@ def test_plain_dbt_run_builds_the_lake_and_never_beside_a_runner(
         project: Callable[..., Path]) -> None:
     """`dbt run` does the transform half of a job (converter, fork, merge) with the runner's
     checkpoints; while another run holds the job it leaves the job alone."""
-    root = project(job_name)
+    root = project(job_name, mart=True)
     settings = make_settings({job_name: trips_job(job_name)})
     job = settings.job(job_name)
     broker_mod.ensure_topic(broker, job.topic, 1)
@@ -69,10 +82,24 @@ def test_plain_dbt_run_builds_the_lake_and_never_beside_a_runner(
     assert raw_batch is not None and raw_batch.batch_id == 2
     assert step_checkpoint(spark, lake, MERGE_STEP) == 2  # the runner's own checkpoint
 
+    mart = f"marts.{job_name}_completed"
+    assert _mart(spark, mart) == _completed(events.rows)  # built after the lake, in one run
+
     # the runner finds nothing left to do: dbt committed what it would have
     after = run_job(spark, settings, job, dbt=Dbt(settings, project=root))
     assert after.outcome == "up-to-date", after.counts
     assert {r.trip_id for r in spark.table(lake).collect()} == set(events.rows)
+
+    # the runner merges a batch of updates and deletes; the next plain `dbt run` brings the
+    # mart up to date from the lake's new rows and tombstones, incrementally
+    before = _mart(spark, mart)
+    demo.produce(broker, job.topic, events.events(80))
+    merged = run_job(spark, settings, job, dbt=Dbt(settings, project=root))
+    assert merged.counts["deleted"] > 0 and merged.counts["updated"] > 0, merged.counts
+    again = plain_dbt(root, settings, "run", "--select", f"{job_name}_completed")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+    assert _mart(spark, mart) == _completed(events.rows)
+    assert set(before) - set(_mart(spark, mart)), "no completed trip left the mart"
 
     # commands that need no Spark start none (and so stay fast)
     parsed = plain_dbt(root, settings, "parse")
