@@ -199,6 +199,10 @@ def plan_run(settings: Settings, job: JobConfig, checkpoint: Checkpoint | None,
 def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
            accept_data_loss: bool = False) -> IngestResult:
     """Run one ingestion of ``job``; fills ``run`` with counts and returns what it did."""
+    if job.source == "files":  # partitions of a landing dir (docs/files-source.md)
+        from python_ingest.sources.files.ingest import files_ingest
+
+        return files_ingest(spark, settings, job, run)
     schema = ChangelogSchema.load(job, settings.root)
     tables = JobTables(job.name)
     ensure_table(spark, tables.raw, schema.raw_columns())

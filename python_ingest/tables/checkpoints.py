@@ -47,6 +47,7 @@ class ProcessedPartitions:
 
     watermark: str | None = None
     done: Mapping[str, float] = field(default_factory=dict)
+    batch: tuple[str, ...] = ()  # the keys of the last batch (its error rows, if lost, re-read)
 
     def __contains__(self, key: str) -> bool:
         return key in self.done or (self.watermark is not None and key <= self.watermark)
@@ -55,7 +56,9 @@ class ProcessedPartitions:
         return self.watermark is not None and key <= self.watermark
 
     def adding(self, keys: Iterable[str], at: float) -> ProcessedPartitions:
-        return replace(self, done={**self.done, **{k: at for k in keys}})
+        """These partitions as the new batch, committed ``at`` (epoch seconds)."""
+        batch = tuple(sorted(keys))
+        return replace(self, done={**self.done, **{k: at for k in batch}}, batch=batch)
 
     def compacted(self, pending: Iterable[str], now: float,
                   lateness_s: float) -> ProcessedPartitions:
@@ -71,18 +74,21 @@ class ProcessedPartitions:
         if watermark == self.watermark:
             return self
         return ProcessedPartitions(watermark, {k: t for k, t in self.done.items()
-                                               if watermark is None or k > watermark})
+                                               if watermark is None or k > watermark},
+                                   self.batch)
 
     def to_dict(self) -> dict[str, object]:
-        return {"watermark": self.watermark, "done": dict(sorted(self.done.items()))}
+        return {"watermark": self.watermark, "done": dict(sorted(self.done.items())),
+                "batch": list(self.batch)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> ProcessedPartitions:
         done = data.get("done") or {}
-        assert isinstance(done, Mapping)
+        batch = data.get("batch") or []
+        assert isinstance(done, Mapping) and isinstance(batch, list)
         watermark = data.get("watermark")
         return cls(None if watermark is None else str(watermark),
-                   {str(k): float(v) for k, v in done.items()})
+                   {str(k): float(v) for k, v in done.items()}, tuple(map(str, batch)))
 
 
 @dataclass(frozen=True)
