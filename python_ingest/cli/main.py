@@ -55,7 +55,8 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{job.name}: failed: {exc}", file=sys.stderr)
             continue
         if result.up_to_date:
-            print(f"{job.name}: up to date, nothing new on {job.topic}")
+            print(f"{job.name}: up to date, nothing new on "
+                  f"{job.files.path if job.files else job.topic}")
         else:
             print(f"{job.name}: batch {result.batch_id}: read {result.read}, landed "
                   f"{result.landed} in {JobTables(job.name).raw}, {result.errors} errors in "

@@ -49,8 +49,8 @@ class ProcessedPartitions:
     done: Mapping[str, float] = field(default_factory=dict)
     batch: tuple[str, ...] = ()  # the keys of the last batch (its error rows, if lost, re-read)
 
-    def __contains__(self, key: str) -> bool:
-        return key in self.done or (self.watermark is not None and key <= self.watermark)
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and (key in self.done or self.below_watermark(key))
 
     def below_watermark(self, key: str) -> bool:
         return self.watermark is not None and key <= self.watermark

@@ -86,6 +86,7 @@ def files_ingest(spark: SparkSession, settings: Settings, job: JobConfig,
     try:
         listed = discover(source.path)
         processed = checkpoint.files if checkpoint and checkpoint.files else ProcessedPartitions()
+        leases.sweep(processed)
         chosen = select(listed, processed, source, job.max_bytes, busy=leases.busy())
         taken = [p for p in chosen.take if leases.take(p.key)]
         run.details["partitions_waiting"] = list(chosen.waiting)

@@ -3,7 +3,8 @@
 A run that takes a partition creates ``<state_dir>/file-leases/<job>/<key>.lease`` (the key
 URL-quoted) with an exclusive create, holding its run id, host, pid and when it took it. A
 lease older than the job's ``lease_timeout`` belongs to a run that died (or stalls) and is
-retaken: through a take-over marker named after the stale lease's token, which only one
+retaken (at once when its holder was a process on this host that no longer runs):
+through a take-over marker named after the stale lease's token, which only one
 process can create, so two runs never both retake it. A run releases its leases when it ends,
 committed or not.
 
@@ -23,7 +24,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -39,6 +40,11 @@ def lease_dir(state_dir: Path, job: str) -> Path:
     return folder
 
 
+def lease_file(folder: Path, key: str) -> Path:
+    """The lease file of partition ``key`` (its key URL-quoted: one file name)."""
+    return folder / (quote(key, safe="=") + LEASE_SUFFIX)
+
+
 class PartitionLeases:
     """The partition leases of one run of a files job."""
 
@@ -49,7 +55,7 @@ class PartitionLeases:
         self.held: set[str] = set()
 
     def _path(self, key: str) -> Path:
-        return self.folder / (quote(key, safe="") + LEASE_SUFFIX)
+        return lease_file(self.folder, key)
 
     @staticmethod
     def _read(path: Path) -> dict[str, Any] | None:
@@ -66,8 +72,9 @@ class PartitionLeases:
                 "pid": os.getpid(), "taken_at": time.time()}
 
     def expired(self, holder: dict[str, Any], now: float | None = None) -> bool:
+        """Older than the timeout, or left by a process on this host that no longer runs."""
         now = time.time() if now is None else now
-        return now - float(holder.get("taken_at", 0.0)) > self.timeout_s
+        return now - float(holder.get("taken_at", 0.0)) > self.timeout_s or _died_here(holder)
 
     def busy(self) -> set[str]:
         """Keys leased by other runs, unexpired."""
@@ -77,6 +84,17 @@ class PartitionLeases:
             if holder and holder.get("run") != self.run_id and not self.expired(holder):
                 found.add(unquote(path.name[:-len(LEASE_SUFFIX)]))
         return found
+
+    def sweep(self, processed: Container[str]) -> None:
+        """Remove expired leases (a dead run's) of partitions already processed: no run
+        takes those again, so nothing else would."""
+        for path in self.folder.glob("*" + LEASE_SUFFIX):
+            holder = self._read(path)
+            if holder and self.expired(holder) and unquote(
+                    path.name[:-len(LEASE_SUFFIX)]) in processed:
+                path.unlink(missing_ok=True)
+                for marker in self.folder.glob(path.name + TAKEOVER + "*"):
+                    marker.unlink(missing_ok=True)
 
     def take(self, key: str) -> bool:
         """Lease ``key`` for this run; False if another run holds it."""
@@ -132,6 +150,19 @@ class PartitionLeases:
             for marker in self.folder.glob(path.name + TAKEOVER + "*"):
                 marker.unlink(missing_ok=True)
         self.held.clear()
+
+
+def _died_here(holder: dict[str, Any]) -> bool:
+    """Whether the lease's holder was a process on this host that is gone (killed)."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 @contextlib.contextmanager
