@@ -74,7 +74,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     status = StatusFile(settings.path(settings.state_dir))
     data = status.read()
     alive = status.runner_alive(data)
-    ends, broker_error = _end_offsets(settings, {j.topic for j in jobs})
+    ends, broker_error = _end_offsets(settings, {j.topic for j in jobs if j.source == "kafka"})
     now = datetime.now(UTC)
     out: dict[str, Any] = {"runner": {**(data.get("runner") or {}), "alive": alive},
                            "jobs": {}}

@@ -149,3 +149,11 @@ def select(partitions: Iterable[Partition], processed: ProcessedPartitions,
             take.append(partition)
             total += partition.bytes
     return Selection(tuple(take), tuple(waiting), tuple(left))
+
+
+def ready_backlog(config: FileSourceConfig, processed: ProcessedPartitions) -> int:
+    """Ready partitions not processed yet: what a runner's poll asks of a files job (a
+    directory listing, no Spark)."""
+    now = time.time()
+    return sum(1 for p in discover(config.path)
+               if p.key not in processed and p.ready(config.settle_seconds, now))

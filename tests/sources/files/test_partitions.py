@@ -238,3 +238,25 @@ def test_a_broken_file_or_record_becomes_error_rows_naming_why(tmp_path: Path) -
     assert [(o, "row key column 'trip_id' is null" in r or "'fare'" in r)
             for o, r, _ in c.errors] == [(1, True), (2, True)]
     assert json.loads(c.errors[0][2] or b"{}")["_ref_key"] == 2
+
+
+# -- runner --------------------------------------------------------------------------------
+
+def test_runner_sees_a_files_job_backlog_as_its_ready_unprocessed_partitions(
+        tmp_path: Path) -> None:
+    from python_ingest.runner.scheduler import JobSlot, _files_backlog
+
+    landing = write_demo_partitions(tmp_path, hours=3, rows_per_file=1)
+    write_file(landing / "dt=2026-11-23" / "hour=09" / "part-0.json", trip_records(1, 1, 1),
+               SCHEMA)  # just written, no marker: settling
+    slot = JobSlot(files_job(landing))
+    assert _files_backlog(slot) is None and slot.due(0.0)  # never ran here: due anyway
+    slot.checkpoint = {"offsets": {}}
+    assert _files_backlog(slot) == 3
+    first = ProcessedPartitions().adding(["dt=2026-11-23/hour=05"], time.time())
+    slot.checkpoint = {"offsets": {}, "files": first.to_dict()}
+    assert _files_backlog(slot) == 2
+    everything = first.adding([p.key for p in discover(landing)][:3], time.time())
+    slot.checkpoint = {"offsets": {}, "files": everything.to_dict()}
+    slot.backlog = _files_backlog(slot)
+    assert slot.backlog == 0 and not slot.due(0.0)
