@@ -33,6 +33,7 @@ from python_ingest.sources.files.leases import PartitionLeases, commit_lock, lea
 from python_ingest.sources.files.partitions import Partition, discover, select
 from python_ingest.sources.files.reader import FileReader, ParsedFile
 from python_ingest.sources.kafka.workunits import Plan
+from python_ingest.steps.outcome import IngestResult, fault_point
 from python_ingest.tables.checkpoints import (
     Checkpoint,
     ProcessedPartitions,
@@ -47,8 +48,6 @@ from python_ingest.tables.runs import Run
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
-
-    from python_ingest.steps.ingest import IngestResult
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +67,6 @@ def _ddl(columns: Sequence[tuple[str, str]]) -> str:
 def files_ingest(spark: SparkSession, settings: Settings, job: JobConfig,
                  run: Run) -> IngestResult:
     """Run one ingestion of files job ``job``; fills ``run`` with counts."""
-    from python_ingest.steps.ingest import IngestResult, fault_point
-
     source = source_of(job)
     schema = ChangelogSchema.load(job, settings.root)
     tables = JobTables(job.name)
