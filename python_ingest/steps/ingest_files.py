@@ -77,6 +77,7 @@ def files_ingest(spark: SparkSession, settings: Settings, job: JobConfig,
     reader = FileReader(schema)
     with commit_lock(folder):
         _catch_up_errors(spark, job, reader, run)
+        _sweep_staging(state_dir / STAGING_DIR / job.name, source.lease_timeout)
     checkpoint = read_checkpoint(spark, tables.raw)
     leases = PartitionLeases(folder, run.run_id, source.lease_timeout)
     staging = state_dir / STAGING_DIR / job.name / run.run_id
@@ -214,6 +215,20 @@ def _error_frame(spark: SparkSession, files: Sequence[ParsedFile], batch_id: int
         rows += [(None, f"file {parsed.file.path}: {reason}", data, None, index, offset, mtime,
                   batch_id, ingested_at) for offset, reason, data in parsed.errors]
     return spark.createDataFrame(rows, _ddl(RAW_ERROR_COLUMNS))
+
+
+def _sweep_staging(folder: Path, older_than_s: float) -> None:
+    """Remove the staged rows of runs that died (kill -9) before cleaning up after
+    themselves: a live run's are younger than its leases' timeout."""
+    if not folder.is_dir():
+        return
+    cutoff = time.time() - older_than_s
+    for staged in folder.iterdir():
+        try:
+            if staged.stat().st_mtime < cutoff:
+                shutil.rmtree(staged, ignore_errors=True)
+        except FileNotFoundError:
+            continue
 
 
 def _catch_up_errors(spark: SparkSession, job: JobConfig, reader: FileReader,

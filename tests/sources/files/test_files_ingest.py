@@ -21,7 +21,7 @@ from python_ingest.config import JobConfig
 from python_ingest.demo.files import trip_records, write_demo_partitions, write_file
 from python_ingest.sources.files.leases import LEASE_SUFFIX, lease_dir, lease_file
 from python_ingest.steps.ingest import IngestResult, ingest
-from python_ingest.steps.jobs import run_ingest
+from python_ingest.steps.jobs import job_status, run_ingest
 from python_ingest.tables.checkpoints import read_checkpoint
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
@@ -91,6 +91,8 @@ def test_late_partition_lands_once_and_nothing_twice(spark: Any, make_settings: 
     assert batch_refs(spark, job) == {1: set(range(100, 105)) | set(range(200, 205)),
                                       2: set(range(300, 305))}
     assert done_keys(spark, job) == {f"{DAY}/hour=05", f"{DAY}/hour=06", f"{DAY}/hour=07"}
+    status = job_status(spark, make_settings({job_name: files_job(landing)}), job)
+    assert status["batch_id"] == 2 and status["files"]["batch"] == [f"{DAY}/hour=05"]
     errors_checkpoint = read_checkpoint(spark, JobTables(job.name).raw_errors)
     assert errors_checkpoint is not None and errors_checkpoint.batch_id == 2
     coords = spark.table(JobTables(job.name).raw).select("_batch_id", "_kafka_partition",
