@@ -28,6 +28,7 @@ from python_ingest.config.checks import parse_size
 from python_ingest.config.checks import positive_int as _positive_int
 from python_ingest.config.files import (
     FILE_KEYS,
+    FILES_MAX_BYTES,
     SOURCES,
     FileSourceConfig,
     check_no_file_keys,
@@ -198,7 +199,8 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
                                  f"{where}.starting_offsets"),
         max_records=_positive_int(raw.get("max_records", JobConfig.max_records),
                                   f"{where}.max_records"),
-        max_bytes=parse_size(raw.get("max_bytes", JobConfig.max_bytes), f"{where}.max_bytes"),
+        max_bytes=parse_size(raw.get("max_bytes", FILES_MAX_BYTES if files
+                                     else JobConfig.max_bytes), f"{where}.max_bytes"),
         records_per_task=_positive_int(raw.get("records_per_task", JobConfig.records_per_task),
                                        f"{where}.records_per_task"),
         on_data_loss=_choice(raw.get("on_data_loss", "fail"), DATA_LOSS_POLICIES,

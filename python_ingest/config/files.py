@@ -12,6 +12,8 @@ from python_ingest.config.checks import positive_int
 from python_ingest.exceptions import ConfigError
 
 SOURCES = ("kafka", "files")
+# A files job's default max_bytes: its files are read on the driver (docs/files-source.md)
+FILES_MAX_BYTES = 256 * 1024**2
 # The job keys only a files job has (max_bytes is shared with Kafka jobs).
 FILE_KEYS = frozenset({"path", "settle_seconds", "lease_timeout", "max_partitions",
                        "lateness_seconds"})

@@ -70,12 +70,12 @@ def files_ingest(spark: SparkSession, settings: Settings, job: JobConfig,
     source = source_of(job)
     schema = ChangelogSchema.load(job, settings.root)
     tables = JobTables(job.name)
-    ensure_table(spark, tables.raw, schema.raw_columns())
-    ensure_table(spark, tables.raw_errors, RAW_ERROR_COLUMNS)
     state_dir = settings.path(settings.state_dir)
     folder = lease_dir(state_dir, job.name)
     reader = FileReader(schema)
-    with commit_lock(folder):
+    with commit_lock(folder):  # two first runs at once create the tables once
+        ensure_table(spark, tables.raw, schema.raw_columns())
+        ensure_table(spark, tables.raw_errors, RAW_ERROR_COLUMNS)
         _catch_up_errors(spark, job, reader, run)
         _sweep_staging(state_dir / STAGING_DIR / job.name, source.lease_timeout)
     checkpoint = read_checkpoint(spark, tables.raw)

@@ -14,7 +14,7 @@ import pytest
 
 from python_ingest.changelog.schema import ChangelogSchema
 from python_ingest.config import JobConfig, parse_job
-from python_ingest.config.files import FileSourceConfig
+from python_ingest.config.files import FILES_MAX_BYTES, FileSourceConfig
 from python_ingest.demo.files import trip_records, write_demo_partitions, write_file
 from python_ingest.exceptions import ConfigError
 from python_ingest.sources.files.leases import PartitionLeases, commit_lock
@@ -47,6 +47,7 @@ def test_config_defaults_and_errors_name_the_field(tmp_path: Path) -> None:
     job = files_job(tmp_path)
     assert job.source == "files" and job.topic == ""
     assert job.files == FileSourceConfig(str(tmp_path))
+    assert job.max_bytes == FILES_MAX_BYTES < JobConfig.max_bytes  # read on the driver
     relative = parse_job("j", {"source": "files", "path": "landing/x", "row_key": "trip_id",
                                "schema": str(REPO / "schemas/trips.avsc"), "settle_seconds": 0,
                                "max_partitions": 3}, tmp_path)
