@@ -261,3 +261,34 @@ def test_runner_sees_a_files_job_backlog_as_its_ready_unprocessed_partitions(
     slot.checkpoint = {"offsets": {}, "files": everything.to_dict()}
     slot.backlog = _files_backlog(slot)
     assert slot.backlog == 0 and not slot.due(0.0)
+
+
+def test_runner_poll_asks_the_broker_for_kafka_jobs_only(tmp_path: Path) -> None:
+    import yaml
+
+    from python_ingest.config import load_settings
+    from python_ingest.runner.scheduler import Runner
+
+    landing = write_demo_partitions(tmp_path, hours=2, rows_per_file=1)
+    config = tmp_path / "sluice.yml"
+    config.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "jobs": {
+        "k": {"topic": "t.k", "schema": str(REPO / "schemas/trips.avsc"),
+              "row_key": "trip_id"},
+        "f": {"source": "files", "path": str(landing),
+              "schema": str(REPO / "schemas/trips.avsc"), "row_key": "trip_id"}}}))
+    settings = load_settings(config, env={})
+
+    class Ends:
+        asked: list[set[str]] = []
+
+        def end(self, topics: set[str]) -> dict[str, dict[int, int]]:
+            self.asked.append(set(topics))
+            return {"t.k": {0: 10, 1: 4}}
+
+    runner = Runner(None, settings, ["f", "k"], dbt=object())  # type: ignore[arg-type]
+    for slot in runner.slots.values():
+        slot.checkpoint = {"offsets": {"0": 6}}
+    ends = Ends()
+    runner._poll(ends)  # type: ignore[arg-type]
+    assert ends.asked == [{"t.k"}]
+    assert (runner.slots["k"].backlog, runner.slots["f"].backlog) == (8, 2)
