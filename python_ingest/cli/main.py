@@ -63,8 +63,8 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
         else:
             print(f"{job.name}: batch {result.batch_id}: read {result.read}, landed "
                   f"{result.landed} in {JobTables(job.name).raw}, {result.errors} errors in "
-                  f"{JobTables(job.name).raw_errors}; {result.plan.remaining} messages left "
-                  "for later runs")
+                  f"{JobTables(job.name).raw_errors}" + ("" if job.files else
+                  f"; {result.plan.remaining} messages left for later runs"))
     if failed:
         print(f"error: {len(failed)} of {len(jobs)} jobs failed: {', '.join(failed)}",
               file=sys.stderr)
