@@ -292,3 +292,33 @@ def test_runner_poll_asks_the_broker_for_kafka_jobs_only(tmp_path: Path) -> None
     runner._poll(ends)  # type: ignore[arg-type]
     assert ends.asked == [{"t.k"}]
     assert (runner.slots["k"].backlog, runner.slots["f"].backlog) == (8, 2)
+
+
+def test_status_shows_a_files_job_backlog_without_a_broker(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    import yaml
+
+    from python_ingest.cli.runner import cmd_status
+    from python_ingest.config import load_settings
+    from python_ingest.tables.status import StatusFile
+
+    landing = write_demo_partitions(tmp_path, hours=3, rows_per_file=1)
+    config = tmp_path / "sluice.yml"
+    config.write_text(yaml.safe_dump({
+        "state_dir": str(tmp_path / "state"),
+        "broker": {"bootstrap_servers": "127.0.0.1:9", "embedded": False},  # nothing there
+        "jobs": {"f": {"source": "files", "path": str(landing), "row_key": "trip_id",
+                       "schema": str(REPO / "schemas/trips.avsc")}}}))
+    settings = load_settings(config, env={})
+    args = argparse.Namespace(history=False, job=None, json=True)
+
+    assert cmd_status(args, settings) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert "broker_error" not in shown and shown["jobs"]["f"]["backlog"] == 3
+    processed = ProcessedPartitions().adding(["dt=2026-11-23/hour=05"], time.time())
+    StatusFile(tmp_path / "state").update_job(
+        "f", checkpoint=json.loads(Checkpoint("", {}, 1, files=processed).to_json()))
+    assert cmd_status(args, settings) == 0
+    assert json.loads(capsys.readouterr().out)["jobs"]["f"]["backlog"] == 2
