@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from python_ingest.demo.files import trip_records, write_demo_partitions
+from python_ingest.reports.data import collect
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.pipeline import JobTables, run_job
 from tests.conftest import REPO
@@ -46,3 +47,8 @@ def test_files_job_runs_through_staging_fork_and_merge_to_the_lake(
     tables = JobTables(job_name, dbt.job_models(job_name))
     assert tables.lake is not None
     assert lake_rows(spark, tables.lake) == {k: as_lake(v) for k, v in newest.items()}
+
+    # the dashboard's figures: a backlog from the landing dir (no broker asked), the runs
+    [report] = collect(spark, settings, [job_name], tables={job_name: tables})
+    assert (report.backlog, report.backlog_error, report.raw_error_rows) == (0, None, 0)
+    assert [r.outcome for r in report.runs][-2:] == ["succeeded", "up-to-date"]
