@@ -27,6 +27,7 @@ import fastavro
 
 from python_ingest.changelog.decode import Decoder
 from python_ingest.changelog.schema import ChangelogSchema, spark_type
+from python_ingest.exceptions import FileParseError
 from python_ingest.sources.files.partitions import DataFile
 
 if TYPE_CHECKING:
@@ -36,10 +37,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _UNITS = {"timestamp-millis": 1_000, "timestamp-micros": 1_000_000,
           "local-timestamp-millis": 1_000, "local-timestamp-micros": 1_000_000}
 _TRUE, _FALSE = {"true", "1", "t", "yes"}, {"false", "0", "f", "no"}
-
-
-class FileParseError(Exception):
-    """A file that cannot be read as records of its format (one error row, not a failure)."""
 
 
 @dataclass
