@@ -143,3 +143,7 @@ class UnsupportedColumn(SluiceError):
 
 class DecodeError(Exception):  # not a SluiceError: one record's fault, caught per record
     """One message could not become a raw row; the message text goes to the error table."""
+
+
+class FileParseError(Exception):  # not a SluiceError: one landed file's fault (an error row)
+    """A landed file cannot be read as records of its format (sources/files/reader.py)."""

@@ -28,9 +28,12 @@ def _session(settings: Settings) -> SparkSession:
     return build_session(settings)
 
 
-def _ensure_broker(settings: Settings) -> None:
+def _ensure_broker(settings: Settings, names: list[str] | None = None) -> None:
+    """Start the embedded broker if configured, unless every job of ``names`` reads files."""
     from python_ingest.kafka import broker
 
+    if names is not None and all(settings.job(n).files is not None for n in names):
+        return
     if settings.broker.embedded and broker.start(settings):
         print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
 
@@ -42,7 +45,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
     names = sorted(settings.jobs) if args.all else [args.job]
     jobs = [settings.job(n) for n in names]  # unknown names fail before anything starts
-    _ensure_broker(settings)
+    _ensure_broker(settings, names)
     spark = _session(settings)
     failed = []
     for job in jobs:
@@ -55,12 +58,13 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{job.name}: failed: {exc}", file=sys.stderr)
             continue
         if result.up_to_date:
-            print(f"{job.name}: up to date, nothing new on {job.topic}")
+            print(f"{job.name}: up to date, nothing new on "
+                  f"{job.files.path if job.files else job.topic}")
         else:
             print(f"{job.name}: batch {result.batch_id}: read {result.read}, landed "
                   f"{result.landed} in {JobTables(job.name).raw}, {result.errors} errors in "
-                  f"{JobTables(job.name).raw_errors}; {result.plan.remaining} messages left "
-                  "for later runs")
+                  f"{JobTables(job.name).raw_errors}" + ("" if job.files else
+                  f"; {result.plan.remaining} messages left for later runs"))
     if failed:
         print(f"error: {len(failed)} of {len(jobs)} jobs failed: {', '.join(failed)}",
               file=sys.stderr)
@@ -124,7 +128,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     names = sorted(settings.jobs) if args.all else list(args.job)
     for name in names:
         settings.job(name)  # unknown names fail before anything starts
-    _ensure_broker(settings)
+    _ensure_broker(settings, names)
     if args.continuous or args.duration or args.until_idle:
         from python_ingest.cli.runner import run_continuously
 

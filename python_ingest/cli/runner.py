@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from python_ingest.config import Settings
+from python_ingest.config.files import FileSourceConfig
 from python_ingest.exceptions import ConfigError, SluiceError
 from python_ingest.kafka.offsets import backlog
 from python_ingest.tables.status import StatusFile, parse_iso
@@ -65,6 +66,15 @@ def run_continuously(args: argparse.Namespace, settings: Settings, names: list[s
     return 1 if failing else 0
 
 
+def _files_backlog(source: FileSourceConfig, checkpoint: dict[str, Any] | None) -> int:
+    """A files job's ready partitions that are not in its last checkpoint."""
+    from python_ingest.sources.files.partitions import ready_backlog
+    from python_ingest.tables.checkpoints import ProcessedPartitions
+
+    return ready_backlog(source, ProcessedPartitions.from_dict((checkpoint or {}).get("files")
+                                                                or {}))
+
+
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     """Where each job stands, from the status file and the broker's end offsets (no Spark)."""
     if args.history:
@@ -74,7 +84,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     status = StatusFile(settings.path(settings.state_dir))
     data = status.read()
     alive = status.runner_alive(data)
-    ends, broker_error = _end_offsets(settings, {j.topic for j in jobs})
+    ends, broker_error = _end_offsets(settings, {j.topic for j in jobs if j.source == "kafka"})
     now = datetime.now(UTC)
     out: dict[str, Any] = {"runner": {**(data.get("runner") or {}), "alive": alive},
                            "jobs": {}}
@@ -88,9 +98,12 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         checkpoint = entry.get("checkpoint")
         topic_ends = ends.get(job.topic)
         behind = None if topic_ends is None else backlog(topic_ends, checkpoint)
+        if job.files is not None:  # ready partitions not processed yet
+            behind = _files_backlog(job.files, checkpoint)
         newest = parse_iso(entry.get("newest_event_at"))
         out["jobs"][job.name] = {
-            "state": state, "topic": job.topic, "priority": job.priority, "backlog": behind,
+            "state": state, "topic": job.files.path if job.files else job.topic,
+            "priority": job.priority, "backlog": behind,
             "freshness_s": round((now - newest).total_seconds(), 1) if newest else None,
             "newest_event_at": entry.get("newest_event_at"),
             "last_batch": entry.get("last_batch"), "last_run": entry.get("last_run"),
@@ -141,6 +154,8 @@ def _end_offsets(settings: Settings, topics: set[str]) -> tuple[dict[str, dict[i
                                                                 str | None]:
     from python_ingest.kafka.offsets import EndOffsets
 
+    if not topics:  # files jobs only: no broker to ask
+        return {}, None
     watcher = EndOffsets(settings.broker.bootstrap_servers, timeout_s=2.0)  # answer fast
     try:
         return watcher.end(topics), None

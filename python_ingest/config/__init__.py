@@ -26,6 +26,14 @@ from python_ingest.config.checks import heap as _heap
 from python_ingest.config.checks import mapping as _mapping
 from python_ingest.config.checks import parse_size
 from python_ingest.config.checks import positive_int as _positive_int
+from python_ingest.config.files import (
+    FILE_KEYS,
+    FILES_MAX_BYTES,
+    SOURCES,
+    FileSourceConfig,
+    check_no_file_keys,
+    parse_files,
+)
 from python_ingest.config.runner import RunnerConfig, parse_priority, parse_runner
 from python_ingest.config.sources import SourceConfig, parse_source
 from python_ingest.exceptions import ConfigError
@@ -100,6 +108,8 @@ class JobConfig:
     read_timeout_s: float = 60.0
     priority: int = 0  # higher first in a continuous runner (config/runner.py)
     row_key_encoding: str = "json"  # ROW_KEY_ENCODINGS
+    source: str = "kafka"  # config/files.py SOURCES; files: partitions of a landing dir
+    files: FileSourceConfig | None = None  # source: files only (topic is then unused)
 
 
 @dataclass(frozen=True)
@@ -140,8 +150,13 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
     if not _NAME.match(name):
         raise ConfigError(where, "job names are lowercase letters, digits and underscores",
                           "the name becomes the table name raw.<name>")
-    _check_keys(raw, {f.name for f in JobConfig.__dataclass_fields__.values()} - {"name"}, where)
-    for required in ("topic", "row_key"):
+    _check_keys(raw, ({f.name for f in JobConfig.__dataclass_fields__.values()}
+                      - {"name", "files"}) | FILE_KEYS, where)
+    source = _choice(raw.get("source", "kafka"), SOURCES, f"{where}.source")
+    files = parse_files(raw, where, root) if source == "files" else None
+    if files is None:
+        check_no_file_keys(raw, where)
+    for required in ("row_key",) if files else ("topic", "row_key"):
         if not raw.get(required):
             raise ConfigError(f"{where}.{required}", "is required")
     if not raw.get("schema") and not raw.get("schema_registry"):
@@ -172,7 +187,7 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
             raise ConfigError(f"{where}.schema_ids", f"schema id {key!r} is not a number") from exc
     job = JobConfig(
         name=name,
-        topic=str(raw["topic"]),
+        topic=str(raw.get("topic") or ""),
         schema=schema,
         row_key=row_key,
         schema_registry=registry,
@@ -184,7 +199,8 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
                                  f"{where}.starting_offsets"),
         max_records=_positive_int(raw.get("max_records", JobConfig.max_records),
                                   f"{where}.max_records"),
-        max_bytes=parse_size(raw.get("max_bytes", JobConfig.max_bytes), f"{where}.max_bytes"),
+        max_bytes=parse_size(raw.get("max_bytes", FILES_MAX_BYTES if files
+                                     else JobConfig.max_bytes), f"{where}.max_bytes"),
         records_per_task=_positive_int(raw.get("records_per_task", JobConfig.records_per_task),
                                        f"{where}.records_per_task"),
         on_data_loss=_choice(raw.get("on_data_loss", "fail"), DATA_LOSS_POLICIES,
@@ -194,6 +210,8 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
         priority=parse_priority(raw.get("priority", 0), where),
         row_key_encoding=_choice(raw.get("row_key_encoding", JobConfig.row_key_encoding),
                                  ROW_KEY_ENCODINGS, f"{where}.row_key_encoding"),
+        source=source,
+        files=files,
     )
     return job
 

@@ -27,7 +27,7 @@ from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import SluiceError
 from python_ingest.kafka import client as kafka_client
 from python_ingest.steps.dbt import Dbt
-from python_ingest.tables.checkpoints import read_checkpoint
+from python_ingest.tables.checkpoints import ProcessedPartitions, read_checkpoint
 from python_ingest.tables.formats import commit_times, table_exists
 from python_ingest.tables.names import RUNS_TABLE, JobTables
 
@@ -165,6 +165,24 @@ def _fill(spark: SparkSession, settings: Settings, job: JobConfig, report: JobRe
         newest_so_far = max(landed) if landed else newest_so_far
         if newest_so_far is not None:
             run.freshness_s = max(0.0, (run.finished_at - newest_so_far).total_seconds())
+    if job.files is not None:  # a files job: its ready partitions not processed yet
+        from python_ingest.sources.files.partitions import ready_backlog
+
+        checkpoint = read_checkpoint(spark, tables.raw)
+        report.backlog = ready_backlog(job.files, checkpoint.files if checkpoint
+                                       and checkpoint.files else ProcessedPartitions())
+    else:
+        _kafka_backlog(spark, settings, job, report)
+    for name, attr in ((tables.errors if tables.models else None, "error_rows"),
+                       (tables.raw_errors, "raw_error_rows")):
+        if name and table_exists(spark, name):
+            setattr(report, attr, int(spark.table(name).count()))
+
+
+def _kafka_backlog(spark: SparkSession, settings: Settings, job: JobConfig,
+                   report: JobReport) -> None:
+    """A Kafka job's messages past its checkpoint now, and per run (the plot's line)."""
+    tables = report.tables
     try:
         offsets = kafka_client.partition_offsets(settings.broker.bootstrap_servers, job.topic)
         checkpoint = read_checkpoint(spark, tables.raw)
@@ -178,10 +196,6 @@ def _fill(spark: SparkSession, settings: Settings, job: JobConfig, report: JobRe
                              {p.partition: p.end for p in offsets})
         except Exception as exc:  # kafka-python's own errors: the plot only lacks the line
             log.warning("job %s: no backlog per run (%s)", job.name, exc)
-    for name, attr in ((tables.errors if tables.models else None, "error_rows"),
-                       (tables.raw_errors, "raw_error_rows")):
-        if name and table_exists(spark, name):
-            setattr(report, attr, int(spark.table(name).count()))
 
 
 def _commit_times(spark: SparkSession, table: str | None) -> list[datetime]:

@@ -10,7 +10,8 @@ reports) in its job's Spark FAIR pool (weight ``1 + priority``) and reports back
 
 A failing job (a broken converter, its topic gone, the broker down) is recorded in meta.runs
 and the status file, retried after ``retry_initial_s`` doubling up to ``retry_max_s``, and
-never stops the others. An idle job costs one end-offsets request per poll and no Spark job.
+never stops the others. An idle job costs one end-offsets request per poll and no Spark job;
+an idle files job (source: files) one listing of its landing dir (docs/files-source.md).
 
 Stopping: the first SIGTERM or SIGINT lets the batches in flight finish (every step commits
 its checkpoint with its data, so a batch is either committed or left for the next start) and
@@ -183,18 +184,26 @@ class Runner:
                    for s in self.slots.values())
 
     def _poll(self, offsets: EndOffsets) -> None:
-        """Every job's backlog from its topic's end offsets and its last checkpoint."""
-        topics = {s.job.topic for s in self.slots.values()}
+        """Every job's backlog from its topic's end offsets and its last checkpoint; a files
+        job's is its count of ready unprocessed partitions (a listing of its landing dir)."""
+        files = [s for s in self.slots.values() if s.job.files is not None]
+        kafka = [s for s in self.slots.values() if s.job.files is None]
+        for slot in files:
+            self._set_backlog(slot, _files_backlog(slot))
+        if not kafka:
+            return
         try:
-            ends = offsets.end(topics)
+            ends = offsets.end({s.job.topic for s in kafka})
         except BrokerError as exc:
             log.warning("runner: %s (retrying every poll)", exc)
             return
-        for slot in self.slots.values():
-            behind = backlog(ends.get(slot.job.topic, {}), slot.checkpoint)
-            if behind is not None and behind != slot.backlog:
-                self.status.update_job(slot.job.name, backlog=behind)  # on change only
-            slot.backlog = behind
+        for slot in kafka:
+            self._set_backlog(slot, backlog(ends.get(slot.job.topic, {}), slot.checkpoint))
+
+    def _set_backlog(self, slot: JobSlot, behind: int | None) -> None:
+        if behind is not None and behind != slot.backlog:
+            self.status.update_job(slot.job.name, backlog=behind)  # on change only
+        slot.backlog = behind
 
     # -- one batch -------------------------------------------------------------------------
 
@@ -238,6 +247,8 @@ class Runner:
         if result.checkpoint is not None:
             slot.checkpoint = {"offsets": {str(p): o for p, o in
                                            result.checkpoint.offsets.items()}}
+            if result.checkpoint.files is not None:
+                slot.checkpoint["files"] = result.checkpoint.files.to_dict()
         elif slot.checkpoint is None:
             slot.checkpoint = {"offsets": {}}
         slot.results.append(result)
@@ -257,6 +268,22 @@ class Runner:
                      "; ".join(f"{t}: {', '.join(d)}" for t, d in done.items()))
         except Exception:  # services catch up next time; the data is committed
             log.exception("job %s: table services failed", job.name)
+
+
+def _files_backlog(slot: JobSlot) -> int | None:
+    """A files job's ready unprocessed partitions (None: it has not run here yet)."""
+    from python_ingest.sources.files.partitions import ready_backlog
+    from python_ingest.tables.checkpoints import ProcessedPartitions
+
+    if slot.checkpoint is None or slot.job.files is None:
+        return None
+    processed = ProcessedPartitions.from_dict(slot.checkpoint.get("files") or {})
+    try:
+        return ready_backlog(slot.job.files, processed)
+    except OSError as exc:  # the landing dir unreadable for now: the run will say why
+        log.warning("runner: job %s: cannot list %s: %s", slot.job.name, slot.job.files.path,
+                    exc)
+        return None
 
 
 def _in(seconds: float) -> str:

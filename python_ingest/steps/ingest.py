@@ -13,12 +13,10 @@ began) for its error rows. So neither table gets duplicates or gaps.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import signal
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +39,7 @@ from python_ingest.sources.kafka.reader import (
     read_units,
 )
 from python_ingest.sources.kafka.workunits import Plan, WorkUnit, plan, start_positions
+from python_ingest.steps.outcome import IngestResult, fault_point
 from python_ingest.tables.checkpoints import Checkpoint, append_with_checkpoint, read_checkpoint
 from python_ingest.tables.formats import ensure_table, read_table
 from python_ingest.tables.lease import check_held
@@ -53,34 +52,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FAULT_ENV = "SLUICE_FAULT"
 # Error-row bytes the tasks of a run may send back to the driver, together: each work unit may
 # send its share; a unit with more is re-read by tasks that write its error rows themselves.
 error_budget_bytes = ERROR_BUDGET_BYTES
-
-
-def fault_point(name: str) -> None:
-    """Kill this process hard at a named point when $SLUICE_FAULT says so (crash tests)."""
-    if os.environ.get(FAULT_ENV) == name:
-        log.warning("fault injection: killing the process at '%s'", name)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-@dataclass(frozen=True)
-class IngestResult:
-    """What one ingestion run did."""
-
-    batch_id: int | None
-    read: int
-    landed: int
-    errors: int
-    bytes: int
-    plan: Plan
-    checkpoint: Checkpoint | None
-
-    @property
-    def up_to_date(self) -> bool:
-        return self.batch_id is None
 
 
 class _Progress:
@@ -199,6 +173,10 @@ def plan_run(settings: Settings, job: JobConfig, checkpoint: Checkpoint | None,
 def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
            accept_data_loss: bool = False) -> IngestResult:
     """Run one ingestion of ``job``; fills ``run`` with counts and returns what it did."""
+    if job.source == "files":  # partitions of a landing dir (docs/files-source.md)
+        from python_ingest.steps.ingest_files import files_ingest
+
+        return files_ingest(spark, settings, job, run)
     schema = ChangelogSchema.load(job, settings.root)
     tables = JobTables(job.name)
     ensure_table(spark, tables.raw, schema.raw_columns())

@@ -45,6 +45,9 @@ def job_status(spark: SparkSession, settings: Settings, job: JobConfig,
                               "batch_id": checkpoint.batch_id if checkpoint else None,
                               "partitions": [], "lag": None,
                               "runs": last_runs(spark, job.name, runs)}
+    if job.files is not None:  # a files job: where it stands is its processed partitions
+        status["files"] = checkpoint.files.to_dict() if checkpoint and checkpoint.files else None
+        return status
     try:
         offsets = kafka_client.partition_offsets(settings.broker.bootstrap_servers, job.topic)
     except SluiceError as exc:

@@ -3,7 +3,8 @@
 One vocabulary across sluice (docs/architecture.md, "Checkpoints"):
 
 - **source checkpoint** (``Checkpoint``): where the raw table's source stands: the next
-  Kafka offset per partition and the last batch id. A commit property (``sluice.checkpoint``;
+  Kafka offset per partition (a files job: the processed partitions, ``ProcessedPartitions``,
+  docs/files-source.md) and the last batch id. A commit property (``sluice.checkpoint``;
   Iceberg: snapshot summary, Hudi: commit metadata) of the raw table's commit that appended
   the batch.
 - **step checkpoint** (``step_checkpoint``): the last raw batch a later step (fork, merge)
@@ -20,8 +21,8 @@ checkpoint move together or not at all.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from python_ingest.exceptions import CheckpointLostError, StepCheckpointLostError
@@ -39,6 +40,58 @@ CHECKPOINT_PROPERTY = "sluice.checkpoint"
 
 
 @dataclass(frozen=True)
+class ProcessedPartitions:
+    """The partitions of a files job's landing dir that are in the raw table: every key up to
+    ``watermark`` (key order), and the keys above it in ``done`` (with when they committed,
+    epoch seconds). Keys are partition paths relative to the landing dir."""
+
+    watermark: str | None = None
+    done: Mapping[str, float] = field(default_factory=dict)
+    batch: tuple[str, ...] = ()  # the keys of the last batch (its error rows, if lost, re-read)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and (key in self.done or self.below_watermark(key))
+
+    def below_watermark(self, key: str) -> bool:
+        return self.watermark is not None and key <= self.watermark
+
+    def adding(self, keys: Iterable[str], at: float) -> ProcessedPartitions:
+        """These partitions as the new batch, committed ``at`` (epoch seconds)."""
+        batch = tuple(sorted(keys))
+        return replace(self, done={**self.done, **{k: at for k in batch}}, batch=batch)
+
+    def compacted(self, pending: Iterable[str], now: float,
+                  lateness_s: float) -> ProcessedPartitions:
+        """Fold the oldest done keys into the watermark: those committed more than
+        ``lateness_s`` ago with no unprocessed partition (``pending``) at or below them."""
+        first_pending = min(pending, default=None)
+        watermark = self.watermark
+        for key in sorted(self.done):
+            if self.done[key] > now - lateness_s or (first_pending is not None
+                                                     and first_pending <= key):
+                break
+            watermark = key
+        if watermark == self.watermark:
+            return self
+        return ProcessedPartitions(watermark, {k: t for k, t in self.done.items()
+                                               if watermark is None or k > watermark},
+                                   self.batch)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"watermark": self.watermark, "done": dict(sorted(self.done.items())),
+                "batch": list(self.batch)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> ProcessedPartitions:
+        done = data.get("done") or {}
+        batch = data.get("batch") or []
+        assert isinstance(done, Mapping) and isinstance(batch, list)
+        watermark = data.get("watermark")
+        return cls(None if watermark is None else str(watermark),
+                   {str(k): float(v) for k, v in done.items()}, tuple(map(str, batch)))
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     """Where a job stands: the next offset to read per partition, and the last batch id."""
 
@@ -51,9 +104,12 @@ class Checkpoint:
     # how the raw rows' _row_key was made (config ROW_KEY_ENCODINGS); None: before it was
     # recorded, i.e. joined (issue #9.7)
     row_key_encoding: str | None = None
+    # a files job (source: files): its processed partitions; offsets and topic stay empty
+    files: ProcessedPartitions | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"topic": self.topic, "batch_id": self.batch_id,
+        files = {} if self.files is None else {"files": self.files.to_dict()}
+        return json.dumps({**files, "topic": self.topic, "batch_id": self.batch_id,
                            "offsets": {str(p): o for p, o in sorted(self.offsets.items())},
                            "batch_start": {str(p): o for p, o in sorted(self.batch_start.items())},
                            "bytes_per_message": self.bytes_per_message,
@@ -68,7 +124,9 @@ class Checkpoint:
                    bytes_per_message=data.get("bytes_per_message"),
                    batch_start={int(p): int(o) for p, o in data.get("batch_start", {}).items()},
                    topic_id=data.get("topic_id"),
-                   row_key_encoding=data.get("row_key_encoding"))
+                   row_key_encoding=data.get("row_key_encoding"),
+                   files=ProcessedPartitions.from_dict(data["files"]) if "files" in data
+                   else None)
 
 
 def read_checkpoint(spark: SparkSession, table: str) -> Checkpoint | None:
