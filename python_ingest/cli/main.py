@@ -196,6 +196,11 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
                                     first_trip_id=start)
     spark = _session(settings)
     names = sorted(settings.jobs)
+    if "trips_files" in settings.jobs:  # a file-drop job beside the Kafka one
+        from python_ingest.demo.files import write_demo_partitions
+
+        landing = write_demo_partitions(settings.path(settings.state_dir))
+        print(f"wrote hourly partitions of trips files (Avro, JSON, CSV, Parquet) to {landing}")
     results = []
     for round_no in (1, 2):
         if round_no == 1:

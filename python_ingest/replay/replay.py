@@ -143,7 +143,10 @@ def _land(spark: SparkSession, settings: Settings, job: JobConfig, schema: Chang
         if replayed == 0:
             raise ReplayError(f"none of the {picked.count()} chosen error rows could be "
                               f"replayed: {failing} still fail to decode")
-        moved = replace(checkpoint, batch_id=batch_id, batch_start=dict(checkpoint.offsets))
+        # same source positions, and an empty batch range: nothing for ingest's error catch-up
+        # to re-read should the error table's commit below not happen
+        moved = replace(checkpoint, batch_id=batch_id, batch_start=dict(checkpoint.offsets),
+                        files=replace(checkpoint.files, batch=()) if checkpoint.files else None)
         fault_point("before_replay_commit")
         check_held(job.name)
         append_with_checkpoint(frame, tables.raw, moved)

@@ -201,6 +201,7 @@ def _with_coords(parsed: ParsedFile, index: int, batch_id: int, ingested_at: dat
         "_kafka_timestamp": pa.array([parsed.file.mtime_ns // 1000] * n, pa.int64()).cast(utc_us),
         "_batch_id": pa.array([batch_id] * n, pa.int64()),
         "_ingested_at": pa.array([ingested_at] * n, utc_us),
+        "_replay_of": pa.nulls(n, pa.string()),
     })
     return pa.RecordBatch.from_arrays([by_name[f.name] for f in target], schema=target)
 
