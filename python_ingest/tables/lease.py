@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.exceptions import SluiceError
 from python_ingest.runtime.catalog import WAREHOUSE_CONF
+from python_ingest.runtime.files import gone_from_this_host
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -149,17 +150,9 @@ def acquire(spark: SparkSession, job: str, ttl_s: float = TTL_S) -> Lease:
 def _died_here(holder: dict[str, Any]) -> bool:
     """Whether the holder was a process on this host that no longer runs (killed, crashed):
     its lease need not be waited out."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return False
-    if holder["pid"] == os.getpid():
+    if holder.get("host") == socket.gethostname() and holder.get("pid") == os.getpid():
         return True  # left by this process (its run ended without releasing): not in _held
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
+    return gone_from_this_host(holder)
 
 
 def _take_over(fs: Any, path: Any, job: str, expired: dict[str, Any] | None) -> None:

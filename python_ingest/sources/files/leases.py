@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from python_ingest.runtime.files import gone_from_this_host
+
 LEASE_SUFFIX = ".lease"
 TAKEOVER = ".takeover."
 
@@ -154,15 +156,7 @@ class PartitionLeases:
 
 def _died_here(holder: dict[str, Any]) -> bool:
     """Whether the lease's holder was a process on this host that is gone (killed)."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return False
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
+    return gone_from_this_host(holder)
 
 
 @contextlib.contextmanager
