@@ -139,3 +139,20 @@ class UnsupportedColumn(SluiceError):
 
 class DecodeError(Exception):  # not a SluiceError: one record's fault, caught per record
     """One message could not become a raw row; the message text goes to the error table."""
+
+
+class DispersalError(SluiceError):
+    """Copying a lake table's changes to an online store failed; the target's position did
+    not move, so the next dispersal sends the same changes again (docs/dispersal.md)."""
+
+
+class DispersalPositionError(DispersalError):
+    """The target's stored position is one the lake no longer has, or another dispersal moved
+    it while this one ran."""
+
+    def __init__(self, target: str, problem: str) -> None:
+        super().__init__(
+            f"dispersal target {target}: {problem}. Nothing was written. If the target was "
+            "rebuilt or the lake started over, delete the target's row in sluice_dispersal "
+            "(PostgreSQL) or its position file (Kafka): the next dispersal then copies the "
+            "whole lake table (docs/dispersal.md).")

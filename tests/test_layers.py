@@ -20,7 +20,7 @@ LAYERS: dict[str, int] = {
     "runtime": 3, "changelog": 3,
     "kafka": 4, "tables": 4,
     "sources": 5,
-    "steps": 6,
+    "steps": 6, "sinks": 6,
     "reports": 7, "runner": 7,
     "scaffold": 7, "verify": 7,
     "demo": 8,

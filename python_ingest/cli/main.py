@@ -314,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     from python_ingest.cli.verify import add_verify_commands
 
     add_verify_commands(add)  # sluice verify
+    from python_ingest.cli.disperse import add_disperse_command
+
+    add_disperse_command(add)  # sluice disperse
     return parser
 
 

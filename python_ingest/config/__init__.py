@@ -26,6 +26,7 @@ from python_ingest.config.checks import heap as _heap
 from python_ingest.config.checks import mapping as _mapping
 from python_ingest.config.checks import parse_size
 from python_ingest.config.checks import positive_int as _positive_int
+from python_ingest.config.dispersal import DispersalTarget, parse_dispersal
 from python_ingest.config.runner import RunnerConfig, parse_priority, parse_runner
 from python_ingest.config.sources import SourceConfig, parse_source
 from python_ingest.exceptions import ConfigError
@@ -100,6 +101,7 @@ class JobConfig:
     read_timeout_s: float = 60.0
     priority: int = 0  # higher first in a continuous runner (config/runner.py)
     row_key_encoding: str = "json"  # ROW_KEY_ENCODINGS
+    dispersal: Mapping[str, DispersalTarget] = field(default_factory=dict)  # config/dispersal.py
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,7 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
         priority=parse_priority(raw.get("priority", 0), where),
         row_key_encoding=_choice(raw.get("row_key_encoding", JobConfig.row_key_encoding),
                                  ROW_KEY_ENCODINGS, f"{where}.row_key_encoding"),
+        dispersal=parse_dispersal(raw.get("dispersal"), f"{where}.dispersal", root),
     )
     return job
 

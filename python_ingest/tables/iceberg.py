@@ -113,6 +113,19 @@ class IcebergFormat:
         rewritten = sum(int(r[0] or 0) for r in rows)
         return [f"rewrote {rewritten} position delete file(s)"]
 
+    def position(self, spark: SparkSession, table: str) -> str | None:
+        if not self.exists(spark, table):
+            return None
+        snapshot = _load(spark, table).currentSnapshot()
+        return None if snapshot is None else str(snapshot.snapshotId())
+
+    def read_changes(self, spark: SparkSession, table: str, since: str | None,
+                     until: str) -> DataFrame:
+        """The table as of snapshot ``until``: Iceberg's incremental scan reads append
+        snapshots only and its changelog scan refuses delete files, and lake merges commit
+        both (merge-on-read); the caller narrows the rows by ``_batch_id``."""
+        return spark.sql(f"select * from {table} version as of {int(until)}")
+
 
 ICEBERG = IcebergFormat()
 
