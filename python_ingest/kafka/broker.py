@@ -434,9 +434,7 @@ def status(settings: Settings) -> BrokerStatus:
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int,
                  configs: Mapping[str, str] | None = None) -> None:
-    """Create ``topic`` with ``partitions`` partitions (and topic ``configs``, e.g.
-    cleanup.policy) if it does not exist; return once every partition has a leader
-    (kafka.client.wait_for_leaders says why that matters)."""
+    """Create ``topic`` (with topic ``configs``) if missing; return once all have leaders."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
@@ -446,8 +444,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int,
     try:
         if topic not in admin.list_topics():
             with suppress(TopicAlreadyExistsError):
-                admin.create_topics([NewTopic(topic, partitions, 1,
-                                              topic_configs=dict(configs or {}))])
+                admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs or {})])
         wait_for_leaders(admin, topic)
     finally:
         admin.close()

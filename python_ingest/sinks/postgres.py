@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config.dispersal import PostgresTarget
 from python_ingest.exceptions import DispersalError, DispersalPositionError
+from python_ingest.runtime.faults import fault_point
 from python_ingest.sinks.changes import DELETE, OP, Position, changes, target_columns
 from python_ingest.sinks.pgtypes import copy_line, pg_type
 from python_ingest.sinks.result import DispersalResult
-from python_ingest.steps.ingest import fault_point
 from python_ingest.tables.names import JobTables
 
 if TYPE_CHECKING:

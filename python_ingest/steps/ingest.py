@@ -13,9 +13,7 @@ began) for its error rows. So neither table gets duplicates or gaps.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import signal
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -33,6 +31,7 @@ from python_ingest.exceptions import (
     TopicRecreatedError,
 )
 from python_ingest.kafka import client as kafka_client
+from python_ingest.runtime.faults import fault_point
 from python_ingest.sources.kafka.reader import (
     ERROR_BUDGET_BYTES,
     ReadSpec,
@@ -53,17 +52,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FAULT_ENV = "SLUICE_FAULT"
 # Error-row bytes the tasks of a run may send back to the driver, together: each work unit may
 # send its share; a unit with more is re-read by tasks that write its error rows themselves.
 error_budget_bytes = ERROR_BUDGET_BYTES
-
-
-def fault_point(name: str) -> None:
-    """Kill this process hard at a named point when $SLUICE_FAULT says so (crash tests)."""
-    if os.environ.get(FAULT_ENV) == name:
-        log.warning("fault injection: killing the process at '%s'", name)
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True)

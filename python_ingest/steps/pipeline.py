@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import PipelineError, SluiceError
 from python_ingest.runtime.catalog import drop_scratch
+from python_ingest.runtime.faults import fault_point
 from python_ingest.runtime.files import private_dir
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.fork import ERROR_COLUMNS, fork, suite_path
-from python_ingest.steps.ingest import fault_point, ingest
+from python_ingest.steps.ingest import ingest
 from python_ingest.tables.checkpoints import (
     Checkpoint,
     read_checkpoint,
