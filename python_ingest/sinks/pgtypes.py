@@ -59,7 +59,7 @@ def copy_text(name: str, spark_type: str) -> Column:
     column = F.col(f"`{name}`")
     kind = pg_type(spark_type)
     if kind == "boolean":
-        text = F.when(column, F.lit("t")).otherwise(F.lit("f"))
+        text = F.when(column, F.lit("t")).when(~column, F.lit("f"))  # null stays null
     elif kind == "bytea":
         text = F.concat(F.lit("\\\\x"), F.lower(F.hex(column)))
     elif kind == "timestamptz":
@@ -67,7 +67,7 @@ def copy_text(name: str, spark_type: str) -> Column:
     elif kind == "timestamp":
         text = F.date_format(column, "yyyy-MM-dd HH:mm:ss.SSSSSS")
     elif kind == "jsonb":
-        text = escaped(F.to_json(column))
+        text = escaped(F.to_json(column, {"ignoreNullFields": "false"}))  # keep nulls
     elif kind == "text":
         text = escaped(column.cast("string"))
     else:  # numbers and dates: Spark's text is PostgreSQL's input (1.0E10, NaN, Infinity)

@@ -39,9 +39,7 @@ class IcebergFormat:
         """Whether the catalog knows ``table`` (a catalog call, no Spark job). A two-part name
         is looked up in the default catalog only (pyspark's tableExists also answers from the
         session catalog, where a Hudi session of the same application names its tables)."""
-        if table.replace("`", "").count(".") == 1:
-            table = f"{spark.conf.get('spark.sql.defaultCatalog')}.{table}"
-        return bool(spark.catalog.tableExists(table))
+        return bool(spark.catalog.tableExists(self._qualified(spark, table)))
 
     def ensure_table(self, spark: SparkSession, table: str,
                      columns: Iterable[tuple[str, str]]) -> None:
@@ -124,7 +122,13 @@ class IcebergFormat:
         """The table as of snapshot ``until``: Iceberg's incremental scan reads append
         snapshots only and its changelog scan refuses delete files, and lake merges commit
         both (merge-on-read); the caller narrows the rows by ``_batch_id``."""
-        return spark.sql(f"select * from {table} version as of {int(until)}")
+        return spark.read.format("iceberg").option("snapshot-id", int(until)).load(
+            self._qualified(spark, table))
+
+    def _qualified(self, spark: SparkSession, table: str) -> str:
+        if table.replace("`", "").count(".") == 1:
+            return f"{spark.conf.get('spark.sql.defaultCatalog')}.{table}"
+        return table
 
 
 ICEBERG = IcebergFormat()
