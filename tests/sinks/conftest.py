@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from python_ingest.sinks.pgserver import LocalPostgres
+from tests.steps.conftest import project  # noqa: F401 (a dbt project per test, as in steps)
 
 
 @pytest.fixture(scope="session")
