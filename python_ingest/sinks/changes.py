@@ -93,13 +93,14 @@ def changes(spark: SparkSession, tables: JobTables, since: Position | None,
     rows = rows.where(F.col("_batch_id") <= until.batch_id)
     if since is not None:
         rows = rows.where(F.col("_batch_id") > since.batch_id)
-    newest = Window.partitionBy("_row_key").orderBy(F.col("_batch_id").desc())
-    rows = (rows.withColumn("_sluice_copy", F.row_number().over(newest))
-            .where("_sluice_copy = 1").drop("_sluice_copy"))
     columns = [name for name, _ in target_columns(spark, tables)]
     if since is None:  # a full copy: the live rows (keep_tombstones lakes keep deleted ones)
         live = rows.where(~F.coalesce(F.col("_is_deleted"), F.lit(False)))
         return live.select(F.lit(UPSERT).alias(OP), *[F.col(f"`{c}`") for c in columns])
+    # an incremental read returns each key once; should one return versions, the newest wins
+    newest = Window.partitionBy("_row_key").orderBy(F.col("_batch_id").desc())
+    rows = (rows.withColumn("_sluice_copy", F.row_number().over(newest))
+            .where("_sluice_copy = 1").drop("_sluice_copy"))
     deletes = (spark.table(tables.tombstones)
                .where((F.col("_batch_id") > since.batch_id)
                       & (F.col("_batch_id") <= until.batch_id))

@@ -92,8 +92,11 @@ def disperse_postgres(spark: SparkSession, tables: JobTables, target: PostgresTa
         _prepare_table(conn, target.table, columns, full_copy=since is None)
         frame = changes(spark, tables, since, until)
         lines = frame.select(copy_line([(OP, "string"), *columns]).alias("line"))
+        prepared = time.monotonic()
         staged = _stage(conn, target.table, columns, lines, target.chunk_rows)
+        copied = time.monotonic()
         upserted, deleted = _apply(conn, target.table, [n for n, _ in columns])
+        applied = time.monotonic()
         with conn.cursor() as cur:
             cur.execute(
                 f"insert into {BOOKKEEPING} (job, target, target_table, lake_table, "
@@ -107,8 +110,11 @@ def disperse_postgres(spark: SparkSession, tables: JobTables, target: PostgresTa
         conn.commit()
     fault_point("disperse_after_commit")
     seconds = time.monotonic() - started
-    log.info("dispersed %s to %s (%s): %d staged, %d upserted, %d deleted in %.1fs",
-             tables.lake, target.name, target.table, staged, upserted, deleted, seconds)
+    log.info("dispersed %s to %s (%s): %d staged, %d upserted, %d deleted in %.1fs (prepare "
+             "%.1fs, read and COPY %.1fs, upsert and delete %.1fs, commit %.1fs)", tables.lake,
+             target.name, target.table, staged, upserted, deleted, seconds,
+             prepared - started, copied - prepared, applied - copied, seconds - (applied -
+                                                                             started))
     return DispersalResult(tables.job, target.name, since, until, upserted, deleted, seconds)
 
 
