@@ -110,12 +110,13 @@ def _messages(frame: Any, schema: dict[str, Any]) -> Iterator[tuple[bytes, bytes
 
 def disperse_kafka(spark: SparkSession, tables: JobTables, target: KafkaTarget,
                    until: Position, state_dir: Path, bootstrap: str) -> DispersalResult:
-    """Send the changes since the stored position, wait for every ack, then store ``until``."""
+    """Send the changes since the stored position, wait for every ack, then store ``until``
+    (in ``state_dir``, beside the positions of the same warehouse's other targets)."""
     from pyspark.sql import functions as F
 
     from python_ingest.kafka.broker import ensure_topic
 
-    store = PositionFile(state_dir, tables.job, target.name)
+    store = PositionFile(state_dir, warehouse(spark), tables.job, target.name)
     since = store.read()
     if since is not None and since.batch_id > until.batch_id:
         raise DispersalPositionError(target.name, f"it holds batch {since.batch_id} but the "
@@ -161,6 +162,13 @@ def disperse_kafka(spark: SparkSession, tables: JobTables, target: KafkaTarget,
     log.info("dispersed %s to topic %s: %d upserts, %d deletes in %.1fs", tables.lake,
              target.topic, upserted, deleted, seconds)
     return DispersalResult(tables.job, target.name, since, until, upserted, deleted, seconds)
+
+
+def warehouse(spark: SparkSession) -> str:
+    """The session's warehouse (what a position file is tied to)."""
+    from python_ingest.runtime.catalog import WAREHOUSE_CONF
+
+    return str(spark.conf.get(WAREHOUSE_CONF))
 
 
 def _producer(bootstrap: str) -> Any:

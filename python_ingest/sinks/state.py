@@ -1,5 +1,8 @@
 """Where a Kafka target's position is kept: a small JSON file per job and target under the
-project's state folder, ``<state_dir>/dispersal/<job>__<target>.json``.
+project's state folder, ``<state_dir>/dispersal/<warehouse id>/<job>__<target>.json``; the
+warehouse id (a hash of the warehouse's path) ties the position to the lake it was read from,
+so a project pointed at another warehouse starts with a full copy instead of a position that
+lake never had.
 
 A topic cannot hold a position in the same commit as the messages (a transactional producer
 could, with read_committed consumers; plain consumers would not see the difference), so the
@@ -10,6 +13,7 @@ per key converges to the lake (docs/dispersal.md).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -23,8 +27,10 @@ STATE_FOLDER = "dispersal"
 class PositionFile:
     """The position file of one job's Kafka target."""
 
-    def __init__(self, state_dir: Path, job: str, target: str) -> None:
-        self.path = state_dir / STATE_FOLDER / f"{job}__{target}.json"
+    def __init__(self, state_dir: Path, warehouse: str, job: str, target: str) -> None:
+        lake = hashlib.sha256(warehouse.encode()).hexdigest()[:12]
+        self.warehouse = warehouse
+        self.path = state_dir / STATE_FOLDER / lake / f"{job}__{target}.json"
 
     def read(self) -> Position | None:
         """The stored position (None: never dispersed)."""
@@ -38,7 +44,7 @@ class PositionFile:
         private_dir(self.path.parent)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         text = json.dumps({"commit": position.commit, "batch_id": position.batch_id,
-                           "topic": topic})
+                           "topic": topic, "warehouse": self.warehouse})
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)

@@ -1,7 +1,7 @@
 """Dispersal end to end: the runner merges random batches (inserts, updates, partial updates,
 deletes, late re-deliveries, a re-insert of a deleted key) and disperses each to a private
-PostgreSQL and a Kafka topic; the real CLI is killed before and after the PostgreSQL commit,
-a dispersal that cannot connect fails its run; after the reruns the PostgreSQL table equals
+PostgreSQL and a Kafka topic; a dispersal that cannot connect fails its run, the real CLI is
+killed before and after the PostgreSQL commit; after the reruns the PostgreSQL table equals
 the lake table, and the topic's last value per key is the lake row (null for deleted keys)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from python_ingest.demo import trips as demo
 from python_ingest.kafka.broker import ensure_topic
 from python_ingest.kafka.client import partition_offsets, read_range
 from python_ingest.sinks.changes import target_columns
-from python_ingest.sinks.kafka import avro_schema
+from python_ingest.sinks.kafka import avro_schema, warehouse
 from python_ingest.sinks.pgserver import LocalPostgres
 from python_ingest.sinks.state import PositionFile
 from python_ingest.steps.dbt import Dbt
@@ -110,15 +110,24 @@ def test_postgres_and_kafka_equal_the_lake_after_batches_kills_and_a_failed_disp
     assert result.counts["dispersed_upserted"] == 2 * len(first)  # both targets
     assert result.counts["dispersed_deleted"] == 0
 
-    # batch 2 (updates, deletes, late copies): killed before the PostgreSQL commit, after
-    # Kafka took the changes; then `sluice disperse` killed right after its commit
+    # batch 2 (updates, deletes, late copies), while PostgreSQL cannot be reached: the merge
+    # and Kafka go on, the dispersal to PostgreSQL fails the run and moves no position
     demo.produce(broker, job.topic, iter([*generator.late_events(20),
                                           *generator.events(200)]))
-    killed = sluice_cmd(config, "run", job_name, env={"SLUICE_FAULT": "disperse_before_commit"})
+    monkeypatch.setenv(DSN_ENV, f"host=127.0.0.1 port={free_port()} user=x connect_timeout=3")
+    failed = run_job(spark, settings, job, dbt=dbt, raise_failure=False)
+    assert failed.outcome == "failed" and "cannot connect to PostgreSQL" in (failed.error or "")
+    assert last_runs(spark, job_name, 1)[0]["outcome"] == "failed"
+    assert postgres_batch(postgres, job_name) == 1 and postgres_state(postgres, table) == first
+    stored = PositionFile(STATE_DIR, warehouse(spark), job_name, "events").read()
+    assert stored is not None and stored.batch_id == 2
+    monkeypatch.setenv(DSN_ENV, postgres.dsn)
+
+    # the real CLI killed before its PostgreSQL commit, then right after it
+    killed = sluice_cmd(config, "disperse", job_name, "--to", "mirror",
+                        env={"SLUICE_FAULT": "disperse_before_commit"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert postgres_batch(postgres, job_name) == 1 and postgres_state(postgres, table) == first
-    stored = PositionFile(STATE_DIR, job_name, "events").read()
-    assert stored is not None and stored.batch_id == 2
     killed = sluice_cmd(config, "disperse", job_name, "--to", "mirror",
                         env={"SLUICE_FAULT": "disperse_after_commit"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
@@ -126,14 +135,6 @@ def test_postgres_and_kafka_equal_the_lake_after_batches_kills_and_a_failed_disp
     deleted = sorted(set(first) - set(second))
     assert deleted, "batch 2 deleted no row: pick another seed"
     assert all(topic_state(spark, tables, broker, topic)[k] is None for k in deleted)
-
-    # a dispersal that cannot reach its database fails the run and moves no position
-    monkeypatch.setenv(DSN_ENV, f"host=127.0.0.1 port={free_port()} user=x connect_timeout=3")
-    failed = run_job(spark, settings, job, dbt=dbt, raise_failure=False)
-    assert failed.outcome == "failed" and "cannot connect to PostgreSQL" in (failed.error or "")
-    assert last_runs(spark, job_name, 1)[0]["outcome"] == "failed"
-    assert postgres_batch(postgres, job_name) == 2
-    monkeypatch.setenv(DSN_ENV, postgres.dsn)
 
     # batch 3: a key deleted in batch 2 comes back, with more changes; the run disperses it
     back = int(deleted[0])
@@ -143,7 +144,7 @@ def test_postgres_and_kafka_equal_the_lake_after_batches_kills_and_a_failed_disp
     run_job(spark, settings, job, dbt=dbt)
     third = assert_equal(3)
     assert str(back) in third
-    from python_ingest.cli import main as cli  # in this process: no third JVM
+    from python_ingest.cli import main as cli  # in this process: no JVM of its own
 
     capsys.readouterr()
     assert cli.main(["--config", str(config), "disperse", job_name]) == 0
