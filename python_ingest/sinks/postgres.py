@@ -78,7 +78,21 @@ def stored_position(conn: Any, job: str, target: str) -> Position | None:
 def disperse_postgres(spark: SparkSession, tables: JobTables, target: PostgresTarget,
                       until: Position) -> DispersalResult:
     """Bring the target table to the lake's position ``until``, in one transaction."""
+    import psycopg
+
     where = f"jobs.{tables.job}.dispersal.{target.name}"
+    try:
+        return _disperse(spark, tables, target, until, where)
+    except psycopg.Error as exc:
+        raise DispersalError(
+            f"{where}: PostgreSQL refused the dispersal into {target.table}: "
+            f"{str(exc).strip()}. Nothing was committed and the position did not move; fix "
+            "the table or the database (a column of another type than the lake's? see "
+            "docs/dispersal.md, Type mapping) and run again") from exc
+
+
+def _disperse(spark: SparkSession, tables: JobTables, target: PostgresTarget,
+              until: Position, where: str) -> DispersalResult:
     started = time.monotonic()
     with connect(target, where) as conn:
         since = stored_position(conn, tables.job, target.name)

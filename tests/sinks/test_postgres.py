@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from python_ingest.config.dispersal import PostgresTarget
+from python_ingest.exceptions import DispersalError
 from python_ingest.sinks.changes import lake_position
 from python_ingest.sinks.pgserver import LocalPostgres
 from python_ingest.sinks.postgres import disperse_postgres
@@ -149,3 +150,13 @@ def test_every_type_and_incremental_changes_reach_postgres(
                               "where job = %s and target = 'mirror'", (job_name,)).fetchone()
     assert stored == (tables.lake, third.until.commit, 3)
     assert json.loads(json.dumps(third.as_details()))["to"] == 3
+
+    # a table of other types than the lake's: refused with what to do, no position stored
+    bad = PostgresTarget(name="strict", table=f"lake.{job_name}_bad", dsn=postgres.dsn)
+    with psycopg.connect(postgres.dsn) as conn:
+        conn.execute(f"create table {bad.table} (_row_key text primary key, c_date boolean)")
+    with pytest.raises(DispersalError, match=r"refused the dispersal.*position did not move"):
+        disperse_postgres(spark, tables, bad, lake_position(spark, tables))
+    with psycopg.connect(postgres.dsn) as conn:
+        assert conn.execute("select count(*) from sluice_dispersal where target = 'strict'"
+                            ).fetchone() == (0,)
