@@ -1,15 +1,18 @@
 """Dispersal benchmark: a lake table of N rows copied to a private PostgreSQL, then a batch
-changing 10% of them (updates and deletes) dispersed incrementally.
+changing 10% of them (updates and deletes) dispersed incrementally; then the same table sent
+to a Kafka topic of a private broker (keyed Avro; skip with --no-kafka).
 
 The lake table is filled by Spark's range with trips-like columns (strings, decimals,
 timestamps, a date, a boolean) and committed with a merge checkpoint, as the lake
 materialization commits (no pipeline run: the dispersal is what is measured). Measured:
   full_s   the first dispersal: N rows COPYed and upserted
   incr_s   the second: N/10 changes (9 updates to 1 delete), from the incremental read
+  kafka_s  the lake's N+ rows as messages to a topic, every one acknowledged
 Prints, last:
-  dispersal: rows=<n> postgres=<rows/s of the full copy> incremental=<rows/s>
+  dispersal: rows=<n> postgres=<rows/s of the full copy> incremental=<rows/s> kafka=<rows/s>
 
     .venv/bin/python bench/dispersal_bench.py [--rows 1000000] [--format hudi|iceberg]
+                                              [--no-kafka]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -31,6 +35,9 @@ from python_ingest.sinks.postgres import disperse_postgres
 from python_ingest.tables.checkpoints import step_properties
 from python_ingest.tables.formats import append, ensure_table
 from python_ingest.tables.names import JobModels, JobTables
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 LAKE = ("cast(id as string) as _row_key, id as trip_id, cast(id % 5000 as bigint) as rider_id, "
         "concat('City ', id % 97) as city_name, if(id % 4 = 0, 'completed', 'requested') "
@@ -45,6 +52,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--format", default="hudi", choices=("hudi", "iceberg"))
+    parser.add_argument("--no-kafka", action="store_true", help="PostgreSQL only")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("python_ingest.sinks").setLevel(logging.INFO)
@@ -86,13 +94,38 @@ def main() -> int:
             incr = disperse_postgres(spark, tables, target, lake_position(spark, tables))
             incr_s = time.monotonic() - started
             print(incr.summary(), flush=True)
+            kafka = "" if args.no_kafka else _kafka(spark, tables, work)
         finally:
             pg.stop()
             spark.stop()
     print(f"full_s={full_s:.1f} incr_s={incr_s:.1f} ({args.format})")
     print(f"dispersal: rows={full.upserted} postgres={full.upserted / full_s:.0f} "
-          f"incremental={(incr.upserted + incr.deleted) / incr_s:.0f}")
+          f"incremental={(incr.upserted + incr.deleted) / incr_s:.0f}{kafka}")
     return 0
+
+
+def _kafka(spark: SparkSession, tables: JobTables, work: Path) -> str:
+    """The lake (a full copy) to a topic of a private broker; returns ' kafka=<rows/s>'."""
+    import socket
+
+    from python_ingest.config.dispersal import KafkaTarget
+    from python_ingest.kafka.broker import start_embedded
+    from python_ingest.sinks.kafka import disperse_kafka
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    broker = start_embedded(work / "broker", "127.0.0.1", port)
+    try:
+        started = time.monotonic()
+        sent = disperse_kafka(spark, tables, KafkaTarget(name="bench", topic="bench.trips"),
+                              lake_position(spark, tables), work / "state",
+                              f"127.0.0.1:{port}")
+        seconds = time.monotonic() - started
+        print(sent.summary(), flush=True)
+        return f" kafka={(sent.upserted + sent.deleted) / seconds:.0f}"
+    finally:
+        broker.stop()
 
 
 def _split(select: str) -> list[str]:

@@ -84,11 +84,12 @@ def disperse_postgres(spark: SparkSession, tables: JobTables, target: PostgresTa
     try:
         return _disperse(spark, tables, target, until, where)
     except psycopg.Error as exc:
+        reason = str(exc).strip().rstrip(".")
         raise DispersalError(
-            f"{where}: PostgreSQL refused the dispersal into {target.table}: "
-            f"{str(exc).strip()}. Nothing was committed and the position did not move; fix "
-            "the table or the database (a column of another type than the lake's? see "
-            "docs/dispersal.md, Type mapping) and run again") from exc
+            f"{where}: PostgreSQL refused the dispersal into {target.table}: {reason}. Nothing "
+            "was committed and the position did not move; fix the table or the database (a "
+            "column of another type than the lake's? see docs/dispersal.md, Type mapping) and "
+            "run again") from exc
 
 
 def _disperse(spark: SparkSession, tables: JobTables, target: PostgresTarget,

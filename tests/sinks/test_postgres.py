@@ -155,7 +155,7 @@ def test_every_type_and_incremental_changes_reach_postgres(
     bad = PostgresTarget(name="strict", table=f"lake.{job_name}_bad", dsn=postgres.dsn)
     with psycopg.connect(postgres.dsn) as conn:
         conn.execute(f"create table {bad.table} (_row_key text primary key, c_date boolean)")
-    with pytest.raises(DispersalError, match=r"refused the dispersal.*position did not move"):
+    with pytest.raises(DispersalError, match=r"(?s)refused the dispersal.*position did not move"):
         disperse_postgres(spark, tables, bad, lake_position(spark, tables))
     with psycopg.connect(postgres.dsn) as conn:
         assert conn.execute("select count(*) from sluice_dispersal where target = 'strict'"
