@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from python_ingest.exceptions import DispersalError
 from python_ingest.tables.checkpoints import step_checkpoint
-from python_ingest.tables.formats import position, read_changes, table_exists
+from python_ingest.tables.formats import position, read_changes, read_table, table_exists
 from python_ingest.tables.names import JobTables
 
 if TYPE_CHECKING:
@@ -70,14 +70,13 @@ def lake_position(spark: SparkSession, tables: JobTables) -> Position | None:
 def target_columns(spark: SparkSession, tables: JobTables) -> list[tuple[str, str]]:
     """The columns a target gets, (name, Spark type), in the lake's order: every lake column
     but the format's own and ``LEFT_OUT``."""
-    df = read_changes_frame(spark, tables)
+    df = lake_frame(spark, tables)
     return [(f.name, f.dataType.simpleString()) for f in df.schema.fields
             if f.name not in LEFT_OUT]
 
 
-def read_changes_frame(spark: SparkSession, tables: JobTables) -> DataFrame:
-    from python_ingest.tables.formats import read_table
-
+def lake_frame(spark: SparkSession, tables: JobTables) -> DataFrame:
+    """The lake table with its own columns (for its schema: no rows are read)."""
     return read_table(spark, lake_table(tables))
 
 

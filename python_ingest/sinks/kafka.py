@@ -68,10 +68,10 @@ def avro_type(data_type: Any, path: str) -> Any:
 
 def avro_schema(spark: SparkSession, tables: JobTables) -> dict[str, Any]:
     """The value schema: a record named after the job with the target columns, nullable."""
-    from python_ingest.sinks.changes import read_changes_frame
+    from python_ingest.sinks.changes import lake_frame
 
     names = {n for n, _ in target_columns(spark, tables)}
-    fields = [f for f in read_changes_frame(spark, tables).schema.fields if f.name in names]
+    fields = [f for f in lake_frame(spark, tables).schema.fields if f.name in names]
     return {"type": "record", "name": tables.job, "namespace": "sluice.lake",
             "fields": [{"name": f.name, "type": ["null", avro_type(f.dataType, f.name)],
                         "default": None} for f in fields]}

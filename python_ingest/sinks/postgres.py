@@ -94,6 +94,7 @@ def disperse_postgres(spark: SparkSession, tables: JobTables, target: PostgresTa
 
 def _disperse(spark: SparkSession, tables: JobTables, target: PostgresTarget,
               until: Position, where: str) -> DispersalResult:
+    """The transaction of ``disperse_postgres`` (steps 1-4 of the module's docstring)."""
     started = time.monotonic()
     with connect(target, where) as conn:
         since = stored_position(conn, tables.job, target.name)
@@ -124,12 +125,12 @@ def _disperse(spark: SparkSession, tables: JobTables, target: PostgresTarget,
         fault_point("disperse_before_commit")
         conn.commit()
     fault_point("disperse_after_commit")
-    seconds = time.monotonic() - started
+    committed = time.monotonic()
+    seconds = committed - started
     log.info("dispersed %s to %s (%s): %d staged, %d upserted, %d deleted in %.1fs (prepare "
              "%.1fs, read and COPY %.1fs, upsert and delete %.1fs, commit %.1fs)", tables.lake,
              target.name, target.table, staged, upserted, deleted, seconds,
-             prepared - started, copied - prepared, applied - copied, seconds - (applied -
-                                                                             started))
+             prepared - started, copied - prepared, applied - copied, committed - applied)
     return DispersalResult(tables.job, target.name, since, until, upserted, deleted, seconds)
 
 
