@@ -148,8 +148,19 @@ def test_every_type_and_incremental_changes_reach_postgres(
     with psycopg.connect(postgres.dsn) as conn:
         stored = conn.execute("select lake_table, lake_commit, batch_id from sluice_dispersal "
                               "where job = %s and target = 'mirror'", (job_name,)).fetchone()
-    assert stored == (tables.lake, third.until.commit, 3)
+    assert stored == (tables.lake, third.until.commit, 3)  # (up to date: nothing written)
     assert json.loads(json.dumps(third.as_details()))["to"] == 3
+
+    # two batches in one dispersal: c deleted in 4 and re-inserted in 5 is an upsert; e
+    # written in 4 and deleted in 5 never reaches the target
+    write_batch(spark, tables, 4, [row("e", 4, 41)], ["c"])
+    lake["c"] = row("c", 5, 51)
+    write_batch(spark, tables, 5, [lake["c"]], ["e"])
+    fifth = disperse_postgres(spark, tables, target, lake_position(spark, tables))
+    assert (fifth.since and fifth.since.batch_id, fifth.until.batch_id) == (3, 5)
+    assert (fifth.upserted, fifth.deleted) == (1, 0)  # c; e is not there to delete
+    assert target_rows(postgres, target.table) == \
+        {**{k: expected(v) for k, v in lake.items() if k != "n"}, "n": got["n"]}
 
     # a table of other types than the lake's: refused with what to do, no position stored
     bad = PostgresTarget(name="strict", table=f"lake.{job_name}_bad", dsn=postgres.dsn)
