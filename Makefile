@@ -106,7 +106,7 @@ bench-many: setup ## the runner: 50 jobs at a low rate in one runner; cycle and 
 bench-formats: setup ## Hudi vs Iceberg: 500k events end to end, 10k changes into 1M rows, a 100-event batch
 	$(BIN)/python bench/formats_bench.py
 
-bench-dispersal: setup ## dispersal: 1M changed lake rows into a private PostgreSQL (rows/s)
+bench-dispersal: setup ## dispersal: 1M lake rows into a private PostgreSQL (full, 10% incremental) and a Kafka topic; rows/s
 	$(BIN)/python bench/dispersal_bench.py
 
 broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
