@@ -62,15 +62,17 @@ def copy_text(name: str, spark_type: str) -> Column:
         text = F.when(column, F.lit("t")).when(~column, F.lit("f"))  # null stays null
     elif kind == "bytea":
         text = F.concat(F.lit("\\\\x"), F.lower(F.hex(column)))
-    elif kind == "timestamptz":
-        text = F.date_format(column, "yyyy-MM-dd HH:mm:ss.SSSSSSxxx")
+    elif kind == "timestamptz":  # with the era: the tap's zero dates lie before year 1
+        text = F.date_format(column, "yyyy-MM-dd HH:mm:ss.SSSSSSxxx G")
     elif kind == "timestamp":
-        text = F.date_format(column, "yyyy-MM-dd HH:mm:ss.SSSSSS")
+        text = F.date_format(column, "yyyy-MM-dd HH:mm:ss.SSSSSS G")
+    elif kind == "date":  # Spark's own text of year 0 is -0001, PostgreSQL's 0001 BC
+        text = F.date_format(column, "yyyy-MM-dd G")
     elif kind == "jsonb":
         text = escaped(F.to_json(column, {"ignoreNullFields": "false"}))  # keep nulls
     elif kind == "text":
         text = escaped(column.cast("string"))
-    else:  # numbers and dates: Spark's text is PostgreSQL's input (1.0E10, NaN, Infinity)
+    else:  # numbers: Spark's text is PostgreSQL's input (1.0E10, NaN, Infinity)
         text = column.cast("string")
     return F.coalesce(text, F.lit(NULL))
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from pyspark.sql import functions as F
 
 from python_ingest.config.dispersal import PostgresTarget
 from python_ingest.exceptions import DispersalError
@@ -171,3 +172,17 @@ def test_every_type_and_incremental_changes_reach_postgres(
     with psycopg.connect(postgres.dsn) as conn:
         assert conn.execute("select count(*) from sluice_dispersal where target = 'strict'"
                             ).fetchone() == (0,)
+
+    # dates and times before year 1 (the tap's zero dates in NOT NULL columns) land as BC
+    ancient = spark.sql(
+        "select 'z' as _row_key, date_add(date'1970-01-01', -1560009) as c_date, "
+        "timestamp_micros(-1560009 * 86400000000 + 3723000001) as c_timestamp, "
+        "cast(6 as bigint) as _batch_id")
+    ancient = ancient.select(*[ancient[n] if n in ancient.columns else F.lit(None).cast(t)
+                               .alias(n) for n, t in COLUMNS])
+    append(ancient, tables.lake, step_properties("merge", 6))
+    disperse_postgres(spark, tables, target, lake_position(spark, tables))
+    with psycopg.connect(postgres.dsn) as conn:
+        assert conn.execute(f"select c_date::text, (c_timestamp at time zone 'UTC')::text "
+                            f"from {target.table} where _row_key = 'z'").fetchone() == \
+            ("2303-11-03 BC", "2303-11-03 01:02:03.000001 BC")
