@@ -18,7 +18,7 @@ from python_ingest.sinks.kafka import avro_schema, disperse_kafka, warehouse
 from python_ingest.sinks.state import PositionFile
 from python_ingest.tables.formats import ensure_table
 from python_ingest.tables.names import JobModels, JobTables
-from tests.sinks.test_postgres import COLUMNS, TRICKY, WHEN, row, write_batch
+from tests.sinks.handmade import COLUMNS, TRICKY, WHEN, row, write_batch
 
 pytestmark = [pytest.mark.dispersal, pytest.mark.e2e]
 

@@ -21,17 +21,10 @@ from python_ingest.sinks.postgres import disperse_postgres
 from python_ingest.tables.checkpoints import step_properties
 from python_ingest.tables.formats import append, ensure_table
 from python_ingest.tables.names import JobModels, JobTables
+from tests.sinks.handmade import COLUMNS, TRICKY, WHEN, row, write_batch
 
 pytestmark = [pytest.mark.dispersal, pytest.mark.e2e]
 
-COLUMNS = [
-    ("_row_key", "string"), ("c_int", "int"), ("c_bigint", "bigint"), ("c_float", "float"),
-    ("c_double", "double"), ("c_decimal", "decimal(12,3)"), ("c_string", "string"),
-    ("c_binary", "binary"), ("c_boolean", "boolean"), ("c_date", "date"),
-    ("c_timestamp", "timestamp"), ("c_array", "array<int>"), ("c_map", "map<string,int>"),
-    ("c_struct", "struct<a:int,b:string>"), ("_ref_key", "bigint"), ("_is_deleted", "boolean"),
-    ("_batch_id", "bigint"),
-]
 PG_TYPES = {
     "_row_key": "text", "c_int": "integer", "c_bigint": "bigint", "c_float": "real",
     "c_double": "double precision", "c_decimal": "numeric", "c_string": "text",
@@ -39,38 +32,6 @@ PG_TYPES = {
     "c_timestamp": "timestamp with time zone", "c_array": "jsonb", "c_map": "jsonb",
     "c_struct": "jsonb", "_ref_key": "bigint", "_batch_id": "bigint",
 }
-TRICKY = "tab\there, newline\nthere, back\\slash, \\N, quote ' \" and ünïcödé ☃"
-WHEN = dt.datetime(2024, 2, 29, 23, 59, 58, 123456, tzinfo=dt.UTC)
-
-
-def row(key: str, batch: int, n: int, **values: Any) -> dict[str, Any]:
-    base = {"_row_key": key, "c_int": n, "c_bigint": 2**40 + n, "c_float": 1.5,
-            "c_double": n / 3, "c_decimal": Decimal("-12345.678"), "c_string": f"v{n}",
-            "c_binary": bytes([0, 255, n % 256]), "c_boolean": n % 2 == 0,
-            "c_date": dt.date(1, 1, 1) if n == 1 else dt.date(2024, 2, 29),
-            "c_timestamp": WHEN, "c_array": [n, None, 3], "c_map": {"k": n, "none": None},
-            "c_struct": {"a": n, "b": None}, "_ref_key": n, "_is_deleted": False,
-            "_batch_id": batch}
-    return {**base, **values}
-
-
-def write_batch(spark: Any, tables: JobTables, batch: int, rows: list[dict[str, Any]],
-                deleted: list[str]) -> None:
-    """One 'merge': tombstones first, then the lake rows with the merge checkpoint (as the
-    lake materialization commits them)."""
-    from pyspark.sql import types as T
-
-    schema = T._parse_datatype_string(", ".join(f"{n}: {t}" for n, t in COLUMNS))
-    if deleted:
-        tombstones = spark.createDataFrame([(k, batch, batch) for k in deleted],
-                                           "_row_key string, _ref_key bigint, _batch_id bigint")
-        append(tombstones, tables.tombstones, step_properties("merge", batch))
-    lake = tables.lake
-    assert lake is not None
-    append(spark.createDataFrame([tuple(r[n] for n, _ in COLUMNS) for r in rows], schema),
-           lake, step_properties("merge", batch))
-
-
 def target_rows(pg: LocalPostgres, table: str) -> dict[str, dict[str, Any]]:
     with psycopg.connect(pg.dsn) as conn:
         cur = conn.execute(f"select * from {table}")
