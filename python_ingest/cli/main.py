@@ -155,7 +155,10 @@ def _print_run(result: Any) -> None:
           f"{counts.get('decode_errors', 0)}, valid {counts.get('valid', 0)}, expectation "
           f"errors {counts.get('expectation_errors', 0)}, inserted {counts.get('inserted', 0)}, "
           f"updated {counts.get('updated', 0)}, deleted {counts.get('deleted', 0)}, merge "
-          f"errors {counts.get('merge_errors', 0)}")
+          f"errors {counts.get('merge_errors', 0)}"
+          + (f", dispersed {counts['dispersed_upserted']} upserts and "
+             f"{counts.get('dispersed_deleted', 0)} deletes" if "dispersed_upserted" in counts
+             else ""))
     if result.report:
         print(f"  expectation report: {result.report}")
 
