@@ -63,3 +63,17 @@ def test_bad_targets_name_the_field(tmp_path: Path, spec: dict[str, Any], field:
         settings_with(tmp_path, {"pg": spec})
     assert caught.value.field == f"jobs.trips.dispersal.{field}"
     assert problem in str(caught.value)
+
+
+def test_sluice_disperse_names_a_missing_target_before_starting_spark(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from python_ingest.cli import main as cli
+
+    settings_with(tmp_path, {"events": {"type": "kafka", "topic": "lake.trips"}})
+    config = str(tmp_path / "sluice.yml")
+    assert cli.main(["--config", config, "disperse", "trips", "--to", "mirror"]) == 2
+    assert "jobs.trips.dispersal': no dispersal target named 'mirror' (known targets: " \
+        "events)" in capsys.readouterr().err
+    settings_with(tmp_path, None)
+    assert cli.main(["--config", config, "disperse", "trips"]) == 2
+    assert "the job has no dispersal targets" in capsys.readouterr().err
