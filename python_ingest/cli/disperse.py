@@ -20,6 +20,15 @@ def cmd_disperse(args: argparse.Namespace, settings: Settings) -> int:
         if name not in job.dispersal:
             raise ConfigError(f"jobs.{job.name}.dispersal", f"no dispersal target named "
                               f"'{name}'", f"known targets: {', '.join(sorted(job.dispersal))}")
+    from python_ingest.config.dispersal import KafkaTarget
+
+    own_broker = [t for n in names if isinstance(t := job.dispersal[n], KafkaTarget)
+                  and not t.bootstrap_servers]  # topics on the project's own broker
+    if settings.broker.embedded and own_broker:
+        from python_ingest.kafka import broker
+
+        if broker.start(settings):
+            print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
     from python_ingest.runtime.session import build_session
     from python_ingest.sinks import disperse
     from python_ingest.steps.dbt import Dbt
