@@ -172,6 +172,7 @@ def warehouse(spark: SparkSession) -> str:
 
 
 def _producer(bootstrap: str) -> Any:
+    """An idempotent producer (acks from all replicas; a retry is never written twice)."""
     import confluent_kafka as ck
 
     return ck.Producer({"bootstrap.servers": bootstrap, "acks": "all",
