@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
-system-deps: ## install the system packages sluice needs (Java 17, Maven, MariaDB server, Chromium, npm) if missing
+system-deps: ## install the system packages sluice needs (Java 17, Maven, MariaDB server, PostgreSQL server, Chromium, npm) if missing
 	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
 		echo "installing Java 17 and Maven from Debian's packages"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
@@ -25,6 +25,12 @@ system-deps: ## install the system packages sluice needs (Java 17, Maven, MariaD
 		echo "installing the MariaDB server (for the binlog tap) from Debian's packages"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			mariadb-server >/dev/null; \
+	fi
+	@# the dispersal tests start their own private PostgreSQL cluster (initdb + postgres)
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "installing the PostgreSQL server (for the dispersal tests) from Debian's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			postgresql >/dev/null; \
 	fi
 	@# the browser tests open the reports in a real headless Chromium (Playwright drives it)
 	@if [ ! -x /usr/bin/chromium ]; then \
@@ -100,10 +106,13 @@ bench-many: setup ## the runner: 50 jobs at a low rate in one runner; cycle and 
 bench-formats: setup ## Hudi vs Iceberg: 500k events end to end, 10k changes into 1M rows, a 100-event batch
 	$(BIN)/python bench/formats_bench.py
 
+bench-dispersal: setup ## dispersal: 1M lake rows into a private PostgreSQL (full, 10% incremental) and a Kafka topic; rows/s
+	$(BIN)/python bench/dispersal_bench.py
+
 broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 	-$(BIN)/sluice broker stop
 
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-formats bench-e2e bench-freshness bench-many broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-formats bench-e2e bench-freshness bench-many bench-dispersal broker-stop clean

@@ -147,3 +147,20 @@ class DecodeError(Exception):  # not a SluiceError: one record's fault, caught p
 
 class FileParseError(Exception):  # not a SluiceError: one landed file's fault (an error row)
     """A landed file cannot be read as records of its format (sources/files/reader.py)."""
+
+
+class DispersalError(SluiceError):
+    """Copying a lake table's changes to an online store failed; the target's position did
+    not move, so the next dispersal sends the same changes again (docs/dispersal.md)."""
+
+
+class DispersalPositionError(DispersalError):
+    """The target's stored position is one the lake no longer has, or another dispersal moved
+    it while this one ran."""
+
+    def __init__(self, target: str, problem: str) -> None:
+        super().__init__(
+            f"dispersal target {target}: {problem}. Nothing was written. If the target was "
+            "rebuilt or the lake started over, delete the target's row in sluice_dispersal "
+            "(PostgreSQL) or its position file (Kafka): the next dispersal then copies the "
+            "whole lake table (docs/dispersal.md).")

@@ -159,7 +159,10 @@ def _print_run(result: Any) -> None:
           f"{counts.get('decode_errors', 0)}, valid {counts.get('valid', 0)}, expectation "
           f"errors {counts.get('expectation_errors', 0)}, inserted {counts.get('inserted', 0)}, "
           f"updated {counts.get('updated', 0)}, deleted {counts.get('deleted', 0)}, merge "
-          f"errors {counts.get('merge_errors', 0)}")
+          f"errors {counts.get('merge_errors', 0)}"
+          + (f", dispersed {counts['dispersed_upserted']} upserts and "
+             f"{counts.get('dispersed_deleted', 0)} deletes" if "dispersed_upserted" in counts
+             else ""))
     if result.report:
         print(f"  expectation report: {result.report}")
 
@@ -329,6 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
     from python_ingest.cli.errors import add_errors_commands
 
     add_errors_commands(add)  # sluice errors [replay]
+    from python_ingest.cli.disperse import add_disperse_command
+
+    add_disperse_command(add)  # sluice disperse
     return parser
 
 

@@ -26,6 +26,7 @@ from python_ingest.config.checks import heap as _heap
 from python_ingest.config.checks import mapping as _mapping
 from python_ingest.config.checks import parse_size
 from python_ingest.config.checks import positive_int as _positive_int
+from python_ingest.config.dispersal import DispersalTarget, parse_dispersal
 from python_ingest.config.files import (
     FILE_KEYS,
     FILES_MAX_BYTES,
@@ -110,6 +111,7 @@ class JobConfig:
     row_key_encoding: str = "json"  # ROW_KEY_ENCODINGS
     source: str = "kafka"  # config/files.py SOURCES; files: partitions of a landing dir
     files: FileSourceConfig | None = None  # source: files only (topic is then unused)
+    dispersal: Mapping[str, DispersalTarget] = field(default_factory=dict)  # config/dispersal.py
 
 
 @dataclass(frozen=True)
@@ -212,6 +214,7 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
                                  ROW_KEY_ENCODINGS, f"{where}.row_key_encoding"),
         source=source,
         files=files,
+        dispersal=parse_dispersal(raw.get("dispersal"), f"{where}.dispersal", root),
     )
     return job
 

@@ -23,7 +23,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -432,9 +432,9 @@ def status(settings: Settings) -> BrokerStatus:
                         version=version)
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """Create ``topic`` with ``partitions`` partitions if it does not exist; return once every
-    partition has a leader (kafka.client.wait_for_leaders says why that matters)."""
+def ensure_topic(bootstrap: str, topic: str, partitions: int,
+                 configs: Mapping[str, str] | None = None) -> None:
+    """Create ``topic`` (with topic ``configs``) if missing; return once all have leaders."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
@@ -444,7 +444,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
     try:
         if topic not in admin.list_topics():
             with suppress(TopicAlreadyExistsError):
-                admin.create_topics([NewTopic(topic, partitions, 1)])
+                admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs or {})])
         wait_for_leaders(admin, topic)
     finally:
         admin.close()

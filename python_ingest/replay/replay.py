@@ -33,8 +33,8 @@ from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import ReplayError
 from python_ingest.kafka.client import MessageBatch
 from python_ingest.replay.selection import DECODE, REPLAY_COLUMN, chosen, error_rows
+from python_ingest.runtime.faults import fault_point
 from python_ingest.sources.kafka.reader import ReadSpec, decode_messages
-from python_ingest.steps.ingest import fault_point
 from python_ingest.tables.checkpoints import Checkpoint, append_with_checkpoint, read_checkpoint
 from python_ingest.tables.formats import ensure_table, read_table, table_format
 from python_ingest.tables.lease import check_held

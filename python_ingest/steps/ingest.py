@@ -31,6 +31,7 @@ from python_ingest.exceptions import (
     TopicRecreatedError,
 )
 from python_ingest.kafka import client as kafka_client
+from python_ingest.runtime.faults import fault_point
 from python_ingest.sources.kafka.reader import (
     ERROR_BUDGET_BYTES,
     ReadSpec,
@@ -39,7 +40,7 @@ from python_ingest.sources.kafka.reader import (
     read_units,
 )
 from python_ingest.sources.kafka.workunits import Plan, WorkUnit, plan, start_positions
-from python_ingest.steps.outcome import IngestResult, fault_point
+from python_ingest.steps.outcome import IngestResult
 from python_ingest.tables.checkpoints import Checkpoint, append_with_checkpoint, read_checkpoint
 from python_ingest.tables.formats import ensure_table, read_table
 from python_ingest.tables.lease import check_held

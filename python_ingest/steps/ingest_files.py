@@ -29,11 +29,12 @@ from python_ingest.changelog.decode import arrow_schema
 from python_ingest.changelog.schema import RAW_ERROR_COLUMNS, ChangelogSchema
 from python_ingest.config import JobConfig, Settings
 from python_ingest.config.files import FileSourceConfig
+from python_ingest.runtime.faults import fault_point
 from python_ingest.sources.files.leases import PartitionLeases, commit_lock, lease_dir
 from python_ingest.sources.files.partitions import Partition, discover, select
 from python_ingest.sources.files.reader import FileReader, ParsedFile
 from python_ingest.sources.kafka.workunits import Plan
-from python_ingest.steps.outcome import IngestResult, fault_point
+from python_ingest.steps.outcome import IngestResult
 from python_ingest.tables.checkpoints import (
     Checkpoint,
     ProcessedPartitions,

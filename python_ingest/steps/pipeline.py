@@ -8,6 +8,8 @@
              → lake.<model>, errors.<job>,                 (in each table's commit)
                meta.<job>__tombstones
     reports  GE Data Docs under <state_dir>/reports/<job>/, counts and quality in meta.runs
+    disperse the job's dispersal targets (sinks/): what the merge changed → PostgreSQL,
+             Kafka                                     position: in each target
 
 Every step reads its own checkpoint and works on what the step before it committed beyond
 it, so a crash anywhere and a rerun neither skip nor repeat a batch (docs/pipeline.md).
@@ -26,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import PipelineError, SluiceError
 from python_ingest.runtime.catalog import drop_scratch
+from python_ingest.runtime.faults import fault_point
 from python_ingest.runtime.files import private_dir
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.fork import ERROR_COLUMNS, fork, suite_path
-from python_ingest.steps.ingest import fault_point, ingest
+from python_ingest.steps.ingest import ingest
 from python_ingest.tables.checkpoints import (
     Checkpoint,
     read_checkpoint,
@@ -92,7 +95,8 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
     first, lander = land or ("ingest", lambda run: ingest(spark, settings, job, run,
                                                           accept_data_loss).checkpoint)
     run = Run(job=job.name)
-    run.details["steps"] = [first, "staging", "fork", "merge", "reports"]
+    run.details["steps"] = [first, "staging", "fork", "merge", "reports",
+                            *(["disperse"] if job.dispersal else [])]
     for name in STEP_COUNTS:
         run.count(name, 0)
     dbt = dbt or Dbt(settings)
@@ -108,6 +112,7 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
             fault_point("after_fork")
             _merge(spark, dbt, tables, run)
             fault_point("after_merge")
+            _disperse(spark, settings, job, tables, run)
     except Exception as exc:
         run.outcome, run.error = "failed", f"{type(exc).__name__}: {exc}"
         record_status(spark, settings, run, checkpoint, None)
@@ -202,6 +207,21 @@ def _merge(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None:
     for name, value in totals.items():
         run.count(name, value)
     run.details["merge"] = merged
+
+
+def _disperse(spark: SparkSession, settings: Settings, job: JobConfig, tables: JobTables,
+              run: Run) -> None:
+    """The job's dispersal targets brought to the lake's position (docs/dispersal.md); a
+    failure fails the run, and the target's position stays for the next run to retry."""
+    if not job.dispersal:
+        return
+    from python_ingest.sinks import disperse_all
+
+    check_held(tables.job)
+    results = disperse_all(spark, settings, job, tables)
+    run.count("dispersed_upserted", sum(r.upserted for r in results))
+    run.count("dispersed_deleted", sum(r.deleted for r in results))
+    run.details["dispersal"] = [r.as_details() for r in results]
 
 
 def pending_merges(spark: SparkSession, tables: JobTables) -> list[tuple[int, list[str]]]:

@@ -12,7 +12,10 @@ says which one it writes (``spark.sluice.table_format``, set by ``runtime.sessio
   first (where checkpoints are read back from);
 - ``committing``: run SQL (dbt's merge) so that its commits carry properties;
 - ``commit_times``: when the table's commits happened (the dashboard's step timings);
-- ``maintain``: the table services, now (``sluice maintain``).
+- ``maintain``: the table services, now (``sluice maintain``);
+- ``position`` / ``read_changes``: where the table's history ends now (Hudi: the newest
+  completed commit's completion time; Iceberg: the current snapshot id) and the rows written
+  after one such position (dispersal, ``sinks/changes.py``).
 
 docs/formats.md puts the two side by side.
 """
@@ -56,6 +59,11 @@ class TableFormat(Protocol):
     def payload_columns(self, spark: SparkSession, table: str) -> list[str]: ...
 
     def maintain(self, spark: SparkSession, table: str, merged: bool) -> list[str]: ...
+
+    def position(self, spark: SparkSession, table: str) -> str | None: ...
+
+    def read_changes(self, spark: SparkSession, table: str, since: str | None,
+                     until: str) -> DataFrame: ...
 
 
 def table_format(spark: SparkSession) -> TableFormat:
@@ -116,3 +124,19 @@ def maintain(spark: SparkSession, table: str, merged: bool) -> list[str]:
     """Run the format's table services on ``table`` now (``merged``: a lake table, changed by
     merges rather than appends); returns what was done, in words."""
     return table_format(spark).maintain(spark, table, merged)
+
+
+def position(spark: SparkSession, table: str) -> str | None:
+    """Where ``table``'s history ends now (None: no commit yet): a token ``read_changes``
+    takes (Hudi: the newest completed commit's completion time; Iceberg: the snapshot id)."""
+    return table_format(spark).position(spark, table)
+
+
+def read_changes(spark: SparkSession, table: str, since: str | None, until: str) -> DataFrame:
+    """The rows of ``table`` written after position ``since`` up to ``until``, with the table's
+    own columns (``since`` None: every row as of ``until``). A superset is allowed (Iceberg
+    cannot read merge-on-read commits incrementally and returns the table as of ``until``):
+    callers narrow it by a column the writes set (the lake's ``_batch_id``)."""
+    columns = table_format(spark).payload_columns(spark, table)
+    df = table_format(spark).read_changes(spark, table, since, until)
+    return df.select(*[f"`{c}`" for c in columns])

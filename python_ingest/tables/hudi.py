@@ -198,6 +198,28 @@ class HudiFormat:
         done.append("archived old commits")
         return done
 
+    def position(self, spark: SparkSession, table: str) -> str | None:
+        if not self.exists(spark, table):
+            return None
+        instants = _commits(spark, table).getInstants()
+        if instants.size() == 0:
+            return None
+        return str(instants.get(instants.size() - 1).getCompletionTime())
+
+    def read_changes(self, spark: SparkSession, table: str, since: str | None,
+                     until: str) -> DataFrame:
+        """Hudi's incremental query between two completion times (1.0 ranges by completion
+        time); where the files of ``since`` were cleaned it falls back to a full scan (the
+        caller's ``_batch_id`` filter keeps the result right)."""
+        if since is None:
+            return spark.table(table)
+        return (spark.read.format("hudi")
+                .option("hoodie.datasource.query.type", "incremental")
+                .option("hoodie.datasource.read.begin.instanttime", since)
+                .option("hoodie.datasource.read.end.instanttime", until)
+                .option("hoodie.datasource.read.incr.fallback.fulltablescan.enable", "true")
+                .load(location(spark, table)))
+
 
 HUDI = HudiFormat()
 

@@ -39,9 +39,7 @@ class IcebergFormat:
         """Whether the catalog knows ``table`` (a catalog call, no Spark job). A two-part name
         is looked up in the default catalog only (pyspark's tableExists also answers from the
         session catalog, where a Hudi session of the same application names its tables)."""
-        if table.replace("`", "").count(".") == 1:
-            table = f"{spark.conf.get('spark.sql.defaultCatalog')}.{table}"
-        return bool(spark.catalog.tableExists(table))
+        return bool(spark.catalog.tableExists(self._qualified(spark, table)))
 
     def ensure_table(self, spark: SparkSession, table: str,
                      columns: Iterable[tuple[str, str]]) -> None:
@@ -112,6 +110,25 @@ class IcebergFormat:
                          f"table => '{table}')").collect()
         rewritten = sum(int(r[0] or 0) for r in rows)
         return [f"rewrote {rewritten} position delete file(s)"]
+
+    def position(self, spark: SparkSession, table: str) -> str | None:
+        if not self.exists(spark, table):
+            return None
+        snapshot = _load(spark, table).currentSnapshot()
+        return None if snapshot is None else str(snapshot.snapshotId())
+
+    def read_changes(self, spark: SparkSession, table: str, since: str | None,
+                     until: str) -> DataFrame:
+        """The table as of snapshot ``until``: Iceberg's incremental scan reads append
+        snapshots only and its changelog scan refuses delete files, and lake merges commit
+        both (merge-on-read); the caller narrows the rows by ``_batch_id``."""
+        return spark.read.format("iceberg").option("snapshot-id", int(until)).load(
+            self._qualified(spark, table))
+
+    def _qualified(self, spark: SparkSession, table: str) -> str:
+        if table.replace("`", "").count(".") == 1:
+            return f"{spark.conf.get('spark.sql.defaultCatalog')}.{table}"
+        return table
 
 
 ICEBERG = IcebergFormat()

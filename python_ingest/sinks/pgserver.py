@@ -1,0 +1,121 @@
+"""A private PostgreSQL cluster for tests and the dispersal benchmark: ``initdb`` into a
+fresh folder, ``postgres`` on a free loopback port with its socket in that folder, stopped
+at the end. Nothing of the machine's own PostgreSQL service is used.
+
+PostgreSQL refuses to run as root; as root the cluster runs as the ``postgres`` user (made by
+Debian's package), else ``nobody``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from python_ingest.exceptions import SetupError
+
+USER = "sluice"
+
+
+def find_bin() -> Path | None:
+    """The newest PostgreSQL server's bin folder (Debian: /usr/lib/postgresql/<v>/bin)."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                   key=lambda p: int(Path(p).parent.parent.name)
+                   if Path(p).parent.parent.name.isdigit() else 0)
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run_as() -> pwd.struct_passwd | None:
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            continue
+    raise SetupError("PostgreSQL cannot run as root and there is no 'postgres' or 'nobody' "
+                     "user to run it as")
+
+
+@dataclass
+class LocalPostgres:
+    """A private cluster in its own folder (under /tmp: the server's user must reach it)."""
+
+    folder: Path | None = None
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def dsn(self) -> str:
+        return f"host=127.0.0.1 port={self.port} user={USER} dbname=postgres"
+
+    def start(self, timeout_s: float = 60) -> LocalPostgres:
+        bin_dir = find_bin()
+        if bin_dir is None:
+            raise SetupError("no PostgreSQL server binaries found: install them with "
+                             "'apt-get install postgresql' (or 'make system-deps')")
+        user = _run_as()
+        self.folder = Path(tempfile.mkdtemp(prefix="sluice-pg-"))
+        data = self.folder / "data"
+        if user is not None:
+            os.chown(self.folder, user.pw_uid, user.pw_gid)
+
+        def demote() -> None:
+            if user is not None:
+                os.setgid(user.pw_gid)
+                os.setuid(user.pw_uid)
+
+        subprocess.run([str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "-A", "trust",
+                        "-E", "UTF8", "--no-sync"], check=True, capture_output=True,
+                       preexec_fn=demote, cwd=self.folder, timeout=120)
+        self.port = _free_port()
+        log = open(self.folder / "server.log", "wb")  # noqa: SIM115 (the server writes on)
+        if user is not None:
+            os.chown(self.folder / "server.log", user.pw_uid, user.pw_gid)
+        self.process = subprocess.Popen(
+            [str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.port),
+             "-k", str(self.folder), "-h", "127.0.0.1", "-c", "fsync=off",
+             "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
+            stdout=log, stderr=log, preexec_fn=demote, cwd=self.folder)
+        deadline = time.monotonic() + timeout_s
+        import psycopg
+
+        while True:
+            try:
+                psycopg.connect(self.dsn, connect_timeout=2).close()
+                return self
+            except psycopg.OperationalError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    text = (self.folder / "server.log").read_text(errors="replace")[-2000:]
+                    self.stop()
+                    raise SetupError(f"private PostgreSQL did not start: {text}") from None
+                time.sleep(0.2)
+
+    def stop(self, timeout_s: float = 30) -> None:
+        if self.process is not None:
+            self.process.terminate()  # smart shutdown
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
