@@ -240,6 +240,10 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
         sent = run_live(spark, settings, generator, args.live_seconds, args.live_rate)
         print(f"  runner stopped; {sent} events produced meanwhile, all merged or left for the "
               "next run (see 'sluice status')")
+    from python_ingest.demo.dispersal import run_dispersal_demo
+
+    trips = [r.tables for r in results if r.job == "trips" and r.tables is not None]
+    dispersed = not trips or run_dispersal_demo(spark, settings, trips[-1])
     print("see 'sluice status' for where each job stands, docs/pipeline.md for what happened")
     from python_ingest.demo.binlog import run_binlog_demo
 
@@ -247,7 +251,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from python_ingest.cli.report import print_dashboard
 
     print_dashboard(spark, settings, results)  # the run dashboard, last: `make run` ends here
-    return 0 if binlog_ok else 1
+    return 0 if binlog_ok and dispersed else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
