@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +83,7 @@ def arrow_schema(columns: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -
     return pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 CHANGELOG_COLUMNS = 8  # _row_key .. _data_center: the first RAW_META_COLUMNS from the message
 
 
@@ -173,7 +175,10 @@ class Decoder:
         try:
             record = fastavro.schemaless_reader(buffer, writer, reader)
         except Exception as exc:  # fastavro raises many types on corrupt input
-            raise DecodeError(f"Avro decode failed: {type(exc).__name__}: {exc}") from None
+            # no object addresses ("<_io.BytesIO object at 0x7f...>"): one reason per cause,
+            # so that `sluice errors` groups alike failures together
+            text = _ADDRESS.sub("", str(exc))
+            raise DecodeError(f"Avro decode failed: {type(exc).__name__}: {text}") from None
         if buffer.tell() != len(value):
             raise DecodeError(f"Avro decode left {len(value) - buffer.tell()} trailing bytes: "
                               "the message does not match the job's schema")
