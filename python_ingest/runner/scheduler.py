@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import BrokerError, SluiceError
 from python_ingest.kafka.offsets import EndOffsets, backlog
+from python_ingest.tables.runs import records_deferred
 from python_ingest.tables.status import StatusFile, now_iso
 
 if TYPE_CHECKING:
@@ -128,7 +129,13 @@ class Runner:
     # -- the loop --------------------------------------------------------------------------
 
     def run(self) -> dict[str, JobSlot]:
-        """Run until stopped; each job's slot (its results and failures)."""
+        """Run until stopped; each job's slot (its results and failures). Run records go to
+        meta.runs together every 30 s and at the end (``records_deferred``): the shared
+        table's commit stays off each batch's path."""
+        with records_deferred(self.spark):
+            return self._run()
+
+    def _run(self) -> dict[str, JobSlot]:
         names = sorted(self.slots)
         saved = self._install_signals()
         offsets = EndOffsets(self.settings.broker.bootstrap_servers)

@@ -109,8 +109,13 @@ def _read(fs: Any, path: Any) -> dict[str, Any] | None:
     try:
         loaded = json.loads(data.decode())
         return loaded if isinstance(loaded, dict) else None
-    except ValueError:  # being rewritten by its holder's renewal: treat as held
-        return {"run": "?", "expires": time.time() + RENEW_S}
+    except ValueError:
+        # empty or cut: being rewritten by its holder's renewal (milliseconds), or left so by
+        # a process killed between creating the file and writing it. Held for RENEW_S after
+        # the file last changed, then expired: never held for ever (found with a SIGKILL at a
+        # random moment of a runner)
+        changed_s = fs.getFileStatus(path).getModificationTime() / 1000
+        return {"run": "?", "expires": changed_s + RENEW_S}
 
 
 def _write(fs: Any, path: Any, holder: dict[str, Any], overwrite: bool) -> None:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -67,12 +70,70 @@ class Run:
         cores = spark.sparkContext.defaultParallelism
         row = (self.run_id, self.job, self.batch_id, self.started_at, finished, duration,
                duration * cores, outcome, error, self.counts, json.dumps(self.details, default=str))
-        try:
-            ensure_table(spark, RUNS_TABLE, RUNS_COLUMNS)
-            ddl = ", ".join(f"`{n}` {t}" for n, t in RUNS_COLUMNS)
-            append(spark.createDataFrame([row], ddl), RUNS_TABLE)
-        except Exception:  # the run's own outcome matters more than its record
-            log.exception("could not record run %s of job %s", self.run_id, self.job)
+        deferred = _deferred
+        if deferred is not None:
+            deferred.add(row)
+            return
+        _write(spark, [row])
+
+
+def _write(spark: SparkSession, rows: list[tuple[Any, ...]]) -> None:
+    """Append run records to meta.runs in one commit; failures are logged, never raised."""
+    try:
+        ensure_table(spark, RUNS_TABLE, RUNS_COLUMNS)
+        ddl = ", ".join(f"`{n}` {t}" for n, t in RUNS_COLUMNS)
+        append(spark.createDataFrame(rows, ddl), RUNS_TABLE)
+    except Exception:  # the runs' own outcomes matter more than their records
+        log.exception("could not record %d run(s) in %s: %s", len(rows), RUNS_TABLE,
+                      ", ".join(f"{r[1]}/{r[0]}" for r in rows))
+
+
+class _Deferred:
+    """Run records held back and written together, one commit per flush."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.lock = threading.Lock()
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        with self.lock:
+            self.rows.append(row)
+
+    def flush(self, spark: SparkSession) -> None:
+        with self.lock:
+            rows, self.rows = self.rows, []
+        if rows:
+            _write(spark, rows)
+
+
+_deferred: _Deferred | None = None
+
+
+@contextmanager
+def records_deferred(spark: SparkSession, every_s: float = 30.0) -> Iterator[None]:
+    """While the block runs (a long-running runner), run records are written every
+    ``every_s`` seconds, all of them in one commit, and when the block ends: the commit to the
+    shared meta.runs (optimistic concurrency, about 1.4 s) leaves each batch's path. A process
+    killed meanwhile loses the records of its last ``every_s`` seconds, never data: the status
+    file (tables/status.py) has each job's last run at once, and checkpoints are in the data's
+    commits."""
+    global _deferred
+    deferred = _deferred = _Deferred()
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            deferred.flush(spark)
+
+    writer = threading.Thread(target=loop, name="sluice-runs", daemon=True)
+    writer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        writer.join()
+        _deferred = None
+        deferred.flush(spark)
 
 
 def last_runs(spark: SparkSession, job: str | None = None, limit: int = 10) -> list[dict[str, Any]]:

@@ -89,3 +89,18 @@ def test_two_processes_started_together_ingest_once(
     _, raw_rows, _ = raw_state(spark, job)  # asserts no (partition, offset) landed twice
     assert raw_rows == 300
     assert sluice_cmd(config, "status", job_name).returncode == 0
+
+
+def test_an_empty_lease_file_left_by_a_killed_process_expires(spark: Any, job_name: str) -> None:
+    """A process killed between creating its lease file and writing it leaves it empty: held
+    while it may be a renewal in progress, taken over once unchanged for RENEW_S (it was
+    held for ever: found with a SIGKILL at a random moment of a runner)."""
+    path, fs = lease_mod.lease_path(spark, job_name)
+    fs.mkdirs(path.getParent())
+    fs.create(path, True).close()  # created, never written
+    with pytest.raises(LeaseHeldError), job_lease(spark, job_name):
+        pass
+    fs.setTimes(path, int((time.time() - lease_mod.RENEW_S - 5) * 1000), -1)
+    with job_lease(spark, job_name) as held:
+        check_held(job_name)
+        assert held.holder["pid"] > 0
