@@ -8,9 +8,7 @@ by other users (issue #9.13). A private folder is created (and, if it exists, ti
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
-from typing import Any
 
 
 def private_dir(path: Path) -> Path:
@@ -30,16 +28,3 @@ def write_private(path: Path, text: str) -> Path:
     tmp.replace(path)
     return path
 
-
-def gone_from_this_host(holder: dict[str, Any]) -> bool:
-    """Whether a lease's holder (``{"host": ..., "pid": ...}``) was a process on this host
-    that no longer runs (killed, crashed): its lease need not be waited out."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return False
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from python_ingest.exceptions import SetupError
+from python_ingest.runtime.processes import stop_server
 
 USER = "sluice"
 
@@ -109,12 +110,7 @@ class LocalPostgres:
 
     def stop(self, timeout_s: float = 30) -> None:
         if self.process is not None:
-            self.process.terminate()  # smart shutdown
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            stop_server(self.process, timeout_s)  # SIGTERM: PostgreSQL's smart shutdown
             self.process = None
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.exceptions import SluiceError
 from python_ingest.runtime.catalog import WAREHOUSE_CONF
-from python_ingest.runtime.files import gone_from_this_host
+from python_ingest.runtime.processes import gone_from_this_host
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import SetupError, SluiceError
 from python_ingest.runtime.files import write_private
+from python_ingest.runtime.processes import stop_server
 from python_ingest.sources.binlog import keys
 from python_ingest.sources.binlog.columns import from_information_schema
 from python_ingest.sources.binlog.position import BinlogPosition
@@ -273,10 +274,5 @@ class LocalServer:
     def stop(self, timeout_s: float = 30) -> None:
         if self.process is None:
             return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_server(self.process, timeout_s)
         self.process = None

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from python_ingest.runtime.files import gone_from_this_host
+from python_ingest.runtime.processes import gone_from_this_host
 
 LEASE_SUFFIX = ".lease"
 TAKEOVER = ".takeover."

@@ -1,0 +1,33 @@
+"""Processes sluice starts or waits on: whether a lease's holder died on this host, and the
+stop of a private server (MariaDB for the tap's tests and demo, PostgreSQL for dispersal)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from typing import Any
+
+
+def gone_from_this_host(holder: dict[str, Any]) -> bool:
+    """Whether a lease's holder (``{"host": ..., "pid": ...}``) was a process on this host
+    that no longer runs (killed, crashed): its lease need not be waited out."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
+def stop_server(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
+    """Stop a server process: SIGTERM (its clean shutdown), SIGKILL after ``timeout_s``."""
+    process.terminate()
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
