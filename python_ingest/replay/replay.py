@@ -134,7 +134,9 @@ def _land(spark: SparkSession, settings: Settings, job: JobConfig, schema: Chang
     again = _from_raw(spark, tables.raw, picked)
     decoded, failing = _decoded(spark, settings, job, schema, tables, picked, batch_id,
                                 ingested_at)
-    frame = again.unionByName(decoded) if decoded is not None else again
+    # (a raw table keeps columns a later schema dropped: null for decoded rows)
+    frame = again.unionByName(decoded, allowMissingColumns=True) if decoded is not None \
+        else again
     frame = _fixed(frame, fixes, dict(schema.payload))
     frame = frame.withColumn("_batch_id", _lit(batch_id, "bigint")).withColumn(
         "_ingested_at", _lit(ingested_at, "timestamp")).select(*columns).persist()
