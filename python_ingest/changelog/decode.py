@@ -83,6 +83,26 @@ def arrow_schema(columns: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -
     return pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
 
 
+def raw_coordinates(partition: int, offsets: list[int], timestamps: pa.Array, batch_id: int,
+                    ingested_at_us: int) -> dict[str, pa.Array]:
+    """The raw columns sluice adds after the changelog's (``RAW_META_COLUMNS`` from
+    ``_kafka_partition`` on), by name: where each row came from (a Kafka partition and
+    offsets, or a file's index and record numbers), ``timestamps`` (UTC microseconds), its
+    batch, when it landed, and no replay. One place for every source's raw rows."""
+    import pyarrow as pa
+
+    n = len(offsets)
+    utc_us = pa.timestamp("us", tz="UTC")
+    return {
+        "_kafka_partition": pa.array([partition] * n, pa.int32()),
+        "_kafka_offset": pa.array(offsets, pa.int64()),
+        "_kafka_timestamp": timestamps,
+        "_batch_id": pa.array([batch_id] * n, pa.int64()),
+        "_ingested_at": pa.array([ingested_at_us] * n, pa.int64()).cast(utc_us),
+        "_replay_of": pa.nulls(n, pa.string()),
+    }
+
+
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 CHANGELOG_COLUMNS = 8  # _row_key .. _data_center: the first RAW_META_COLUMNS from the message
 

@@ -21,11 +21,11 @@ import logging
 import shutil
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from python_ingest.changelog.decode import arrow_schema
+from python_ingest.changelog.decode import arrow_schema, raw_coordinates
 from python_ingest.changelog.schema import RAW_ERROR_COLUMNS, ChangelogSchema
 from python_ingest.config import JobConfig, Settings
 from python_ingest.config.files import FileSourceConfig
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 STAGING_DIR = "file-staging"  # under the state dir: a run's rows as Parquet until committed
 _NO_PLAN = Plan(units=(), start={}, next_offsets={}, lag={})
 
@@ -196,14 +197,10 @@ def _with_coords(parsed: ParsedFile, index: int, batch_id: int, ingested_at: dat
     n = parsed.changelog.num_rows
     utc_us = pa.timestamp("us", tz="UTC")
     by_name = dict(zip(parsed.changelog.schema.names, parsed.changelog.columns, strict=True))
-    by_name.update({
-        "_kafka_partition": pa.array([index] * n, pa.int32()),
-        "_kafka_offset": pa.array(parsed.offsets, pa.int64()),
-        "_kafka_timestamp": pa.array([parsed.file.mtime_ns // 1000] * n, pa.int64()).cast(utc_us),
-        "_batch_id": pa.array([batch_id] * n, pa.int64()),
-        "_ingested_at": pa.array([ingested_at] * n, utc_us),
-        "_replay_of": pa.nulls(n, pa.string()),
-    })
+    by_name.update(raw_coordinates(
+        index, parsed.offsets,
+        pa.array([parsed.file.mtime_ns // 1000] * n, pa.int64()).cast(utc_us), batch_id,
+        (ingested_at - _EPOCH) // timedelta(microseconds=1)))
     return pa.RecordBatch.from_arrays([by_name[f.name] for f in target], schema=target)
 
 

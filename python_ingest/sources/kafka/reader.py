@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
 
-from python_ingest.changelog.decode import Decoder, arrow_schema
+from python_ingest.changelog.decode import Decoder, arrow_schema, raw_coordinates
 from python_ingest.changelog.schema import RAW_ERROR_COLUMNS, ChangelogSchema
 from python_ingest.exceptions import DecodeError
 from python_ingest.kafka import client as kafka_client
@@ -213,17 +213,10 @@ class _Emitter:
     def _coords(self, partition: int, offsets: list[int],
                 timestamps: list[int]) -> dict[str, pa.Array]:
         pa = self.pa
-        n = len(offsets)
         utc_us = pa.timestamp("us", tz="UTC")
-        return {
-            "_kafka_partition": pa.array([partition] * n, pa.int32()),
-            "_kafka_offset": pa.array(offsets, pa.int64()),
-            "_kafka_timestamp": pa.array(timestamps, pa.int64()).cast(
-                pa.timestamp("ms", tz="UTC")).cast(utc_us),
-            "_batch_id": pa.array([self.spec.batch_id] * n, pa.int64()),
-            "_ingested_at": pa.array([self.spec.ingested_at_us] * n, pa.int64()).cast(utc_us),
-            "_replay_of": pa.nulls(n, pa.string()),
-        }
+        return raw_coordinates(partition, offsets, pa.array(timestamps, pa.int64()).cast(
+            pa.timestamp("ms", tz="UTC")).cast(utc_us), self.spec.batch_id,
+            self.spec.ingested_at_us)
 
     def error_batch(self, rows: list[ErrorRow]) -> pa.RecordBatch:
         """Error rows as an Arrow batch (errors mode)."""
