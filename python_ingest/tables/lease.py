@@ -114,7 +114,10 @@ def _read(fs: Any, path: Any) -> dict[str, Any] | None:
         # a process killed between creating the file and writing it. Held for RENEW_S after
         # the file last changed, then expired: never held for ever (found with a SIGKILL at a
         # random moment of a runner)
-        changed_s = fs.getFileStatus(path).getModificationTime() / 1000
+        try:
+            changed_s = fs.getFileStatus(path).getModificationTime() / 1000
+        except Exception:  # gone since it was read (released or being taken over)
+            return None
         return {"run": "?", "expires": changed_s + RENEW_S}
 
 

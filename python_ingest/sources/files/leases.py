@@ -76,7 +76,8 @@ class PartitionLeases:
     def expired(self, holder: dict[str, Any], now: float | None = None) -> bool:
         """Older than the timeout, or left by a process on this host that no longer runs."""
         now = time.time() if now is None else now
-        return now - float(holder.get("taken_at", 0.0)) > self.timeout_s or _died_here(holder)
+        too_old = now - float(holder.get("taken_at", 0.0)) > self.timeout_s
+        return too_old or gone_from_this_host(holder)
 
     def busy(self) -> set[str]:
         """Keys leased by other runs, unexpired."""
@@ -102,19 +103,12 @@ class PartitionLeases:
         """Lease ``key`` for this run; False if another run holds it."""
         path = self._path(key)
         holder = self._holder()
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return self._take_over(key, path, holder)
-        with os.fdopen(fd, "w") as out:
-            json.dump(holder, out)
-        self.held.add(key)
-        return True
+        return self._create(key, path, holder) or self._take_over(key, path, holder)
 
     def _take_over(self, key: str, path: Path, holder: dict[str, Any]) -> bool:
         stale = self._read(path)
         if stale is None:  # released meanwhile: try a plain take once more
-            return self._create_again(key, path, holder)
+            return self._create(key, path, holder)
         if stale.get("run") == self.run_id:
             self.held.add(key)
             return True
@@ -133,7 +127,8 @@ class PartitionLeases:
         self.held.add(key)
         return True
 
-    def _create_again(self, key: str, path: Path, holder: dict[str, Any]) -> bool:
+    def _create(self, key: str, path: Path, holder: dict[str, Any]) -> bool:
+        """Create the lease file if absent (an exclusive create); False if it exists."""
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
@@ -152,11 +147,6 @@ class PartitionLeases:
             for marker in self.folder.glob(path.name + TAKEOVER + "*"):
                 marker.unlink(missing_ok=True)
         self.held.clear()
-
-
-def _died_here(holder: dict[str, Any]) -> bool:
-    """Whether the lease's holder was a process on this host that is gone (killed)."""
-    return gone_from_this_host(holder)
 
 
 @contextlib.contextmanager
