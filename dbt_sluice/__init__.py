@@ -21,7 +21,7 @@ from typing import Any
 
 from dbt.plugins.manager import dbtPlugin
 
-STEPS = ("hold", "plan_lake", "begin_merge", "var", "commit_merge", "finish")
+STEPS = ("hold", "plan_lake", "begin_merge", "var", "commit_merge", "finish", "fault")
 
 
 def _step(name: str) -> Callable[..., Any]:

@@ -53,10 +53,15 @@ batch_keys as (
 
 ),
 
+{%- set index = sluice_index_relation() %}
+{%- set partial_keys = sluice_partial_keys(changes, batch_id) if index is not none else none %}
+
 current_rows as (
 
-    {% if current is not none -%}
+    {% if current is not none and (index is none or partial_keys != []) -%}
     {%- set missing = sluice_missing_columns(current, changes, columns) %}
+    -- {{ 'the lake rows of the keys this batch updates partially: the columns the update leaves are taken from them'
+          if index is not none else 'the lake rows of the batch keys' }}
     select
         _row_key,
         _ref_key as _current_ref_key,
@@ -70,6 +75,17 @@ current_rows as (
         {%- endfor %}
         true as _is_in_target
     from {{ current }}
+    {%- if partial_keys is not none %}
+    where _row_key in (
+        {%- if partial_keys is string %}
+        {{ partial_keys }}
+        {%- else %}
+        {%- for key in partial_keys %}
+        '{{ key | replace('\\', '\\\\') | replace("'", "\\'") }}'{% if not loop.last %},{% endif %}
+        {%- endfor %}
+        {%- endif %}
+    )
+    {%- endif %}
     {%- else -%}
     select
         _row_key,
@@ -85,6 +101,39 @@ current_rows as (
 
 ),
 
+{% if index is not none -%}
+indexed as (
+
+    -- the global index (meta.<job>__index): each batch key's newest entry of an earlier
+    -- batch; a narrow scan instead of the lake's rows and its tombstones
+    select
+        _row_key,
+        max_by(_ref_key, _batch_id) as _current_ref_key,
+        not max_by(_is_deleted, _batch_id) as _current_is_live
+    from {{ index }}
+    where _batch_id < {{ batch_id }}
+        and _row_key in (select _row_key from batch_keys)
+    group by _row_key
+
+),
+
+current_state as (
+
+    -- the row as it is now: its newest index entry, else nothing
+    select
+        batch_keys._row_key,
+        indexed._current_ref_key,
+        coalesce(indexed._current_is_live, false) as _current_is_live,
+        indexed._row_key is not null as _is_in_target,
+        {%- for column in columns %}
+        current_rows._current__{{ column }}{% if not loop.last %},{% endif %}
+        {%- endfor %}
+    from batch_keys
+    left join indexed on batch_keys._row_key = indexed._row_key
+    left join current_rows on batch_keys._row_key = current_rows._row_key
+
+),
+{%- else %}
 tombstones as (
 
     {% if tombstones is not none -%}
@@ -115,6 +164,7 @@ current_state as (
     left join tombstones on batch_keys._row_key = tombstones._row_key
 
 ),
+{%- endif %}
 
 sequenced as (
 

@@ -36,6 +36,7 @@ from python_ingest.config.files import (
     parse_files,
 )
 from python_ingest.config.runner import RunnerConfig, parse_priority, parse_runner
+from python_ingest.config.services import ServicesConfig, parse_services
 from python_ingest.config.sources import SourceConfig, parse_source
 from python_ingest.exceptions import ConfigError
 
@@ -112,6 +113,7 @@ class JobConfig:
     source: str = "kafka"  # config/files.py SOURCES; files: partitions of a landing dir
     files: FileSourceConfig | None = None  # source: files only (topic is then unused)
     dispersal: Mapping[str, DispersalTarget] = field(default_factory=dict)  # config/dispersal.py
+    services: ServicesConfig = field(default_factory=ServicesConfig)  # config/services.py
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,7 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
         source=source,
         files=files,
         dispersal=parse_dispersal(raw.get("dispersal"), f"{where}.dispersal", root),
+        services=parse_services(raw.get("services"), f"{where}.services"),
     )
     return job
 

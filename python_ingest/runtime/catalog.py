@@ -48,13 +48,14 @@ SHARED_WRITE_CONF = {
     "hoodie.write.lock.provider":
         "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider",
 }
-TOMBSTONES_SUFFIX = "__tombstones"  # meta.<job>__tombstones: a job's own table
+JOB_META_SUFFIXES = ("__tombstones", "__index")  # meta.<job>__tombstones|index: a job's own
 
 
 def shared_table(table: str) -> bool:
-    """Whether several jobs' runs write ``table`` (a ``meta`` table but a job's tombstones)."""
+    """Whether several jobs' runs write ``table`` (a ``meta`` table but a job's tombstones
+    and index)."""
     namespace, name = split_name(table)
-    return namespace == "meta" and not name.endswith(TOMBSTONES_SUFFIX)
+    return namespace == "meta" and not name.endswith(JOB_META_SUFFIXES)
 
 
 def location(spark: SparkSession, table: str) -> str:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import Settings, load_settings
 from python_ingest.exceptions import PipelineError
 from python_ingest.runtime.catalog import drop_scratch
+from python_ingest.runtime.faults import fault_point
 from python_ingest.steps.dbt import project_dir, thread_session
 from python_ingest.steps.pipeline import (
     MERGE_STEP,
@@ -220,3 +221,9 @@ def _release_all() -> None:
         _jobs.clear()
     for held in left:
         held.lease.close()
+
+
+def fault(name: str) -> str:
+    """A fault point inside a merge's statements (crash tests, runtime/faults.py)."""
+    fault_point(name)
+    return ""

@@ -12,6 +12,8 @@ staging.<model>__valid rows that passed the job's suite            fork
 errors.<job>           rows that failed the suite or the merge     fork, merge
 lake.<lake model>      the deduplicated, current table             merge (dbt lake model)
 meta.<job>__tombstones deletes the merge has applied                merge
+meta.<job>__index      each row key's ref key, deleted or not: the    merge
+                       merge's global index (docs/index.md)
 meta.sluice_merge__<m> one merge's change set (scratch)            merge
 meta.runs              one row per run                             every run
 =====================  ==========================================  ============================
@@ -61,6 +63,10 @@ class JobTables:
         return f"meta.{self.job}__tombstones"
 
     @property
+    def index(self) -> str:
+        return f"meta.{self.job}__index"
+
+    @property
     def staging_model(self) -> str:
         if self.models is None:
             raise ValueError(f"the tables of job {self.job} were named without its dbt models")
@@ -90,10 +96,10 @@ class JobTables:
         if self.models is not None:
             names += [self.staging, self.valid, self.errors]
             names += [self.lake] if self.lake else []
-            names.append(self.tombstones)
+            names += [self.tombstones, self.index]
         return tuple(names)
 
     def dbt_vars(self) -> dict[str, str]:
         """The names the lake merge's materialization and macros read as dbt vars."""
         return {"sluice_error_table": self.errors, "sluice_tombstone_table": self.tombstones,
-                "sluice_changes_table": self.merge_changes or ""}
+                "sluice_index_table": self.index, "sluice_changes_table": self.merge_changes or ""}

@@ -1,0 +1,253 @@
+"""Merge benchmark: does a batch cost what its changes cost, or what the table holds?
+
+Per lake size (default 1M and 10M rows), in its own process (own JVM, own warehouse; one
+broker for all):
+  1. a first 100-event batch through the whole pipeline creates every table of the demo job;
+  2. the lake table is filled to the size with Spark's range (Hudi bulk insert);
+  3. 10k changes (50% full-row updates of random existing keys, 40% inserts, 10% deletes of
+     random existing keys; shuffled, one partition order) go through ingest, staging and the
+     fork; the merge step (`steps.pipeline._merge`: change set + MERGE, as `sluice run` does)
+     is timed alone.
+On the largest size, the same changes are then merged the naive way into a copy of the table
+taken before step 3: one `MERGE INTO ... ON lake._row_key = batch._row_key` whose join reads
+the whole table (Hudi's GLOBAL_SIMPLE index, the whole-table key join Hudi's record-level
+index is measured against), what a dbt incremental model with a unique key does.
+Ends with the line (one line; wrapped here)
+  merge: changes=10000 t1M=<s> t10M=<s> scale=<t10M/t1M> naive10M=<s>
+         vs_naive=<t10M/naive10M>
+
+    .venv/bin/python bench/merge_bench.py [--sizes 1000000,10000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+CHANGES = 10_000
+FIRST_ID = 10_000_000
+KEEP = "SLUICE_BENCH_KEEP"  # keep the warehouses (their folder is printed)
+EVENTS = "SLUICE_BENCH_EVENT_LOG"  # a folder: Spark event logs of the runs, for a profile  # filled keys start here, after the first batch's trips
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def label(size: int) -> str:
+    return f"{size // 1_000_000}M" if size % 1_000_000 == 0 else f"{size // 1000}k"
+
+
+def one_size(size: int, bootstrap: str, workdir: Path, naive: bool) -> dict[str, float]:
+    """Fill a lake of ``size`` rows, merge the changes; the merge's seconds (and the naive
+    MERGE's with ``naive``)."""
+    from python_ingest.config import load_settings
+    from python_ingest.demo.trips import Event, TripsGenerator, produce, trips_schema
+    from python_ingest.kafka.broker import ensure_topic
+    from python_ingest.runtime.session import build_session
+    from python_ingest.steps import pipeline
+    from python_ingest.steps.dbt import Dbt
+
+    topic = f"bench.merge.{size}"
+    config = workdir / f"sluice-{size}.yml"
+    config.write_text(yaml.safe_dump({
+        "spark": {"master": "local[2]", "conf": {
+            "spark.driver.memory": "3g",
+            **({"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.environ[EVENTS]}
+               if os.environ.get(EVENTS) else {})}},
+        "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(workdir / str(size))},
+        "broker": {"bootstrap_servers": bootstrap, "embedded": False},
+        "state_dir": str(workdir / f"state-{size}"),
+        "jobs": {"trips": {"topic": topic, "schema": str(REPO / "schemas" / "trips.avsc"),
+                           "row_key": ["trip_id"], "ref_key": "_ref_key"}}}))
+    os.environ["SLUICE_DBT_PROJECT_DIR"] = str(REPO)
+    settings = load_settings(config, env={})
+    spark = build_session(settings)
+    ensure_topic(bootstrap, topic, 4)
+    job = settings.job("trips")
+    dbt = Dbt(settings)
+    generator = TripsGenerator(trips_schema(REPO), malformed_rate=0.0, duplicate_rate=0.0)
+    merge_seconds: list[float] = []
+    merge = pipeline._merge
+
+    def timed_merge(*args: Any) -> None:
+        start = time.perf_counter()
+        merge(*args)
+        merge_seconds.append(time.perf_counter() - start)
+
+    pipeline._merge = timed_merge  # type: ignore[assignment]
+
+    def run(what: str) -> None:
+        start = time.perf_counter()
+        result = pipeline.run_job(spark, settings, job, dbt=dbt)
+        print(f"  {label(size)} {what}: {time.perf_counter() - start:.1f} s, merge "
+              f"{merge_seconds[-1]:.1f} s {result.counts}", flush=True)
+
+    produce(bootstrap, topic, generator.events(100))
+    run("first batch (creates the tables)")
+
+    lake = "lake.trips"
+    sample = spark.table(lake).where("_row_key is not null").limit(1).collect()[0]
+    columns = [f.name for f in spark.table(lake).schema.fields
+               if not f.name.startswith("_hoodie_")]
+    values = []
+    for name in columns:
+        if name == "trip_id":
+            values.append("id as trip_id")
+        elif name == "_row_key":
+            values.append(f"replace('{sample['_row_key']}', '{sample['trip_id']}', "
+                          "cast(id as string)) as _row_key")
+        else:
+            values.append(f"s.`{name}`")
+    spark.createDataFrame([sample.asDict()]).select(*columns).createOrReplaceTempView("sample")
+    spark.conf.set("hoodie.spark.sql.insert.into.operation", "bulk_insert")
+    start = time.perf_counter()
+    spark.sql(f"insert into {lake} ({', '.join(f'`{c}`' for c in columns)}) "
+              f"select {', '.join(values)} from range({FIRST_ID}, {FIRST_ID + size}) "
+              "cross join sample s")
+    spark.conf.unset("hoodie.spark.sql.insert.into.operation")
+    print(f"  {label(size)} filled {lake} in {time.perf_counter() - start:.1f} s "
+          f"({spark.table(lake).count()} rows)", flush=True)
+    if naive:
+        _copy_for_naive(spark, lake)
+
+    rng = random.Random(11)
+    keys = rng.sample(range(FIRST_ID, FIRST_ID + size), CHANGES * 6 // 10)
+    changes: list[Event] = []
+    for trip_id in keys[:CHANGES // 2]:  # full-row updates of random existing keys
+        changes.append(generator._event("update", {**generator._new_row(trip_id),
+                                                   **generator._envelope()}))
+    for i in range(CHANGES * 4 // 10):  # inserts
+        trip_id = FIRST_ID + size + i
+        changes.append(generator._event("create", {**generator._new_row(trip_id),
+                                                   **generator._envelope()}))
+    for trip_id in keys[CHANGES // 2:]:  # deletes of random existing keys
+        changes.append(generator._event("delete", {**generator._new_row(trip_id),
+                                                   **generator._envelope(_is_deleted=True)}))
+    rng.shuffle(changes)
+    produce(bootstrap, topic, iter(changes))
+    merge_seconds.clear()
+    run(f"{CHANGES} changes into {size} rows")
+    figures = {"merge": merge_seconds[-1]}
+    if naive:
+        figures["naive"] = _naive_merge(spark)
+        print(f"  {label(size)} naive MERGE: {figures['naive']:.1f} s", flush=True)
+    spark.stop()
+    return figures
+
+
+NAIVE = "meta.bench_naive_lake"
+
+
+def _copy_for_naive(spark: Any, lake: str) -> None:
+    """A copy of the filled lake table, keyed the same way, whose writer finds keys by
+    joining the whole table (GLOBAL_SIMPLE)."""
+    start = time.perf_counter()
+    spark.conf.set("hoodie.spark.sql.insert.into.operation", "bulk_insert")
+    spark.sql(f"drop table if exists {NAIVE} purge")
+    columns = ", ".join(f"`{f.name}`" for f in spark.table(lake).schema.fields
+                        if not f.name.startswith("_hoodie_"))
+    spark.sql(f"""
+        create table {NAIVE} using hudi
+        tblproperties ('type' = 'mor', 'primaryKey' = '_row_key', 'preCombineField' = '_ref_key',
+                       'hoodie.index.type' = 'GLOBAL_SIMPLE',
+                       'hoodie.metadata.record.index.enable' = 'false')
+        as select {columns} from {lake}""")
+    spark.conf.unset("hoodie.spark.sql.insert.into.operation")
+    print(f"  copied {lake} for the naive MERGE in {time.perf_counter() - start:.1f} s",
+          flush=True)
+
+
+def _naive_merge(spark: Any) -> float:
+    """The batch's valid rows, newest change per key, merged by a whole-table key join."""
+    batch = spark.sql("select max(_batch_id) from staging.stg_demo__trips__valid").collect()[0][0]
+    columns = [f.name for f in spark.table(NAIVE).schema.fields
+               if not f.name.startswith("_hoodie_")]
+    valid = set(spark.table("staging.stg_demo__trips__valid").columns)
+    select = ", ".join(f"`{c}`" if c in valid else f"cast(null as timestamp) as `{c}`"
+                       for c in columns)
+    start = time.perf_counter()
+    spark.sql(f"""
+        merge into {NAIVE} as lake
+        using (
+            select {select} from (
+                select *, row_number() over (partition by _row_key order by _ref_key desc) as n
+                from staging.stg_demo__trips__valid where _batch_id = {batch}
+            ) where n = 1
+        ) as batch
+        on lake._row_key = batch._row_key
+        when matched and batch._is_deleted then delete
+        when matched and not batch._is_deleted then update set *
+        when not matched and not batch._is_deleted then insert *""")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000000,10000000",
+                        help="lake sizes, comma-separated (the naive MERGE runs on the last)")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--naive", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        figures = one_size(args.one, args.bootstrap, Path(args.workdir), args.naive)
+        print("FIGURES " + json.dumps(figures), flush=True)
+        return
+
+    from python_ingest.kafka.broker import start_embedded
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    workdir = Path(tempfile.mkdtemp(prefix="sluice-merge-bench-"))
+    print(f"working in {workdir}", flush=True)
+    port = free_port()
+    broker = start_embedded(workdir / "broker", "127.0.0.1", port, heap="1g")
+    results: dict[int, dict[str, float]] = {}
+    try:
+        for size in sizes:
+            print(f"{label(size)} rows:", flush=True)
+            command = [sys.executable, __file__, "--one", str(size), "--bootstrap",
+                       f"127.0.0.1:{port}", "--workdir", str(workdir)]
+            proc = subprocess.run(command + (["--naive"] if size == sizes[-1] else []),
+                                  capture_output=True, text=True, cwd=REPO)
+            lines = proc.stdout.splitlines()
+            for line in lines:
+                if not line.startswith("FIGURES "):
+                    print(line, flush=True)
+            found = [json.loads(line[8:]) for line in lines if line.startswith("FIGURES ")]
+            if proc.returncode != 0 or not found:
+                sys.exit(f"the {label(size)} run failed:\n{proc.stderr[-4000:]}")
+            results[size] = found[0]
+            if not os.environ.get(KEEP):
+                shutil.rmtree(workdir / str(size), ignore_errors=True)
+    finally:
+        broker.stop()
+        if not os.environ.get(KEEP):
+            shutil.rmtree(workdir, ignore_errors=True)
+    small, large = results[sizes[0]], results[sizes[-1]]
+    names = [label(s) for s in (sizes[0], sizes[-1])]
+    print(f"merge: changes={CHANGES} t{names[0]}={small['merge']:.1f} "
+          f"t{names[1]}={large['merge']:.1f} scale={large['merge'] / small['merge']:.2f} "
+          f"naive{names[1]}={large['naive']:.1f} "
+          f"vs_naive={large['merge'] / large['naive']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

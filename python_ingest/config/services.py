@@ -1,0 +1,53 @@
+"""Table services of a job (``services:`` on a job): when its global index is compacted and
+how long delete markers are kept. See docs/index.md."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from python_ingest.config.checks import check_keys, mapping, positive_int
+from python_ingest.exceptions import ConfigError
+
+DAY = 24 * 3600
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": DAY}
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
+
+
+@dataclass(frozen=True)
+class ServicesConfig:
+    """When a job's table services run after a merge (``sluice maintain`` runs them all)."""
+
+    # a late change older than a delete it arrives after is refused for this long after the
+    # delete; afterwards the delete marker is dropped and such a change brings the row back
+    tombstone_retention_s: int = 7 * DAY
+    # the index is rewritten to one entry per key after every this many merged batches
+    index_compact_every: int = 20
+
+
+def parse_duration(value: Any, field_name: str) -> int:
+    """Seconds from a number of seconds or a text such as ``90s``, ``15m``, ``12h``, ``7d``."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    found = _DURATION.match(value) if isinstance(value, str) else None
+    if not found:
+        raise ConfigError(field_name, f"expected a duration, got {value!r}",
+                          "a number of seconds or a text such as 90s, 15m, 12h, 7d")
+    return int(found.group(1)) * _UNITS[found.group(2)]
+
+
+def parse_services(raw: Any, where: str) -> ServicesConfig:
+    """Validate a job's ``services`` mapping (``where`` is ``jobs.<name>.services``)."""
+    values: Mapping[str, Any] = mapping(raw, where)
+    check_keys(values, {"tombstone_retention", "index_compact_every"}, where)
+    d = ServicesConfig
+    return ServicesConfig(
+        tombstone_retention_s=parse_duration(
+            values.get("tombstone_retention", d.tombstone_retention_s),
+            f"{where}.tombstone_retention"),
+        index_compact_every=positive_int(values.get("index_compact_every",
+                                                    d.index_compact_every),
+                                         f"{where}.index_compact_every"),
+    )

@@ -1,0 +1,126 @@
+"""The merge's global index: ``meta.<job>__index``, each row key's state (docs/index.md).
+
+One entry per row key and merged batch that changed it: the key, its ref key after the batch,
+whether it is deleted, the batch, when. The merge reads the entries of its batch's keys (a
+narrow scan, no lake row) to decide insert, update, delete or nothing and to apply the
+out-of-order guard; it reads lake rows only for the keys a partial update changes. Every
+merge appends its entries before its lake MERGE, in a commit carrying the merge checkpoint
+(``sluice.merge.batch_id``), and reads only entries of earlier batches: a rerun after a crash
+between the two commits computes the same change set and skips the index
+(``pipeline.pending_merges``).
+
+Services (``steps/services.py``): ``compact_index`` rewrites the index to one entry per key,
+dropping delete markers older than the job's ``tombstone_retention``; ``build_index`` builds
+it in bulk from the lake and the tombstone table (a lake that predates the index, or an index
+dropped to be rebuilt).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from python_ingest.tables.checkpoints import step_checkpoint, step_properties
+from python_ingest.runtime.catalog import drop_scratch
+from python_ingest.tables.formats import (
+    append,
+    committing,
+    ensure_table,
+    table_exists,
+    table_format,
+)
+from python_ingest.tables.names import JobTables
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+MERGE_STEP = "merge"
+INDEX_COLUMNS = (("_row_key", "string"), ("_ref_key", "bigint"), ("_is_deleted", "boolean"),
+                 ("_batch_id", "bigint"), ("_indexed_at", "timestamp"))
+
+
+def ensure_index(spark: SparkSession, tables: JobTables) -> None:
+    """Create the job's index, built in bulk from its lake table when that holds rows."""
+    if table_exists(spark, tables.index):
+        return
+    if tables.lake is None or not table_exists(spark, tables.lake):
+        ensure_table(spark, tables.index, INDEX_COLUMNS)
+        return
+    build_index(spark, tables)
+
+
+def build_index(spark: SparkSession, tables: JobTables) -> int:
+    """Write the index from the lake table (every row, ``_is_deleted`` ones too) and the
+    tombstone table (deletes up to the lake's merge checkpoint), in one commit carrying that
+    checkpoint; replaces an index there was. Returns the number of entries."""
+    assert tables.lake is not None
+    start = time.monotonic()
+    done = step_checkpoint(spark, tables.lake, MERGE_STEP)
+    deletes = ""
+    if table_exists(spark, tables.tombstones):
+        deletes = f"""
+        union all
+        select _row_key, max_by(_ref_key, _batch_id), true, max(_batch_id), current_timestamp()
+        from {tables.tombstones}
+        where _batch_id <= {done}
+        group by _row_key"""
+    entries = spark.sql(f"""
+        select _row_key, _ref_key, coalesce(_is_deleted, false) as _is_deleted,
+               _batch_id, current_timestamp() as _indexed_at
+        from {tables.lake}
+        {deletes}""")
+    if table_exists(spark, tables.index):
+        _overwrite(spark, tables.index, entries.createOrReplaceTempView, done)
+    else:
+        ensure_table(spark, tables.index, INDEX_COLUMNS)
+        append(entries, tables.index, step_properties(MERGE_STEP, done))
+    count = spark.table(tables.index).count()
+    log.info("built %s from %s: %d entries (merge checkpoint %d) in %.1f s", tables.index,
+             tables.lake, count, done, time.monotonic() - start)
+    return count
+
+
+def compact_index(spark: SparkSession, tables: JobTables, retention_s: int) -> tuple[int, int]:
+    """Rewrite the index to each key's newest entry, without delete markers older than
+    ``retention_s``; (entries before, entries after). One overwrite commit carrying the
+    merge checkpoint the index had, so a rerun's skip decisions do not change."""
+    if not table_exists(spark, tables.index):
+        return 0, 0
+    done = step_checkpoint(spark, tables.index, MERGE_STEP)
+    before = spark.table(tables.index).count()
+    latest = spark.sql(f"""
+        select _row_key, latest._ref_key, latest._is_deleted, latest._batch_id,
+               latest._indexed_at
+        from (
+            select _row_key, max_by(struct(_ref_key, _is_deleted, _batch_id, _indexed_at),
+                                    _batch_id) as latest
+            from {tables.index}
+            group by _row_key
+        )
+        where not (latest._is_deleted
+                   and latest._indexed_at < current_timestamp() - make_dt_interval(0, 0, 0,
+                                                                                   {retention_s}))
+    """)
+    _overwrite(spark, tables.index, latest.createOrReplaceTempView, done)
+    after = spark.table(tables.index).count()
+    log.info("compacted %s: %d entries → %d (delete markers kept %d s)", tables.index,
+             before, after, retention_s)
+    return before, after
+
+
+def _overwrite(spark: SparkSession, table: str, register: object, done: int) -> None:
+    """Replace ``table``'s rows by the view registered as sluice_index_rewrite, in one commit
+    carrying the merge checkpoint ``done``. The rows are computed first into a scratch
+    table: the overwrite reads nothing of the table it replaces."""
+    scratch = "meta.sluice_index_rewrite"
+    register("sluice_index_rewrite")  # type: ignore[operator]
+    drop_scratch(spark, scratch)
+    using = "parquet" if table_format(spark).name == "hudi" else "iceberg"
+    spark.sql(f"create table {scratch} using {using} as select * from sluice_index_rewrite")
+    columns = ", ".join(name for name, _ in INDEX_COLUMNS)
+    committing(spark, step_properties(MERGE_STEP, done), lambda: spark.sql(
+        f"insert overwrite table {table} select {columns} from {scratch}"))
+    drop_scratch(spark, scratch)

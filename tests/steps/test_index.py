@@ -1,0 +1,153 @@
+"""The merge's global index (meta.<job>__index, steps/index.py): it agrees with the lake after
+a kill between its commit and the lake's, is built in bulk when missing, and its compaction
+keeps each key's newest entry and drops delete markers only past the retention."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from python_ingest.config.services import parse_services
+from python_ingest.demo import trips as demo
+from python_ingest.demo.trips import TripsGenerator
+from python_ingest.exceptions import ConfigError
+from python_ingest.kafka import broker as broker_mod
+from python_ingest.steps.dbt import Dbt
+from python_ingest.steps.index import build_index, compact_index
+from python_ingest.steps.pipeline import JobTables, merge_progress, run_job
+from python_ingest.steps.services import maintain_job
+from python_ingest.tables.checkpoints import step_checkpoint
+from python_ingest.tables.formats import table_exists
+from tests.conftest import REPO, sluice_cmd, trips_job
+from tests.steps.helpers import as_lake, lake_rows
+
+
+def _generator(seed: int) -> TripsGenerator:
+    return TripsGenerator(demo.trips_schema(REPO), seed=seed, first_trip_id=1, invalid_rate=0.0)
+
+
+def index_state(spark: Any, tables: JobTables) -> dict[str, tuple[int, bool]]:
+    """Each key's newest index entry: (ref key, deleted)."""
+    return {r[0]: (int(r[1]), bool(r[2])) for r in spark.sql(f"""
+        select _row_key, max_by(_ref_key, _batch_id), max_by(_is_deleted, _batch_id)
+        from {tables.index} group by _row_key""").collect()}
+
+
+def assert_index_agrees(spark: Any, tables: JobTables) -> dict[str, tuple[int, bool]]:
+    """Every lake row's key has its ref key as newest live entry, every other key is deleted."""
+    state = index_state(spark, tables)
+    lake = {r[0]: int(r[1]) for r in spark.sql(
+        f"select _row_key, _ref_key from {tables.lake}").collect()}
+    assert {k: ref for k, (ref, deleted) in state.items() if not deleted} == lake
+    return state
+
+
+def _job(broker: str, make_settings: Any, project: Any, job_name: str) -> tuple[Any, Any, Dbt,
+                                                                                  JobTables]:
+    project(job_name)
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    broker_mod.ensure_topic(broker, job.topic, 2)
+    dbt = Dbt(settings)
+    return settings, job, dbt, JobTables(job_name, dbt.job_models(job_name))
+
+
+@pytest.mark.e2e
+@pytest.mark.reliability
+def test_kill_between_the_index_and_the_lake_commit_then_rerun(
+        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str,
+        tmp_path: Path) -> None:
+    settings, job, dbt, tables = _job(broker, make_settings, project, job_name)
+    generator = _generator(seed=83)
+    demo.produce(broker, job.topic, generator.events(300))
+    run_job(spark, settings, job, dbt=dbt)
+    assert tables.lake is not None
+    demo.produce(broker, job.topic, iter([*generator.late_events(20), *generator.events(200)]))
+
+    killed = sluice_cmd(tmp_path / "sluice.yml", "run", job_name,
+                        env={"SLUICE_FAULT": "merge_after_index"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert "killing the process at 'merge_after_index'" in killed.stderr
+    assert step_checkpoint(spark, tables.index, "merge") == 2  # the index has batch 2,
+    assert merge_progress(spark, tables)[0] == 1  # the lake does not
+
+    run_job(spark, settings, job, dbt=dbt)
+    assert merge_progress(spark, tables)[0] == 2
+    expected = {trip_id: as_lake(row) for trip_id, row in generator.rows.items()}
+    assert lake_rows(spark, tables.lake) == expected
+    state = assert_index_agrees(spark, tables)
+    assert any(deleted for _, deleted in state.values())  # the stream deleted rows
+    # batch 2's entries were written once, not again by the rerun
+    twice = spark.sql(f"select _row_key from {tables.index} where _batch_id = 2 "
+                      "group by _row_key having count(*) > 1").collect()
+    assert not twice
+
+
+@pytest.mark.e2e
+def test_a_missing_index_is_built_in_bulk_and_guards_deletes(
+        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str) -> None:
+    settings, job, dbt, tables = _job(broker, make_settings, project, job_name)
+    generator = _generator(seed=89)
+    for _ in range(2):
+        demo.produce(broker, job.topic, generator.events(250))
+        run_job(spark, settings, job, dbt=dbt)
+    assert tables.lake is not None
+    deleted_before = {k for k, (_, d) in index_state(spark, tables).items() if d}
+    assert deleted_before
+    spark.sql(f"drop table {tables.index} purge")
+    assert not table_exists(spark, tables.index)
+
+    # late copies of old events (older than the deletes among them) and new ones
+    demo.produce(broker, job.topic, iter([*generator.late_events(60), *generator.events(150)]))
+    run_job(spark, settings, job, dbt=dbt)
+    expected = {trip_id: as_lake(row) for trip_id, row in generator.rows.items()}
+    assert lake_rows(spark, tables.lake) == expected  # no deleted row came back
+    assert_index_agrees(spark, tables)
+    # the bulk build carried the lake's merge checkpoint: batch 3 was appended after it
+    assert step_checkpoint(spark, tables.index, "merge") == 3
+
+    assert build_index(spark, tables) >= len(expected)  # by hand: replaces it, same state
+    assert_index_agrees(spark, tables)
+
+
+@pytest.mark.e2e
+def test_compaction_keeps_newest_entries_and_drops_old_delete_markers(
+        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str) -> None:
+    settings, job, dbt, tables = _job(broker, make_settings, project, job_name)
+    generator = _generator(seed=97)
+    for _ in range(3):
+        demo.produce(broker, job.topic, generator.events(200))
+        run_job(spark, settings, job, dbt=dbt)
+    state = index_state(spark, tables)
+    entries = spark.table(tables.index).count()
+    assert entries > len(state)  # keys changed in several batches
+
+    done = maintain_job(spark, dbt, job)  # the job's retention (7 days): markers stay
+    assert done[tables.index][0] == f"compacted {entries} entries to {len(state)}"
+    assert index_state(spark, tables) == state
+    assert step_checkpoint(spark, tables.index, "merge") == 3
+
+    before, after = compact_index(spark, tables, retention_s=0)
+    live = {k: v for k, v in state.items() if not v[1]}
+    assert (before, after) == (len(state), len(live)) and len(live) < len(state)
+    assert index_state(spark, tables) == live
+    # merging goes on from the compacted index
+    demo.produce(broker, job.topic, generator.events(150))
+    run_job(spark, settings, job, dbt=dbt)
+    expected = {trip_id: as_lake(row) for trip_id, row in generator.rows.items()}
+    assert lake_rows(spark, tables.lake) == expected
+    assert_index_agrees(spark, tables)
+
+
+def test_services_config() -> None:
+    assert parse_services({"tombstone_retention": "12h", "index_compact_every": 5},
+                          "jobs.t.services").tombstone_retention_s == 12 * 3600
+    assert parse_services(None, "jobs.t.services").tombstone_retention_s == 7 * 24 * 3600
+    assert parse_services({"tombstone_retention": 90}, "s").tombstone_retention_s == 90
+    with pytest.raises(ConfigError, match="jobs.t.services.tombstone_retention"):
+        parse_services({"tombstone_retention": "a week"}, "jobs.t.services")
+    with pytest.raises(ConfigError, match="jobs.t.services.compact"):
+        parse_services({"compact": 1}, "jobs.t.services")
