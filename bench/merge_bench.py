@@ -39,9 +39,9 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 CHANGES = 10_000
-FIRST_ID = 10_000_000
+FIRST_ID = 10_000_000  # filled keys start here, after the first batch's trips
 KEEP = "SLUICE_BENCH_KEEP"  # keep the warehouses (their folder is printed)
-EVENTS = "SLUICE_BENCH_EVENT_LOG"  # a folder: Spark event logs of the runs, for a profile  # filled keys start here, after the first batch's trips
+EVENTS = "SLUICE_BENCH_EVENT_LOG"  # a folder: Spark event logs of the runs, for a profile
 
 
 def free_port() -> int:

@@ -21,8 +21,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from python_ingest.tables.checkpoints import step_checkpoint, step_properties
 from python_ingest.runtime.catalog import drop_scratch
+from python_ingest.tables.checkpoints import step_checkpoint, step_properties
 from python_ingest.tables.formats import (
     append,
     committing,

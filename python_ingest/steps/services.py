@@ -33,7 +33,7 @@ def maintain_job(spark: SparkSession, dbt: Dbt, job: JobConfig) -> dict[str, lis
     Under the job's lease: a job's tables have one writer at a time (Hudi: single-writer
     settings, runtime/catalog.py), and compaction or cleaning is a write."""
     tables = JobTables(job.name, dbt.job_models(job.name))
-    done = {}
+    done: dict[str, list[str]] = {}
     with job_lease(spark, job.name):
         for table in tables.all():
             if not table_exists(spark, table):
