@@ -3,7 +3,8 @@
 Per lake size (default 1M and 10M rows), in its own process (own JVM, own warehouse; one
 broker for all):
   1. a first 100-event batch through the whole pipeline creates every table of the demo job;
-  2. the lake table is filled to the size with Spark's range (Hudi bulk insert);
+  2. the lake table is filled to the size with Spark's range (Hudi bulk insert), then its
+     global index is built in bulk (steps/index.py build_index, as after a bootstrap);
   3. 10k changes (50% full-row updates of random existing keys, 40% inserts, 10% deletes of
      random existing keys; shuffled, one partition order) go through ingest, staging and the
      fork; the merge step (`steps.pipeline._merge`: change set + MERGE, as `sluice run` does)
@@ -63,6 +64,8 @@ def one_size(size: int, bootstrap: str, workdir: Path, naive: bool) -> dict[str,
     from python_ingest.runtime.session import build_session
     from python_ingest.steps import pipeline
     from python_ingest.steps.dbt import Dbt
+    from python_ingest.steps.index import build_index
+    from python_ingest.tables.names import JobTables
 
     topic = f"bench.merge.{size}"
     config = workdir / f"sluice-{size}.yml"
@@ -124,6 +127,10 @@ def one_size(size: int, bootstrap: str, workdir: Path, naive: bool) -> dict[str,
     spark.conf.unset("hoodie.spark.sql.insert.into.operation")
     print(f"  {label(size)} filled {lake} in {time.perf_counter() - start:.1f} s "
           f"({spark.table(lake).count()} rows)", flush=True)
+    start = time.perf_counter()  # what `sluice bootstrap` does after loading a table
+    entries = build_index(spark, JobTables("trips", dbt.job_models("trips")))
+    print(f"  {label(size)} built the index ({entries} entries) in "
+          f"{time.perf_counter() - start:.1f} s", flush=True)
     if naive:
         _copy_for_naive(spark, lake)
 
