@@ -27,12 +27,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from lakefill import fill_lake, time_merges  # noqa: E402  (bench/, beside this file)
+
 FORMATS = ("hudi", "iceberg")
 
 
@@ -50,6 +51,8 @@ def one_format(fmt: str, bootstrap: str, workdir: Path, events: int, lake_rows: 
     from python_ingest.runtime.session import build_session
     from python_ingest.steps import pipeline
     from python_ingest.steps.dbt import Dbt
+    from python_ingest.steps.index import build_index
+    from python_ingest.tables.names import JobTables
 
     topic = f"bench.formats.{fmt}"
     config = workdir / f"sluice-{fmt}.yml"
@@ -67,15 +70,7 @@ def one_format(fmt: str, bootstrap: str, workdir: Path, events: int, lake_rows: 
     job = settings.job("trips")
     dbt = Dbt(settings)
     generator = TripsGenerator(trips_schema(REPO), malformed_rate=0.0, duplicate_rate=0.0)
-    merge_seconds: list[float] = []
-    merge = pipeline._merge
-
-    def timed_merge(*args: Any) -> None:
-        start = time.perf_counter()
-        merge(*args)
-        merge_seconds.append(time.perf_counter() - start)
-
-    pipeline._merge = timed_merge  # type: ignore[assignment]
+    merge_seconds = time_merges(pipeline)
 
     def run(label: str) -> float:
         start = time.perf_counter()
@@ -93,31 +88,12 @@ def one_format(fmt: str, bootstrap: str, workdir: Path, events: int, lake_rows: 
 
     lake = "lake.trips"
     present = spark.table(lake).count()
-    sample = spark.table(lake).where("_row_key is not null").limit(1).collect()[0]
     first_id = generator.next_trip_id + 1_000_000
     fill = max(0, lake_rows - present)
-    columns = [f.name for f in spark.table(lake).schema.fields
-               if not f.name.startswith("_hoodie_")]
-    values = []
-    for name in columns:
-        if name == "trip_id":
-            values.append("id as trip_id")
-        elif name == "_row_key":
-            values.append(f"replace('{sample['_row_key']}', '{sample['trip_id']}', "
-                          f"cast(id as string)) as _row_key")
-        else:
-            values.append(f"s.`{name}`")
-    spark.createDataFrame([sample.asDict()]).select(*columns).createOrReplaceTempView("sample")
-    if fmt == "hudi":
-        spark.conf.set("hoodie.spark.sql.insert.into.operation", "bulk_insert")
-    start = time.perf_counter()
-    spark.sql(f"insert into {lake} ({', '.join(f'`{c}`' for c in columns)}) "
-              f"select {', '.join(values)} from range({first_id}, {first_id + fill}) "
-              f"cross join sample s")
-    print(f"  {fmt} filled {lake} with {fill} rows in {time.perf_counter() - start:.1f} s "
+    seconds = fill_lake(spark, lake, first_id, fill)
+    print(f"  {fmt} filled {lake} with {fill} rows in {seconds:.1f} s "
           f"({spark.table(lake).count()} rows)", flush=True)
-    if fmt == "hudi":
-        spark.conf.unset("hoodie.spark.sql.insert.into.operation")
+    build_index(spark, JobTables("trips", dbt.job_models("trips")))  # the fill bypassed it
 
     rng = random.Random(11)
     keys = rng.sample(range(first_id, first_id + fill), 6_000)

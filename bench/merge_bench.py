@@ -39,6 +39,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from lakefill import fill_lake, time_merges  # noqa: E402  (bench/, beside this file)
+
 CHANGES = 10_000
 FIRST_ID = 10_000_000  # filled keys start here, after the first batch's trips
 KEEP = "SLUICE_BENCH_KEEP"  # keep the warehouses (their folder is printed)
@@ -86,15 +88,7 @@ def one_size(size: int, bootstrap: str, workdir: Path, naive: bool) -> dict[str,
     job = settings.job("trips")
     dbt = Dbt(settings)
     generator = TripsGenerator(trips_schema(REPO), malformed_rate=0.0, duplicate_rate=0.0)
-    merge_seconds: list[float] = []
-    merge = pipeline._merge
-
-    def timed_merge(*args: Any) -> None:
-        start = time.perf_counter()
-        merge(*args)
-        merge_seconds.append(time.perf_counter() - start)
-
-    pipeline._merge = timed_merge  # type: ignore[assignment]
+    merge_seconds = time_merges(pipeline)
 
     def run(what: str) -> None:
         start = time.perf_counter()
@@ -106,26 +100,8 @@ def one_size(size: int, bootstrap: str, workdir: Path, naive: bool) -> dict[str,
     run("first batch (creates the tables)")
 
     lake = "lake.trips"
-    sample = spark.table(lake).where("_row_key is not null").limit(1).collect()[0]
-    columns = [f.name for f in spark.table(lake).schema.fields
-               if not f.name.startswith("_hoodie_")]
-    values = []
-    for name in columns:
-        if name == "trip_id":
-            values.append("id as trip_id")
-        elif name == "_row_key":
-            values.append(f"replace('{sample['_row_key']}', '{sample['trip_id']}', "
-                          "cast(id as string)) as _row_key")
-        else:
-            values.append(f"s.`{name}`")
-    spark.createDataFrame([sample.asDict()]).select(*columns).createOrReplaceTempView("sample")
-    spark.conf.set("hoodie.spark.sql.insert.into.operation", "bulk_insert")
-    start = time.perf_counter()
-    spark.sql(f"insert into {lake} ({', '.join(f'`{c}`' for c in columns)}) "
-              f"select {', '.join(values)} from range({FIRST_ID}, {FIRST_ID + size}) "
-              "cross join sample s")
-    spark.conf.unset("hoodie.spark.sql.insert.into.operation")
-    print(f"  {label(size)} filled {lake} in {time.perf_counter() - start:.1f} s "
+    seconds = fill_lake(spark, lake, FIRST_ID, size)
+    print(f"  {label(size)} filled {lake} in {seconds:.1f} s "
           f"({spark.table(lake).count()} rows)", flush=True)
     start = time.perf_counter()  # what `sluice bootstrap` does after loading a table
     entries = build_index(spark, JobTables("trips", dbt.job_models("trips")))

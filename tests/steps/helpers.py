@@ -52,3 +52,19 @@ def as_lake(row: dict[str, Any]) -> dict[str, Any]:
             "status": None if row.get("status") is None else row["status"].strip().lower(),
             "fare": money(row.get("fare"), "0.01"),
             "distance_km": money(row.get("distance_km"), "0.001")}
+
+
+def index_state(spark: Any, tables: Any) -> dict[str, tuple[int, bool]]:
+    """Each key's newest index entry: (ref key, deleted)."""
+    return {r[0]: (int(r[1]), bool(r[2])) for r in spark.sql(f"""
+        select _row_key, max_by(_ref_key, _batch_id), max_by(_is_deleted, _batch_id)
+        from {tables.index} group by _row_key""").collect()}
+
+
+def assert_index_agrees(spark: Any, tables: Any) -> dict[str, tuple[int, bool]]:
+    """Every lake row's key has its ref key as newest live entry, every other key is deleted."""
+    state = index_state(spark, tables)
+    lake = {r[0]: int(r[1]) for r in spark.sql(
+        f"select _row_key, _ref_key from {tables.lake}").collect()}
+    assert {k: ref for k, (ref, deleted) in state.items() if not deleted} == lake
+    return state

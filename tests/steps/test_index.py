@@ -22,27 +22,11 @@ from python_ingest.steps.services import maintain_job
 from python_ingest.tables.checkpoints import step_checkpoint
 from python_ingest.tables.formats import table_exists
 from tests.conftest import REPO, sluice_cmd, trips_job
-from tests.steps.helpers import as_lake, lake_rows
+from tests.steps.helpers import as_lake, assert_index_agrees, index_state, lake_rows
 
 
 def _generator(seed: int) -> TripsGenerator:
     return TripsGenerator(demo.trips_schema(REPO), seed=seed, first_trip_id=1, invalid_rate=0.0)
-
-
-def index_state(spark: Any, tables: JobTables) -> dict[str, tuple[int, bool]]:
-    """Each key's newest index entry: (ref key, deleted)."""
-    return {r[0]: (int(r[1]), bool(r[2])) for r in spark.sql(f"""
-        select _row_key, max_by(_ref_key, _batch_id), max_by(_is_deleted, _batch_id)
-        from {tables.index} group by _row_key""").collect()}
-
-
-def assert_index_agrees(spark: Any, tables: JobTables) -> dict[str, tuple[int, bool]]:
-    """Every lake row's key has its ref key as newest live entry, every other key is deleted."""
-    state = index_state(spark, tables)
-    lake = {r[0]: int(r[1]) for r in spark.sql(
-        f"select _row_key, _ref_key from {tables.lake}").collect()}
-    assert {k: ref for k, (ref, deleted) in state.items() if not deleted} == lake
-    return state
 
 
 def _job(broker: str, make_settings: Any, project: Any, job_name: str) -> tuple[Any, Any, Dbt,
@@ -86,14 +70,23 @@ def test_kill_between_the_index_and_the_lake_commit_then_rerun(
     assert not twice
 
 
+def _stream(spark: Any, broker: str, setup: tuple[Any, Any, Dbt, JobTables], seed: int,
+            batches: int, events: int) -> TripsGenerator:
+    """``batches`` runs of ``events`` new demo events each; the generator knows the rows."""
+    settings, job, dbt, _ = setup
+    generator = _generator(seed)
+    for _ in range(batches):
+        demo.produce(broker, job.topic, generator.events(events))
+        run_job(spark, settings, job, dbt=dbt)
+    return generator
+
+
 @pytest.mark.e2e
 def test_a_missing_index_is_built_in_bulk_and_guards_deletes(
         spark: Any, broker: str, make_settings: Any, project: Any, job_name: str) -> None:
-    settings, job, dbt, tables = _job(broker, make_settings, project, job_name)
-    generator = _generator(seed=89)
-    for _ in range(2):
-        demo.produce(broker, job.topic, generator.events(250))
-        run_job(spark, settings, job, dbt=dbt)
+    setup = _job(broker, make_settings, project, job_name)
+    settings, job, dbt, tables = setup
+    generator = _stream(spark, broker, setup, seed=89, batches=2, events=250)
     assert tables.lake is not None
     deleted_before = {k for k, (_, d) in index_state(spark, tables).items() if d}
     assert deleted_before
@@ -116,11 +109,9 @@ def test_a_missing_index_is_built_in_bulk_and_guards_deletes(
 @pytest.mark.e2e
 def test_compaction_keeps_newest_entries_and_drops_old_delete_markers(
         spark: Any, broker: str, make_settings: Any, project: Any, job_name: str) -> None:
-    settings, job, dbt, tables = _job(broker, make_settings, project, job_name)
-    generator = _generator(seed=97)
-    for _ in range(3):
-        demo.produce(broker, job.topic, generator.events(200))
-        run_job(spark, settings, job, dbt=dbt)
+    setup = _job(broker, make_settings, project, job_name)
+    settings, job, dbt, tables = setup
+    generator = _stream(spark, broker, setup, seed=97, batches=3, events=200)
     state = index_state(spark, tables)
     entries = spark.table(tables.index).count()
     assert entries > len(state)  # keys changed in several batches
