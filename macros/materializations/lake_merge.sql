@@ -2,7 +2,8 @@
     Materialization of lake models: applies one raw batch's change set (the model's SQL, built
     with sluice_merge_changes) to the lake table with one MERGE (Hudi merge-on-read with its
     record-level index, or Iceberg merge-on-read: sluice_table_format), after writing the
-    rejected changes to the error table and the deletes to the tombstone table.
+    rejected changes to the error table and every changed key (deletes too) to the job's
+    global index (docs/index.md).
 
     dbt-spark's own incremental merge cannot delete and fails on duplicate source keys, hence
     this one. Two ways it runs:
@@ -15,7 +16,8 @@
       holds the job's lease, the model is left as it is, with a message.
 
     vars (set by the runner; every table name comes from python_ingest/tables/names.py):
-    sluice_batch_id (the batch), sluice_error_table, sluice_tombstone_table,
+    sluice_batch_id (the batch), sluice_error_table, sluice_index_table,
+    sluice_tombstone_table (deletes before the index: read only to build it),
     sluice_changes_table (scratch: the change set, computed once, replaced by every merge;
     the runner reads its counts from there), sluice_skip (targets already committed for this
     batch by an earlier, interrupted run).

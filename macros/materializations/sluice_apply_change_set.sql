@@ -6,7 +6,6 @@
     {%- set table_format = sluice_table_format() -%}
     {%- set keep_tombstones = config.get('keep_tombstones', false) -%}
     {%- set error_table = sluice_var('sluice_error_table') -%}
-    {%- set tombstone_table = sluice_var('sluice_tombstone_table') -%}
     {%- set index_table = sluice_var('sluice_index_table') -%}
     {%- set changes_view = sluice_var('sluice_changes_table') -%}
     {%- set existing = target if sluice_has_target() else none -%}
@@ -83,12 +82,11 @@
         {%- endfor -%}
     {%- endif -%}
 
-    {#- the error, tombstone and index inserts run only when they have rows (an empty Hudi
-        commit costs about a second); all come before the merge, so a lake checkpoint at or
-        past this batch means they are committed or were empty (steps/pipeline.py) -#}
+    {#- the error and index inserts run only when they have rows (an empty Hudi commit costs
+        about a second); both come before the merge, so a lake checkpoint at or past this
+        batch means they are committed or were empty (steps/pipeline.py) -#}
     {%- set pending = run_query(
         'select coalesce(sum(size(_rejected)), 0), '
-        ~ "count_if(_merge_action in ('delete', 'tombstone')), "
         ~ "count_if(_merge_action != 'none') from " ~ changes_view).rows[0] -%}
     {%- if 'errors' not in skip and pending[0] > 0 %}
         {% set rejected_sql -%}
@@ -112,19 +110,9 @@
         {%- do sluice_statement('rejected', rejected_sql, job, committed) %}
     {%- endif %}
 
-    {%- if 'tombstones' not in skip and pending[1] > 0 %}
-        {#- append-only: the newest entry of a row key is its last delete -#}
-        {% set tombstones_sql -%}
-            insert into {{ tombstone_table }} (_row_key, _ref_key, _batch_id)
-            select _row_key, _ref_key, _batch_id
-            from {{ changes_view }}
-            where _merge_action in ('delete', 'tombstone')
-        {%- endset %}
-        {%- do sluice_statement('tombstones', tombstones_sql, job, committed) %}
-    {%- endif %}
-
-    {%- if index_table and 'index' not in skip and pending[2] > 0 %}
-        {#- the global index: every key this batch changed, with its state after it -#}
+    {%- if 'index' not in skip and pending[1] > 0 %}
+        {#- the global index: every key this batch changed, with its state after it (deletes
+            too: marts and dispersal learn of deletes there, docs/index.md) -#}
         {% set index_sql -%}
             insert into {{ index_table }} (_row_key, _ref_key, _is_deleted, _batch_id, _indexed_at)
             select _row_key, _ref_key, _is_deleted, _batch_id, current_timestamp()

@@ -1,7 +1,8 @@
 -- Completed trips with their fare per kilometre: a mart on lake.trips that a plain `dbt run`
 -- keeps current, incrementally. Each run takes the lake rows that batches it has not seen yet
 -- changed (the lake's _batch_id above the mart's highest) and the trips deleted since (the
--- job's tombstones: the lake drops deleted rows); a trip that is deleted or no longer
+-- delete entries of the job's global index: the lake drops deleted rows); a trip that is
+-- deleted or no longer
 -- completed leaves the mart (macros/spark__get_merge_sql.sql, sluice_delete_when).
 {{ config(
     materialized='incremental',
@@ -11,7 +12,7 @@
 ) }}
 
 {%- set lake_ready = sluice_relation_exists(ref('trips'))
-    and sluice_relation_exists(source('sluice_meta', 'trips__tombstones')) %}
+    and sluice_relation_exists(source('sluice_meta', 'trips__index')) %}
 
 with
 
@@ -24,7 +25,8 @@ lake as (
 
 tombstones as (
 
-    select * from {{ source('sluice_meta', 'trips__tombstones') }}
+    select _row_key, _batch_id from {{ source('sluice_meta', 'trips__index') }}
+    where _is_deleted
 
 ),
 {% else %}

@@ -188,7 +188,7 @@ def run_binlog_demo(spark: SparkSession, settings: Settings,
         demo = replace(demo, jobs={n: parse_job(n, j, demo.root) for n, j in written.jobs.items()})
         (name, job), = demo.jobs.items()
         for schema in ("raw", "staging", "errors", "meta", "lake"):  # the last demo's tables
-            for table in (name, f"{name}__raw", f"{name}__tombstones",
+            for table in (name, f"{name}__raw", f"{name}__tombstones", f"{name}__index",
                           f"stg_binlog_demo__{name}", f"stg_binlog_demo__{name}__valid"):
                 spark.sql(f"drop table if exists {schema}.{table} purge")
         Tap(demo, source).run(until_end=True)  # the tap's checkpoint: the binlog's end now

@@ -4,7 +4,7 @@ Per run: counts (``meta.runs``), cost (core-seconds), throughput, error rate, an
 figures the runs do not record (yet) but that can be computed from what exists:
 
 * step durations: each step ends with an Iceberg commit (ingest: ``errors.<job>__raw``, staging:
-  ``staging.<model>``, fork: ``staging.<model>__valid``, merge: the lake, error and tombstone
+  ``staging.<model>``, fork: ``staging.<model>__valid``, merge: the lake, error and index
   tables), so the snapshots committed inside a run's time window mark where its steps ended;
   a step that committed nothing adds its time to the next step that did, and what follows the
   last commit (reports, bookkeeping, table services) is "services". A run whose details hold
@@ -212,7 +212,7 @@ def _step_durations(spark: SparkSession, tables: JobTables, runs: list[RunPoint]
         "ingest": _commit_times(spark, tables.raw) + _commit_times(spark, tables.raw_errors),
         "staging": _commit_times(spark, tables.staging) if has_models else [],
         "fork": _commit_times(spark, tables.valid) if has_models else [],
-        "merge": (_commit_times(spark, tables.lake) + _commit_times(spark, tables.tombstones)
+        "merge": (_commit_times(spark, tables.lake) + _commit_times(spark, tables.index)
                   if has_models else []),
     }
     for run in runs:

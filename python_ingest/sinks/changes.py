@@ -8,9 +8,11 @@ that a rerun can say exactly which batches a target already holds:
 - upserts: the format's incremental read from the old commit to the new one, narrowed to
   ``_batch_id`` in (old batch, new batch] (every merge sets ``_batch_id`` on the rows it
   writes, so the narrowing is exact whatever the read returns beyond the range);
-- deletes: the lake drops deleted rows, the merge records each delete in
-  ``meta.<job>__tombstones`` (row key, ref key, batch), committed before the lake's MERGE;
-  the tombstones of the same batch range name the keys deleted since;
+- deletes: the lake drops deleted rows, the merge records each delete as an entry of the
+  global index ``meta.<job>__index`` (row key, ref key, ``_is_deleted``, batch; docs/index.md),
+  committed before the lake's MERGE; the delete entries of the same batch range name the keys
+  deleted since (index compaction keeps each key's newest entry, and a delete marker for the
+  job's ``tombstone_retention``: a target that falls further behind misses deletes);
 - a key in both: the later batch wins (deleted in 3 and re-inserted in 5 is an upsert; written
   in 3 and deleted in 5, however the incremental read shows it, is a delete).
 
@@ -100,12 +102,12 @@ def changes(spark: SparkSession, tables: JobTables, since: Position | None,
     newest = Window.partitionBy("_row_key").orderBy(F.col("_batch_id").desc())
     rows = (rows.withColumn("_sluice_copy", F.row_number().over(newest))
             .where("_sluice_copy = 1").drop("_sluice_copy"))
-    deletes = (spark.table(tables.tombstones)
-               .where((F.col("_batch_id") > since.batch_id)
+    deletes = (spark.table(tables.index)
+               .where(F.col("_is_deleted") & (F.col("_batch_id") > since.batch_id)
                       & (F.col("_batch_id") <= until.batch_id))
                .groupBy("_row_key").agg(F.max("_batch_id").alias("_deleted_batch"))
                .withColumnRenamed("_row_key", "_deleted_key")) \
-        if table_exists(spark, tables.tombstones) else None
+        if table_exists(spark, tables.index) else None
     row = rows.alias("row")
     if deletes is None:
         joined = row.withColumn("_deleted_key", F.lit(None).cast("string")) \

@@ -6,7 +6,7 @@
              errors.<job>                                  (in both tables' commits)
     merge    dbt lake model, one MERGE per raw batch   checkpoint: sluice.merge.batch_id
              → lake.<model>, errors.<job>,                 (in each table's commit)
-               meta.<job>__tombstones, meta.<job>__index
+               meta.<job>__index (deletes too)
     reports  GE Data Docs under <state_dir>/reports/<job>/, counts and quality in meta.runs
     disperse the job's dispersal targets (sinks/): what the merge changed → PostgreSQL,
              Kafka                                     position: in each target
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOMBSTONE_COLUMNS = (("_row_key", "string"), ("_ref_key", "bigint"), ("_batch_id", "bigint"))
 STEP_COUNTS = ("read", "landed", "decode_errors", "valid", "expectation_errors", "inserted",
                "updated", "deleted", "merge_errors")
 
@@ -239,37 +238,33 @@ def _disperse(spark: SparkSession, settings: Settings, job: JobConfig, tables: J
 
 def pending_merges(spark: SparkSession, tables: JobTables) -> list[tuple[int, list[str]]]:
     """The forked batches the merge has yet to apply, oldest first, each with the targets an
-    earlier, interrupted merge of it already committed (errors, tombstones, index, lake)."""
+    earlier, interrupted merge of it already committed (errors, index, lake)."""
     if tables.lake is None or not table_exists(spark, tables.valid):
         return []
     ensure_table(spark, tables.errors, ERROR_COLUMNS)
-    ensure_table(spark, tables.tombstones, TOMBSTONE_COLUMNS)
     ensure_index(spark, tables)
-    lake_done, tombstones_done, errors_done, index_done = merge_progress(spark, tables)
-    start = min(lake_done, tombstones_done, index_done)
+    lake_done, index_done, errors_done = merge_progress(spark, tables)
+    start = min(lake_done, index_done)
     found = [int(r[0]) for r in spark.sql(
         f"select distinct _batch_id from {tables.valid} where _batch_id > {start} "
         "order by _batch_id").collect()]
     pending = []
     for batch_id in found:
         skip = [name for name, done in (("errors", errors_done), ("lake", lake_done),
-                                        ("tombstones", tombstones_done),
                                         ("index", index_done)) if done >= batch_id]
-        if len(skip) < 4:
+        if len(skip) < 3:
             pending.append((batch_id, skip))
     return pending
 
 
-def merge_progress(spark: SparkSession, tables: JobTables) -> tuple[int, int, int, int]:
-    """The last batch the merge committed to the lake, tombstone, error and index tables.
-    The error, tombstone and index inserts come before the lake's MERGE and are left out
-    when they have no rows, so a lake checkpoint at or past a batch covers them
-    (sluice_apply_change_set.sql)."""
+def merge_progress(spark: SparkSession, tables: JobTables) -> tuple[int, int, int]:
+    """The last batch the merge committed to the lake, index and error tables. The error and
+    index inserts come before the lake's MERGE and are left out when they have no rows, so a
+    lake checkpoint at or past a batch covers them (sluice_apply_change_set.sql)."""
     lake_done = step_checkpoint(spark, tables.lake or "", MERGE_STEP)
     return (lake_done,
-            max(step_checkpoint(spark, tables.tombstones, MERGE_STEP), lake_done),
-            max(step_checkpoint(spark, tables.errors, MERGE_STEP), lake_done),
-            max(step_checkpoint(spark, tables.index, MERGE_STEP), lake_done))
+            max(step_checkpoint(spark, tables.index, MERGE_STEP), lake_done),
+            max(step_checkpoint(spark, tables.errors, MERGE_STEP), lake_done))
 
 
 def _merge_batch(spark: SparkSession, dbt: Dbt, tables: JobTables, batch_id: int,

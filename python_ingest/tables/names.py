@@ -11,9 +11,10 @@ staging.<model>        the converter's output                      dbt (staging 
 staging.<model>__valid rows that passed the job's suite            fork
 errors.<job>           rows that failed the suite or the merge     fork, merge
 lake.<lake model>      the deduplicated, current table             merge (dbt lake model)
-meta.<job>__tombstones deletes the merge has applied                merge
-meta.<job>__index      each row key's ref key, deleted or not: the    merge
-                       merge's global index (docs/index.md)
+meta.<job>__index      each row key's ref key, deleted or not, per    merge
+                       batch: the merge's global index (docs/index.md)
+meta.<job>__tombstones deletes, before the index (read once to build  merge (before the
+                       it; no longer written)                          index)
 meta.sluice_merge__<m> one merge's change set (scratch)            merge
 meta.runs              one row per run                             every run
 =====================  ==========================================  ============================

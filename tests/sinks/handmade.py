@@ -8,8 +8,9 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
+from python_ingest.steps.index import INDEX_COLUMNS
 from python_ingest.tables.checkpoints import step_properties
-from python_ingest.tables.formats import append
+from python_ingest.tables.formats import append, ensure_table
 from python_ingest.tables.names import JobTables
 
 COLUMNS = [
@@ -38,15 +39,18 @@ def row(key: str, batch: int, n: int, **values: Any) -> dict[str, Any]:
 
 def write_batch(spark: Any, tables: JobTables, batch: int, rows: list[dict[str, Any]],
                 deleted: list[str]) -> None:
-    """One 'merge': tombstones first, then the lake rows with the merge checkpoint (as the
-    lake materialization commits them)."""
+    """One 'merge': the index entries first (deletes and writes), then the lake rows with the
+    merge checkpoint (as the lake materialization commits them)."""
     from pyspark.sql import types as T
 
     schema = T._parse_datatype_string(", ".join(f"{n}: {t}" for n, t in COLUMNS))
-    if deleted:
-        tombstones = spark.createDataFrame([(k, batch, batch) for k in deleted],
-                                           "_row_key string, _ref_key bigint, _batch_id bigint")
-        append(tombstones, tables.tombstones, step_properties("merge", batch))
+    entries = [(k, batch, True, batch) for k in deleted] + \
+        [(r["_row_key"], batch, False, batch) for r in rows]
+    ensure_table(spark, tables.index, INDEX_COLUMNS)
+    append(spark.createDataFrame(entries, "_row_key string, _ref_key bigint, "
+                                 "_is_deleted boolean, _batch_id bigint")
+           .selectExpr("*", "current_timestamp() as _indexed_at"),
+           tables.index, step_properties("merge", batch))
     lake = tables.lake
     assert lake is not None
     append(spark.createDataFrame([tuple(r[n] for n, _ in COLUMNS) for r in rows], schema),

@@ -16,6 +16,7 @@ from python_ingest.kafka.client import partition_offsets, read_range
 from python_ingest.sinks.changes import lake_position
 from python_ingest.sinks.kafka import avro_schema, disperse_kafka, warehouse
 from python_ingest.sinks.state import PositionFile
+from python_ingest.steps.index import INDEX_COLUMNS
 from python_ingest.tables.formats import ensure_table
 from python_ingest.tables.names import JobModels, JobTables
 from tests.sinks.handmade import COLUMNS, TRICKY, WHEN, row, write_batch
@@ -46,8 +47,7 @@ def test_every_type_deletes_and_a_resend_reach_the_topic(
     tables = JobTables(job_name, JobModels(staging=f"stg_{job_name}", lake=job_name))
     assert tables.lake is not None
     ensure_table(spark, tables.lake, COLUMNS)
-    ensure_table(spark, tables.tombstones, [("_row_key", "string"), ("_ref_key", "bigint"),
-                                            ("_batch_id", "bigint")])
+    ensure_table(spark, tables.index, INDEX_COLUMNS)
     target = KafkaTarget(name="events", topic=f"{job_name}.lake")
     lake = {"a": row("a", 1, 1, c_string=TRICKY), "b": row("b", 1, 2)}
     write_batch(spark, tables, 1, list(lake.values()), [])

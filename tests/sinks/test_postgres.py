@@ -18,6 +18,7 @@ from python_ingest.exceptions import DispersalError
 from python_ingest.sinks.changes import lake_position
 from python_ingest.sinks.pgserver import LocalPostgres
 from python_ingest.sinks.postgres import disperse_postgres
+from python_ingest.steps.index import INDEX_COLUMNS
 from python_ingest.tables.checkpoints import step_properties
 from python_ingest.tables.formats import append, ensure_table
 from python_ingest.tables.names import JobModels, JobTables
@@ -52,8 +53,7 @@ def test_every_type_and_incremental_changes_reach_postgres(
     tables = JobTables(job_name, JobModels(staging=f"stg_{job_name}", lake=job_name))
     assert tables.lake is not None
     ensure_table(spark, tables.lake, COLUMNS)
-    ensure_table(spark, tables.tombstones, [("_row_key", "string"), ("_ref_key", "bigint"),
-                                            ("_batch_id", "bigint")])
+    ensure_table(spark, tables.index, INDEX_COLUMNS)
     target = PostgresTarget(name="mirror", table=f"lake.{job_name}", dsn=postgres.dsn,
                             chunk_rows=2)
     nulls = {n: None for n, _ in COLUMNS if n not in ("_row_key", "_batch_id", "_is_deleted")}

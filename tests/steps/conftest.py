@@ -45,10 +45,10 @@ def write_project(root: Path, job: str, converter: str | None = None,
         marts.mkdir(parents=True, exist_ok=True)
         sql = (REPO / "models" / "marts" / "completed_trips.sql").read_text()
         (marts / f"{job}_completed.sql").write_text(sql.replace(
-            "ref('trips')", f"ref('{job}')").replace("trips__tombstones", f"{job}__tombstones"))
+            "ref('trips')", f"ref('{job}')").replace("trips__index", f"{job}__index"))
         (marts / "_marts__sources.yml").write_text(
             f"version: 2\nsources:\n  - name: sluice_meta\n    schema: meta\n    tables:\n"
-            f"      - name: {job}__tombstones\n")
+            f"      - name: {job}__index\n")
     (root / "expectations").mkdir(exist_ok=True)
     shutil.copy(REPO / "expectations" / "stg_demo__trips.json",
                 root / "expectations" / f"{model}.json")

@@ -19,8 +19,8 @@ from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.index import build_index, compact_index
 from python_ingest.steps.pipeline import JobTables, merge_progress, run_job
 from python_ingest.steps.services import maintain_job
-from python_ingest.tables.checkpoints import step_checkpoint
-from python_ingest.tables.formats import table_exists
+from python_ingest.tables.checkpoints import step_checkpoint, step_properties
+from python_ingest.tables.formats import append, ensure_table, table_exists
 from tests.conftest import REPO, sluice_cmd, trips_job
 from tests.steps.helpers import as_lake, assert_index_agrees, index_state, lake_rows
 
@@ -82,14 +82,21 @@ def _stream(spark: Any, broker: str, setup: tuple[Any, Any, Dbt, JobTables], see
 
 
 @pytest.mark.e2e
-def test_a_missing_index_is_built_in_bulk_and_guards_deletes(
+def test_a_missing_index_is_built_in_bulk_from_the_lake_and_old_tombstones(
         spark: Any, broker: str, make_settings: Any, project: Any, job_name: str) -> None:
     setup = _job(broker, make_settings, project, job_name)
     settings, job, dbt, tables = setup
     generator = _stream(spark, broker, setup, seed=89, batches=2, events=250)
     assert tables.lake is not None
-    deleted_before = {k for k, (_, d) in index_state(spark, tables).items() if d}
-    assert deleted_before
+    state = index_state(spark, tables)
+    deleted = sorted(k for k, (_, d) in state.items() if d)
+    assert deleted
+    # a warehouse from before the index: deletes were kept in meta.<job>__tombstones
+    ensure_table(spark, tables.tombstones, [("_row_key", "string"), ("_ref_key", "bigint"),
+                                            ("_batch_id", "bigint")])
+    append(spark.createDataFrame([(k, state[k][0], 2) for k in deleted],
+                                 "_row_key string, _ref_key bigint, _batch_id bigint"),
+           tables.tombstones, step_properties("merge", 2))
     spark.sql(f"drop table {tables.index} purge")
     assert not table_exists(spark, tables.index)
 

@@ -55,7 +55,7 @@ def _checkpoints(spark: Any, tables: JobTables) -> dict[str, int]:
             "fork_valid": step_checkpoint(spark, tables.valid, "fork"),
             "fork_errors": step_checkpoint(spark, tables.errors, "fork"),
             "merge_lake": merge_progress(spark, tables)[0],
-            "merge_tombstones": merge_progress(spark, tables)[1]}
+            "merge_index": merge_progress(spark, tables)[1]}
 
 
 def _reconcile(spark: Any, tables: JobTables) -> None:
@@ -94,7 +94,7 @@ def test_kill_between_steps_then_rerun(format_spark: Any, broker: str, make_sett
     dbt = Dbt(settings)
     tables = JobTables(job_name, dbt.job_models(job_name))
     # fault, events produced before the run, checkpoints after the kill:
-    # raw, staging, fork (valid and errors tables), merge (lake and tombstone tables)
+    # raw, staging, fork (valid and errors tables), merge (lake and index tables)
     plan = [("after_ingest", lambda: generator.events(300), (1, 0, 0, 0)),
             ("after_staging", lambda: [*generator.late_events(15), *generator.events(150)],
              (2, 2, 0, 0)),
@@ -114,7 +114,7 @@ def test_kill_between_steps_then_rerun(format_spark: Any, broker: str, make_sett
         assert f"killing the process at '{fault}'" in killed.stderr
         assert _checkpoints(spark, tables) == {
             "raw": raw, "staging": staged, "fork_valid": forked, "fork_errors": forked,
-            "merge_lake": merged, "merge_tombstones": merged}, fault
+            "merge_lake": merged, "merge_index": merged}, fault
         errors = _error_keys(spark, tables.errors)
         assert errors >= errors_seen, fault  # nothing lost, and below: nothing doubled
         errors_seen = errors
@@ -125,7 +125,7 @@ def test_kill_between_steps_then_rerun(format_spark: Any, broker: str, make_sett
     assert result.outcome == "up-to-date", result.counts
     assert _checkpoints(spark, tables) == {
         "raw": 3, "staging": 3, "fork_valid": 3, "fork_errors": 3, "merge_lake": 3,
-        "merge_tombstones": 3}
+        "merge_index": 3}
     assert tables.lake is not None
     expected = {trip_id: as_lake(row) for trip_id, row in generator.rows.items()}
     assert lake_rows(spark, tables.lake) == expected
