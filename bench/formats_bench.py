@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import socket
@@ -28,11 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from lakefill import fill_lake, time_merges  # noqa: E402  (bench/, beside this file)
+from lakefill import fill_lake, time_merges, trips_job  # noqa: E402  (bench/, beside this file)
 
 FORMATS = ("hudi", "iceberg")
 
@@ -45,31 +42,14 @@ def free_port() -> int:
 
 def one_format(fmt: str, bootstrap: str, workdir: Path, events: int, lake_rows: int) -> dict:
     """Run the three measurements for ``fmt``; returns the figures."""
-    from python_ingest.config import load_settings
-    from python_ingest.demo.trips import Event, TripsGenerator, produce, trips_schema
-    from python_ingest.kafka.broker import ensure_topic
-    from python_ingest.runtime.session import build_session
+    from python_ingest.demo.trips import Event, produce
     from python_ingest.steps import pipeline
-    from python_ingest.steps.dbt import Dbt
     from python_ingest.steps.index import build_index
     from python_ingest.tables.names import JobTables
 
     topic = f"bench.formats.{fmt}"
-    config = workdir / f"sluice-{fmt}.yml"
-    config.write_text(yaml.safe_dump({
-        "spark": {"master": "local[2]"}, "table_format": fmt,
-        "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(workdir / fmt)},
-        "broker": {"bootstrap_servers": bootstrap, "embedded": False},
-        "state_dir": str(workdir / f"state-{fmt}"),
-        "jobs": {"trips": {"topic": topic, "schema": str(REPO / "schemas" / "trips.avsc"),
-                           "row_key": ["trip_id"], "ref_key": "_ref_key"}}}))
-    os.environ["SLUICE_DBT_PROJECT_DIR"] = str(REPO)
-    settings = load_settings(config, env={})
-    spark = build_session(settings)
-    ensure_topic(bootstrap, topic, 4)
-    job = settings.job("trips")
-    dbt = Dbt(settings)
-    generator = TripsGenerator(trips_schema(REPO), malformed_rate=0.0, duplicate_rate=0.0)
+    settings, spark, job, dbt, generator = trips_job(workdir, fmt, bootstrap, topic,
+                                                     table_format=fmt)
     merge_seconds = time_merges(pipeline)
 
     def run(label: str) -> float:

@@ -52,3 +52,35 @@ def time_merges(pipeline: Any) -> list[float]:
 
     pipeline._merge = timed_merge
     return seconds
+
+
+def trips_job(workdir: Any, name: str, bootstrap: str, topic: str, table_format: str = "hudi",
+              spark_conf: dict[str, str] | None = None) -> tuple[Any, Any, Any, Any, Any]:
+    """A demo trips job in its own warehouse under ``workdir`` (config ``sluice-<name>.yml``)
+    on an existing broker: (settings, spark, job, dbt, generator)."""
+    import os
+    from pathlib import Path
+
+    import yaml
+
+    from python_ingest.config import load_settings
+    from python_ingest.demo.trips import TripsGenerator, trips_schema
+    from python_ingest.kafka.broker import ensure_topic
+    from python_ingest.runtime.session import build_session
+    from python_ingest.steps.dbt import Dbt
+
+    repo = Path(__file__).resolve().parent.parent
+    config = Path(workdir) / f"sluice-{name}.yml"
+    config.write_text(yaml.safe_dump({
+        "spark": {"master": "local[2]", "conf": spark_conf or {}}, "table_format": table_format,
+        "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(Path(workdir) / name)},
+        "broker": {"bootstrap_servers": bootstrap, "embedded": False},
+        "state_dir": str(Path(workdir) / f"state-{name}"),
+        "jobs": {"trips": {"topic": topic, "schema": str(repo / "schemas" / "trips.avsc"),
+                           "row_key": ["trip_id"], "ref_key": "_ref_key"}}}))
+    os.environ["SLUICE_DBT_PROJECT_DIR"] = str(repo)
+    settings = load_settings(config, env={})
+    spark = build_session(settings)
+    ensure_topic(bootstrap, topic, 4)
+    generator = TripsGenerator(trips_schema(repo), malformed_rate=0.0, duplicate_rate=0.0)
+    return settings, spark, settings.job("trips"), Dbt(settings), generator

@@ -37,11 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from lakefill import fill_lake, time_merges  # noqa: E402  (bench/, beside this file)
+from lakefill import fill_lake, time_merges, trips_job  # noqa: E402  (bench/, beside this file)
 
 CHANGES = 10_000
 FIRST_ID = 10_000_000  # filled keys start here, after the first batch's trips
@@ -62,35 +60,18 @@ def label(size: int) -> str:
 def one_size(size: int, bootstrap: str, workdir: Path, naive: bool) -> dict[str, float]:
     """Fill a lake of ``size`` rows, merge the changes; the merge's seconds (and the naive
     MERGE's with ``naive``)."""
-    from python_ingest.config import load_settings
-    from python_ingest.demo.trips import Event, TripsGenerator, produce, trips_schema
-    from python_ingest.kafka.broker import ensure_topic
-    from python_ingest.runtime.session import build_session
+    from python_ingest.demo.trips import Event, produce
     from python_ingest.steps import pipeline
-    from python_ingest.steps.dbt import Dbt
     from python_ingest.steps.index import build_index
     from python_ingest.tables.formats import maintain
     from python_ingest.tables.names import JobTables
 
     topic = f"bench.merge.{size}"
-    config = workdir / f"sluice-{size}.yml"
-    config.write_text(yaml.safe_dump({
-        "spark": {"master": "local[2]", "conf": {
+    settings, spark, job, dbt, generator = trips_job(
+        workdir, str(size), bootstrap, topic, spark_conf={
             "spark.driver.memory": "3g",
             **({"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.environ[EVENTS]}
-               if os.environ.get(EVENTS) else {})}},
-        "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(workdir / str(size))},
-        "broker": {"bootstrap_servers": bootstrap, "embedded": False},
-        "state_dir": str(workdir / f"state-{size}"),
-        "jobs": {"trips": {"topic": topic, "schema": str(REPO / "schemas" / "trips.avsc"),
-                           "row_key": ["trip_id"], "ref_key": "_ref_key"}}}))
-    os.environ["SLUICE_DBT_PROJECT_DIR"] = str(REPO)
-    settings = load_settings(config, env={})
-    spark = build_session(settings)
-    ensure_topic(bootstrap, topic, 4)
-    job = settings.job("trips")
-    dbt = Dbt(settings)
-    generator = TripsGenerator(trips_schema(REPO), malformed_rate=0.0, duplicate_rate=0.0)
+               if os.environ.get(EVENTS) else {})})
     merge_seconds = time_merges(pipeline)
 
     def run(what: str) -> None:
