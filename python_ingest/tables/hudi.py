@@ -78,6 +78,22 @@ class HudiFormat:
             exists = True
         if not exists:
             self._create(spark, table, columns)
+        for attempt in range(CREATE_RACE_TRIES):
+            try:
+                self._complete(spark, table, columns)
+                return
+            except Exception as exc:
+                # another process's first commit rewrites hoodie.properties (the metadata
+                # table's partitions): for a moment the table reads as "not found"
+                if "TableNotFoundException" not in str(exc) or attempt == CREATE_RACE_TRIES - 1:
+                    raise
+                log.info("Hudi table %s not readable for a moment (another process is "
+                         "committing to it): retrying", table)
+                time.sleep(CREATE_RACE_WAIT_S)
+
+    def _complete(self, spark: SparkSession, table: str,
+                  columns: list[tuple[str, str]]) -> None:
+        """A table's first, empty commit if it has none, and the columns it lacks."""
         if _commits(spark, table).countInstants() == 0:
             # Hudi 1.0 takes a file written by an instant older than the table's first
             # completed commit for an archived, so committed, one: a failed first write would
