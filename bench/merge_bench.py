@@ -4,8 +4,8 @@ Per lake size (default 1M and 10M rows), in its own process (own JVM, own wareho
 broker for all):
   1. a first 100-event batch through the whole pipeline creates every table of the demo job;
   2. the lake table is filled to the size with Spark's range (Hudi bulk inserts), compacted
-     (else the measured merge would be the fifth delta commit, which compacts the whole table
-     inline: a service's cost, printed here), and its global index built in bulk
+     (so that the measured merge is never the delta commit that compacts inline; its cost is
+     printed apart), and its global index built in bulk
      (steps/index.py build_index, as after a bootstrap);
   3. 10k changes (50% full-row updates of random existing keys, 40% inserts, 10% deletes of
      random existing keys; shuffled, one partition order) go through ingest, staging and the
@@ -87,9 +87,8 @@ def one_size(size: int, bootstrap: str, workdir: Path, naive: bool) -> dict[str,
     seconds = fill_lake(spark, lake, FIRST_ID, size)
     print(f"  {label(size)} filled {lake} in {seconds:.1f} s "
           f"({spark.table(lake).count()} rows)", flush=True)
-    # the fill's delta commits would make the measured merge the one that compacts the
-    # lake inline (every 5: a rewrite of the whole table); compact it now, as a bootstrap's
-    # services would, and say what that costs
+    # the fill's delta commits could make the measured merge the one that compacts the lake
+    # inline (every 5); compact it now, as a bootstrap's services would, and say what it costs
     start = time.perf_counter()
     maintain(spark, lake, merged=True)
     print(f"  {label(size)} compacted, cleaned, archived the lake in "
