@@ -33,7 +33,7 @@ from python_ingest.tables.formats import (
 from python_ingest.tables.names import JobTables
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def build_index(spark: SparkSession, tables: JobTables) -> int:
         from {tables.lake}
         {deletes}""")
     if table_exists(spark, tables.index):
-        _overwrite(spark, tables.index, entries.createOrReplaceTempView, done)
+        _overwrite(spark, tables.index, entries, done)
     else:
         ensure_table(spark, tables.index, INDEX_COLUMNS)
         append(entries, tables.index, step_properties(MERGE_STEP, done))
@@ -104,19 +104,19 @@ def compact_index(spark: SparkSession, tables: JobTables, retention_s: int) -> t
                    and latest._indexed_at < current_timestamp() - make_dt_interval(0, 0, 0,
                                                                                    {retention_s}))
     """)
-    _overwrite(spark, tables.index, latest.createOrReplaceTempView, done)
+    _overwrite(spark, tables.index, latest, done)
     after = spark.table(tables.index).count()
     log.info("compacted %s: %d entries → %d (delete markers kept %d s)", tables.index,
              before, after, retention_s)
     return before, after
 
 
-def _overwrite(spark: SparkSession, table: str, register: object, done: int) -> None:
-    """Replace ``table``'s rows by the view registered as sluice_index_rewrite, in one commit
-    carrying the merge checkpoint ``done``. The rows are computed first into a scratch
-    table: the overwrite reads nothing of the table it replaces."""
+def _overwrite(spark: SparkSession, table: str, rows: DataFrame, done: int) -> None:
+    """Replace ``table``'s rows by ``rows``, in one commit carrying the merge checkpoint
+    ``done``. The rows are computed first into a scratch table: the overwrite reads nothing
+    of the table it replaces."""
     scratch = "meta.sluice_index_rewrite"
-    register("sluice_index_rewrite")  # type: ignore[operator]
+    rows.createOrReplaceTempView("sluice_index_rewrite")
     drop_scratch(spark, scratch)
     using = "parquet" if table_format(spark).name == "hudi" else "iceberg"
     spark.sql(f"create table {scratch} using {using} as select * from sluice_index_rewrite")
