@@ -109,6 +109,9 @@ bench-formats: setup ## Hudi vs Iceberg: 500k events end to end, 10k changes int
 bench-merge: setup ## the merge: 10k changes into 1M and 10M rows through the index, vs a whole-table MERGE
 	$(BIN)/python bench/merge_bench.py
 
+bench-services: setup ## table services: 200 small merges into 1M rows, services on vs off; files and full-scan seconds
+	$(BIN)/python bench/services_bench.py
+
 bench-dispersal: setup ## dispersal: 1M lake rows into a private PostgreSQL (full, 10% incremental) and a Kafka topic; rows/s
 	$(BIN)/python bench/dispersal_bench.py
 
@@ -118,4 +121,4 @@ broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-formats bench-e2e bench-freshness bench-many bench-merge bench-dispersal broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-formats bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal broker-stop clean

@@ -17,11 +17,8 @@ Ends with the line (one line; wrapped here)
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,15 +26,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from lakefill import fill_lake, time_merges, trips_job  # noqa: E402  (bench/, beside this file)
+from lakefill import (  # noqa: E402  (bench/, beside this file)
+    fill_lake,
+    free_port,
+    report,
+    run_child,
+    time_merges,
+    trips_job,
+)
 
 FORMATS = ("hudi", "iceberg")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def one_format(fmt: str, bootstrap: str, workdir: Path, events: int, lake_rows: int) -> dict:
@@ -107,9 +105,8 @@ def main() -> None:
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        figures = one_format(args.one, args.bootstrap, Path(args.workdir), args.events,
-                             args.lake_rows)
-        print("FIGURES " + json.dumps(figures), flush=True)
+        report(one_format(args.one, args.bootstrap, Path(args.workdir), args.events,
+                          args.lake_rows))
         return
 
     from python_ingest.kafka.broker import start_embedded
@@ -121,19 +118,10 @@ def main() -> None:
     try:
         for fmt in FORMATS:
             print(f"{fmt}:", flush=True)
-            proc = subprocess.run(
+            results[fmt] = run_child(
                 [sys.executable, __file__, "--one", fmt, "--bootstrap", f"127.0.0.1:{port}",
                  "--workdir", str(workdir), "--events", str(args.events),
-                 "--lake-rows", str(args.lake_rows)],
-                capture_output=True, text=True, cwd=REPO)
-            lines = proc.stdout.splitlines()
-            for line in lines:
-                if not line.startswith("FIGURES "):
-                    print(line, flush=True)
-            found = [json.loads(line[8:]) for line in lines if line.startswith("FIGURES ")]
-            if proc.returncode != 0 or not found:
-                sys.exit(f"the {fmt} run failed:\n{proc.stderr[-4000:]}")
-            results[fmt] = found[0]
+                 "--lake-rows", str(args.lake_rows)], fmt, REPO)
     finally:
         broker.stop()
         shutil.rmtree(workdir, ignore_errors=True)

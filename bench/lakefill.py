@@ -1,10 +1,48 @@
 """Shared by the benchmarks that need a big lake table fast: fill it with Spark's range
-(copies of one merged row, new keys), and time the pipeline's merge step."""
+(copies of one merged row, new keys), time the pipeline's merge step, and run each measured
+configuration in a process of its own (own JVM) that reports its figures to the parent."""
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 from typing import Any
+
+FIGURES = "FIGURES "  # the line a child process reports its figures on
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def report(figures: dict[str, Any]) -> None:
+    """In a child process: hand ``figures`` to the parent (``run_child``)."""
+    print(FIGURES + json.dumps(figures), flush=True)
+
+
+def run_child(command: list[str], what: str, cwd: Any) -> dict[str, Any]:
+    """Run a child process, echoing its output as it comes; the figures it reported. Exits
+    with its error output when it fails or reports none."""
+    with tempfile.TemporaryFile("w+") as errors:  # a file: Spark logs fill a pipe
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True,
+                                cwd=cwd)
+        assert proc.stdout is not None
+        found = []
+        for line in proc.stdout:
+            if line.startswith(FIGURES):
+                found.append(json.loads(line[len(FIGURES):]))
+            else:
+                print(line, end="", flush=True)
+        if proc.wait() != 0 or not found:
+            errors.seek(0)
+            sys.exit(f"the {what} run failed:\n{errors.read()[-4000:]}")
+    return dict(found[0])
 
 CHUNK = 2_000_000  # rows per insert: Hudi collects each written row's location for the
 # record-level index on the driver (10M rows in one insert exhaust a 3 GiB driver)
@@ -33,10 +71,16 @@ def fill_lake(spark: Any, lake: str, first_id: int, count: int) -> float:
     start = time.perf_counter()
     for low in range(first_id, first_id + count, CHUNK):
         high = min(low + CHUNK, first_id + count)
+        if hudi and high == first_id + count:
+            # the last insert's commit compacts the metadata table: the record-level index
+            # entries of a bulk load stay in its log files otherwise (until 10 more commits),
+            # and every merge's key look-up reads them all (47 s of a 62 s merge at 10M rows)
+            spark.conf.set("hoodie.metadata.compact.max.delta.commits", "1")
         spark.sql(f"insert into {lake} ({', '.join(f'`{c}`' for c in columns)}) "
                   f"select {', '.join(values)} from range({low}, {high}) cross join sample s")
     if hudi:
         spark.conf.unset("hoodie.spark.sql.insert.into.operation")
+        spark.conf.unset("hoodie.metadata.compact.max.delta.commits")
     return time.perf_counter() - start
 
 
@@ -55,9 +99,11 @@ def time_merges(pipeline: Any) -> list[float]:
 
 
 def trips_job(workdir: Any, name: str, bootstrap: str, topic: str, table_format: str = "hudi",
-              spark_conf: dict[str, str] | None = None) -> tuple[Any, Any, Any, Any, Any]:
+              spark_conf: dict[str, str] | None = None, job: dict[str, Any] | None = None
+              ) -> tuple[Any, Any, Any, Any, Any]:
     """A demo trips job in its own warehouse under ``workdir`` (config ``sluice-<name>.yml``)
-    on an existing broker: (settings, spark, job, dbt, generator)."""
+    on an existing broker, with the job settings ``job`` added: (settings, spark, job, dbt,
+    generator)."""
     import os
     from pathlib import Path
 
@@ -77,7 +123,7 @@ def trips_job(workdir: Any, name: str, bootstrap: str, topic: str, table_format:
         "broker": {"bootstrap_servers": bootstrap, "embedded": False},
         "state_dir": str(Path(workdir) / f"state-{name}"),
         "jobs": {"trips": {"topic": topic, "schema": str(repo / "schemas" / "trips.avsc"),
-                           "row_key": ["trip_id"], "ref_key": "_ref_key"}}}))
+                           "row_key": ["trip_id"], "ref_key": "_ref_key", **(job or {})}}}))
     os.environ["SLUICE_DBT_PROJECT_DIR"] = str(repo)
     settings = load_settings(config, env={})
     spark = build_session(settings)

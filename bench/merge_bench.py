@@ -25,12 +25,9 @@ Ends with the line (one line; wrapped here)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,18 +36,19 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from lakefill import fill_lake, time_merges, trips_job  # noqa: E402  (bench/, beside this file)
+from lakefill import (  # noqa: E402  (bench/, beside this file)
+    fill_lake,
+    free_port,
+    report,
+    run_child,
+    time_merges,
+    trips_job,
+)
 
 CHANGES = 10_000
 FIRST_ID = 10_000_000  # filled keys start here, after the first batch's trips
 KEEP = "SLUICE_BENCH_KEEP"  # keep the warehouses (their folder is printed)
 EVENTS = "SLUICE_BENCH_EVENT_LOG"  # a folder: Spark event logs of the runs, for a profile
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def label(size: int) -> str:
@@ -181,8 +179,7 @@ def main() -> None:
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        figures = one_size(args.one, args.bootstrap, Path(args.workdir), args.naive)
-        print("FIGURES " + json.dumps(figures), flush=True)
+        report(one_size(args.one, args.bootstrap, Path(args.workdir), args.naive))
         return
 
     from python_ingest.kafka.broker import start_embedded
@@ -198,16 +195,8 @@ def main() -> None:
             print(f"{label(size)} rows:", flush=True)
             command = [sys.executable, __file__, "--one", str(size), "--bootstrap",
                        f"127.0.0.1:{port}", "--workdir", str(workdir)]
-            proc = subprocess.run(command + (["--naive"] if size == sizes[-1] else []),
-                                  capture_output=True, text=True, cwd=REPO)
-            lines = proc.stdout.splitlines()
-            for line in lines:
-                if not line.startswith("FIGURES "):
-                    print(line, flush=True)
-            found = [json.loads(line[8:]) for line in lines if line.startswith("FIGURES ")]
-            if proc.returncode != 0 or not found:
-                sys.exit(f"the {label(size)} run failed:\n{proc.stderr[-4000:]}")
-            results[size] = found[0]
+            results[size] = run_child(
+                command + (["--naive"] if size == sizes[-1] else []), label(size), REPO)
             if not os.environ.get(KEEP):
                 shutil.rmtree(workdir / str(size), ignore_errors=True)
     finally:

@@ -3,8 +3,10 @@
     Hudi: merge-on-read keyed by _row_key, ordered by _ref_key; the change set already applied
     the out-of-order guard and force updates, so the latest commit wins (COMMIT_TIME_ORDERING);
     the record-level index finds each key's file group without scanning the table (no column
-    stats index: Hudi 1.0.2's collection fails on null values in log files); compaction
-    every 5 delta commits, cleaning keeps 10 commits (Hudi's defaults, named here).
+    stats index: Hudi 1.0.2's collection fails on null values in log files); no inline
+    compaction: sluice compacts the lake after every `services.compact_every`-th merge
+    (steps/services.py; Hudi's inline trigger never fired on dbt's MERGE here), cleaning keeps
+    10 commits (Hudi's default, named here; `services.keep_commits` when sluice cleans).
     Iceberg: format 2 with merge-on-read deletes, updates and merges.
 #}
 {% macro sluice_lake_properties() -%}
@@ -18,8 +20,7 @@
             'hoodie.index.type': 'RECORD_INDEX',
             'hoodie.metadata.index.column.stats.enable': 'false',
             'hoodie.metadata.index.partition.stats.enable': 'false',
-            'hoodie.compact.inline': 'true',
-            'hoodie.compact.inline.max.delta.commits': '5',
+            'hoodie.compact.inline': 'false',
             'hoodie.clean.commits.retained': '10',
         }) }}
     {%- else -%}

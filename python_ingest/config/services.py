@@ -1,5 +1,6 @@
-"""Table services of a job (``services:`` on a job): when its global index is compacted and
-how long delete markers are kept. See docs/index.md."""
+"""Table services of a job (``services:`` on a job): how often its lake table compacts, how
+many commits cleaning keeps, when its global index is compacted and how long delete markers
+are kept. See docs/index.md, "Services"."""
 
 from __future__ import annotations
 
@@ -24,7 +25,16 @@ class ServicesConfig:
     # delete; afterwards the delete marker is dropped and such a change brings the row back
     tombstone_retention_s: int = 7 * DAY
     # the index is rewritten to one entry per key after every this many merged batches
+    # (0: never inline; ``sluice maintain`` still does)
     index_compact_every: int = 20
+    # the lake table's services run after every this many merged batches (Hudi: compaction
+    # of the merge-on-read file groups and of the metadata table, then cleaning; 5 is Hudi's
+    # default delta-commit count; Iceberg: its position delete files rewritten); 0: never
+    # inline
+    compact_every: int = 5
+    # cleaning keeps the files of this many newest commits (a reader may still use them;
+    # Hudi's hoodie.clean.commits.retained, default 10)
+    keep_commits: int = 10
 
 
 def parse_duration(value: Any, field_name: str) -> int:
@@ -41,13 +51,25 @@ def parse_duration(value: Any, field_name: str) -> int:
 def parse_services(raw: Any, where: str) -> ServicesConfig:
     """Validate a job's ``services`` mapping (``where`` is ``jobs.<name>.services``)."""
     values: Mapping[str, Any] = mapping(raw, where)
-    check_keys(values, {"tombstone_retention", "index_compact_every"}, where)
+    check_keys(values, {"tombstone_retention", "index_compact_every", "compact_every",
+                        "keep_commits"}, where)
     d = ServicesConfig
     return ServicesConfig(
         tombstone_retention_s=parse_duration(
             values.get("tombstone_retention", d.tombstone_retention_s),
             f"{where}.tombstone_retention"),
-        index_compact_every=positive_int(values.get("index_compact_every",
-                                                    d.index_compact_every),
-                                         f"{where}.index_compact_every"),
+        index_compact_every=count(values.get("index_compact_every", d.index_compact_every),
+                                  f"{where}.index_compact_every"),
+        compact_every=count(values.get("compact_every", d.compact_every),
+                            f"{where}.compact_every"),
+        keep_commits=positive_int(values.get("keep_commits", d.keep_commits),
+                                  f"{where}.keep_commits"),
     )
+
+
+def count(value: Any, field_name: str) -> int:
+    """A whole number of batches, 0 included (0: never)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(field_name, f"expected a whole number of batches, got {value!r}",
+                          "0 turns the service off between `sluice maintain` runs")
+    return value

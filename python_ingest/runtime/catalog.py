@@ -77,8 +77,7 @@ LAKE_WRITE = {
     "hoodie.index.type": "RECORD_INDEX",
     "hoodie.metadata.index.column.stats.enable": "false",
     "hoodie.metadata.index.partition.stats.enable": "false",
-    "hoodie.compact.inline": "true",
-    "hoodie.compact.inline.max.delta.commits": "5",
+    "hoodie.compact.inline": "false",  # sluice compacts every N merges (steps/services.py)
     "hoodie.clean.commits.retained": "10",
 }
 

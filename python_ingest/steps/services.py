@@ -1,11 +1,12 @@
 """Table services of a job's tables: by hand (``sluice maintain``) and inline after a merge
 when due (docs/index.md, "Services").
 
-Hudi: compaction of the merge-on-read lake table, cleaning and archival of every table;
-Iceberg: the lake table's position delete files rewritten (docs/formats.md). The lake tables
-also compact inline every 5 delta commits on Hudi (macros/sluice_lake_properties.sql). Both:
-the global index compacted to one entry per key, delete markers older than the job's
-``tombstone_retention`` dropped (steps/index.py).
+Hudi: compaction of the merge-on-read lake table (and of its metadata table, where the
+record-level index lives), cleaning and archival of every table; Iceberg: the lake table's
+position delete files rewritten (docs/formats.md). Both: the global index compacted to one
+entry per key, delete markers older than the job's ``tombstone_retention`` dropped
+(steps/index.py). Inline, after a run's merges: the lake's services after every
+``services.compact_every``-th batch, the index's after every ``index_compact_every``-th.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def maintain_job(spark: SparkSession, dbt: Dbt, job: JobConfig) -> dict[str, lis
             if table == tables.index:
                 before, after = compact_index(spark, tables, job.services.tombstone_retention_s)
                 done[table].append(f"compacted {before} entries to {after}")
-            done[table] += maintain(spark, table, merged=table == tables.lake)
+            done[table] += maintain(spark, table, merged=table == tables.lake,
+                                    keep_commits=job.services.keep_commits)
             log.info("maintained %s: %s", table, "; ".join(done[table]))
     return done
 
@@ -50,12 +52,25 @@ def maintain_job(spark: SparkSession, dbt: Dbt, job: JobConfig) -> dict[str, lis
 def due_services(spark: SparkSession, job: JobConfig, tables: JobTables,
                  merged: list[int]) -> list[dict[str, Any]]:
     """The services due after a run merged the batches ``merged`` (under the run's lease):
-    the index compaction after every ``index_compact_every``-th batch. What ran, for the
-    run's record (meta.runs details.services)."""
-    every = job.services.index_compact_every
-    if not any(batch % every == 0 for batch in merged):
-        return []
-    start = time.monotonic()
-    before, after = compact_index(spark, tables, job.services.tombstone_retention_s)
-    return [{"service": "compact_index", "table": tables.index, "entries_before": before,
-             "entries_after": after, "duration_s": round(time.monotonic() - start, 3)}]
+    the lake's (compaction, cleaning) after every ``compact_every``-th batch, the index
+    compaction after every ``index_compact_every``-th. What ran, for the run's record
+    (meta.runs details.services)."""
+    done: list[dict[str, Any]] = []
+    if _due(job.services.index_compact_every, merged):
+        start = time.monotonic()
+        before, after = compact_index(spark, tables, job.services.tombstone_retention_s)
+        done.append({"service": "compact_index", "table": tables.index,
+                     "entries_before": before, "entries_after": after,
+                     "duration_s": round(time.monotonic() - start, 3)})
+    lake = tables.lake
+    if lake and _due(job.services.compact_every, merged):
+        start = time.monotonic()
+        what = maintain(spark, lake, merged=True, keep_commits=job.services.keep_commits)
+        done.append({"service": "compact", "table": lake, "done": what,
+                     "duration_s": round(time.monotonic() - start, 3)})
+    return done
+
+
+def _due(every: int, merged: list[int]) -> bool:
+    """Whether a service run every ``every`` batches (0: never) is due after ``merged``."""
+    return every > 0 and any(batch % every == 0 for batch in merged)

@@ -12,7 +12,7 @@ says which one it writes (``spark.sluice.table_format``, set by ``runtime.sessio
   first (where checkpoints are read back from);
 - ``committing``: run SQL (dbt's merge) so that its commits carry properties;
 - ``commit_times``: when the table's commits happened (the dashboard's step timings);
-- ``maintain``: the table services, now (``sluice maintain``);
+- ``maintain``: the table services, now (``sluice maintain``, and after every N merges);
 - ``position`` / ``read_changes``: where the table's history ends now (Hudi: the newest
   completed commit's completion time; Iceberg: the current snapshot id) and the rows written
   after one such position (dispersal, ``sinks/changes.py``).
@@ -58,7 +58,8 @@ class TableFormat(Protocol):
 
     def payload_columns(self, spark: SparkSession, table: str) -> list[str]: ...
 
-    def maintain(self, spark: SparkSession, table: str, merged: bool) -> list[str]: ...
+    def maintain(self, spark: SparkSession, table: str, merged: bool,
+                 keep_commits: int) -> list[str]: ...
 
     def position(self, spark: SparkSession, table: str) -> str | None: ...
 
@@ -120,10 +121,12 @@ def read_table(spark: SparkSession, table: str) -> DataFrame:
     return spark.table(table).select(*[f"`{c}`" for c in columns])
 
 
-def maintain(spark: SparkSession, table: str, merged: bool) -> list[str]:
+def maintain(spark: SparkSession, table: str, merged: bool, keep_commits: int = 10
+             ) -> list[str]:
     """Run the format's table services on ``table`` now (``merged``: a lake table, changed by
-    merges rather than appends); returns what was done, in words."""
-    return table_format(spark).maintain(spark, table, merged)
+    merges rather than appends; cleaning keeps the files of the newest ``keep_commits``
+    commits); returns what was done, in words."""
+    return table_format(spark).maintain(spark, table, merged, keep_commits)
 
 
 def position(spark: SparkSession, table: str) -> str | None:

@@ -195,21 +195,24 @@ class HudiFormat:
         return [f.name for f in spark.table(table).schema.fields
                 if not f.name.startswith(META_PREFIX)]
 
-    def maintain(self, spark: SparkSession, table: str, merged: bool) -> list[str]:
-        """Compaction of a merge-on-read lake table (whatever the delta-commit count), then
-        cleaning (keep 10 commits) and archival, on any table. Neither touches the newest
-        commits, which carry the checkpoints."""
+    def maintain(self, spark: SparkSession, table: str, merged: bool,
+                 keep_commits: int = CLEAN_RETAIN_COMMITS) -> list[str]:
+        """Compaction of a merge-on-read lake table (whatever the delta-commit count; its
+        commit also compacts the metadata table, whose log files otherwise hold up to 10
+        commits of record-index entries that every look-up reads), then cleaning (keep the
+        files of the newest ``keep_commits`` commits) and archival, on any table. Neither
+        touches the newest commits, which carry the checkpoints."""
         done = []
         if merged:
             compacted = spark.sql(
                 f"call run_compaction(op => 'scheduleAndExecute', table => '{table}', "
-                "options => 'hoodie.compact.inline.max.delta.commits=1')").collect()
+                "options => 'hoodie.compact.inline.max.delta.commits=1,"
+                "hoodie.metadata.compact.max.delta.commits=1')").collect()
             done.append(f"compacted {len(compacted)} file group plan(s)")
         cleaned = spark.sql(f"call run_clean(table => '{table}', "
-                            f"retain_commits => {CLEAN_RETAIN_COMMITS})").collect()
+                            f"retain_commits => {keep_commits})").collect()
         deleted = sum(int(r["total_files_deleted"] or 0) for r in cleaned)
-        done.append(f"cleaned {deleted} file(s) older than the last {CLEAN_RETAIN_COMMITS} "
-                    "commits")
+        done.append(f"cleaned {deleted} file(s) older than the last {keep_commits} commits")
         spark.sql(f"call archive_commits(table => '{table}')").collect()
         done.append("archived old commits")
         return done

@@ -100,7 +100,8 @@ class IcebergFormat:
     def payload_columns(self, spark: SparkSession, table: str) -> list[str]:
         return [f.name for f in spark.table(table).schema.fields]
 
-    def maintain(self, spark: SparkSession, table: str, merged: bool) -> list[str]:
+    def maintain(self, spark: SparkSession, table: str, merged: bool,
+                 keep_commits: int = 10) -> list[str]:
         """Rewrite the position delete files of a lake table (merge-on-read leaves one per
         merge). Snapshots are not expired here: they carry the checkpoints (issue #11)."""
         if not merged:

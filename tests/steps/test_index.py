@@ -149,3 +149,12 @@ def test_services_config() -> None:
         parse_services({"tombstone_retention": "a week"}, "jobs.t.services")
     with pytest.raises(ConfigError, match="jobs.t.services.compact"):
         parse_services({"compact": 1}, "jobs.t.services")
+    defaults = parse_services(None, "s")
+    assert (defaults.compact_every, defaults.keep_commits, defaults.index_compact_every) == (
+        5, 10, 20)  # Hudi's documented defaults for the first two
+    off = parse_services({"compact_every": 0, "index_compact_every": 0}, "s")
+    assert (off.compact_every, off.index_compact_every) == (0, 0)
+    with pytest.raises(ConfigError, match="jobs.t.services.compact_every"):
+        parse_services({"compact_every": -1}, "jobs.t.services")
+    with pytest.raises(ConfigError, match="jobs.t.services.keep_commits"):
+        parse_services({"keep_commits": 0}, "jobs.t.services")

@@ -1,9 +1,11 @@
 """Table services by hand (`sluice maintain`): after compaction, cleaning and archival the lake
 still equals the source, checkpoints still read, and a change older than a delete that arrives
-after the compaction stays dropped. On both table formats."""
+after the compaction stays dropped. On both table formats. Inline, per job: the lake's
+services run after every ``services.compact_every``-th merged batch."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -25,17 +27,27 @@ def test_maintain_keeps_the_lake_and_deleted_rows_stay_deleted(
         table_format: str) -> None:
     spark = format_spark
     project(job_name)
-    settings = make_settings({job_name: trips_job(job_name)}, table_format=table_format)
+    # compaction after every 2nd merge, not Hudi's default 5th: the job's setting must reach
+    # the merge's writer
+    settings = make_settings({job_name: trips_job(job_name, services={"compact_every": 2})},
+                             table_format=table_format)
     job = settings.job(job_name)
     broker_mod.ensure_topic(broker, job.topic, 2)
     dbt = Dbt(settings)
     generator = TripsGenerator(demo.trips_schema(REPO), seed=5, first_trip_id=1,
                                malformed_rate=0.0, duplicate_rate=0.0)
+    services = []
     for _ in range(3):  # three merges: delta commits to compact on Hudi
         demo.produce(broker, job.topic, generator.events(120))
         result = run_job(spark, settings, job, dbt=dbt)
+        services.append(_services_run(spark, result.run_id))
     assert result.tables is not None and result.tables.lake is not None
     tables = result.tables
+    # the lake's services ran after batch 2 only (the index's every 20: never here)
+    assert [[s["service"] for s in run] for run in services] == [[], ["compact"], []]
+    assert services[1][0]["table"] == tables.lake
+    if table_format == "hudi":
+        assert any("cleaned" in line for line in services[1][0]["done"])
     deleted = [e for e in generator.history if e.kind == "delete"]
     assert deleted, "the generator deleted no row: the test would prove nothing"
 
@@ -58,3 +70,10 @@ def test_maintain_keeps_the_lake_and_deleted_rows_stay_deleted(
     result = run_job(spark, settings, job, dbt=dbt)
     assert result.counts["landed"] == len(late)
     assert lake_rows(spark, tables.lake) == expected
+
+
+def _services_run(spark: Any, run_id: str) -> list[dict[str, Any]]:
+    """The table services a run recorded in meta.runs (``details.services``)."""
+    details = spark.sql(f"select details from meta.runs where run_id = '{run_id}'"
+                        ).collect()[0]["details"]
+    return list(json.loads(details).get("services", []))

@@ -1,0 +1,221 @@
+"""Table services benchmark: do many small merges leave a table that reads like a compacted one?
+
+Two runs, each in its own process (own JVM, own warehouse; one broker for both): services on
+(the job's defaults: the lake compacts inline every 5 merges and cleaning keeps 10 commits, the
+index compacts every 20 batches) and off (``services: {compact_every: 0,
+index_compact_every: 0}``). Each:
+  1. a first 100-event batch through the whole pipeline creates every table of the demo job;
+  2. the lake is filled to 1M rows with Spark's range, compacted, and its index built
+     (bench/lakefill.py, as bench/merge_bench.py does);
+  3. 200 small batches (default 100 changes each: 50 updates of random existing keys, 40
+     inserts, 10 deletes) are merged one by one through the pipeline's merge step and the
+     services due after it (``steps.pipeline._merge`` and ``_services``, what `sluice run`
+     does after the fork). The batches are written straight into the job's valid table: the
+     ingest, staging and fork of a batch cost the same with services on or off;
+  4. the data files of the lake's folder are counted (Hudi: base and log files, every file
+     slice cleaning left), and a full scan of the lake is timed (best of 3).
+The services-on run then copies its lake into a fresh table (one bulk insert: base files
+only, the layout compaction aims at) and times the same scan on it.
+Ends with the line (one line; wrapped here)
+  services: batches=200 files_on=<n> files_off=<n> scan_on=<s> scan_off=<s>
+            scan_compacted=<s> ratio=<scan_on/scan_compacted>
+
+    .venv/bin/python bench/services_bench.py [--batches 200] [--changes 100] [--rows 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from lakefill import fill_lake, free_port, report, run_child, trips_job  # noqa: E402
+
+FIRST_ID = 10_000_000  # filled keys start here, after the first batch's trips
+KEEP = "SLUICE_BENCH_KEEP"  # keep the warehouses (their folder is printed)
+VARIANTS = {"on": {}, "off": {"compact_every": 0, "index_compact_every": 0}}
+COMPACTED = "meta.bench_compacted_lake"
+SCAN = "select count(*), sum(hash(*)) from {table}"  # every column of every row, merged
+
+
+def one_variant(variant: str, bootstrap: str, workdir: Path, rows: int, batches: int,
+                changes: int) -> dict[str, float]:
+    """Fill, merge ``batches`` small batches, count files, time scans."""
+    from python_ingest.demo.trips import produce
+    from python_ingest.steps import pipeline
+    from python_ingest.steps.index import build_index
+    from python_ingest.tables.formats import append, maintain
+    from python_ingest.tables.lease import job_lease
+    from python_ingest.tables.names import JobTables
+    from python_ingest.tables.runs import Run
+
+    topic = f"bench.services.{variant}"
+    services = VARIANTS[variant]
+    settings, spark, job, dbt, generator = trips_job(
+        workdir, variant, bootstrap, topic, spark_conf={"spark.driver.memory": "3g"},
+        job={"services": services} if services else None)
+    produce(bootstrap, topic, generator.events(100))
+    pipeline.run_job(spark, settings, job, dbt=dbt)
+    tables = JobTables("trips", dbt.job_models("trips"))
+    lake = tables.lake
+    assert lake is not None
+    seconds = fill_lake(spark, lake, FIRST_ID, rows)
+    maintain(spark, lake, merged=True)
+    build_index(spark, tables)
+    print(f"  {variant}: filled {lake} with {rows} rows in {seconds:.1f} s, compacted, "
+          "indexed", flush=True)
+
+    valid = tables.valid
+    columns = [f.name for f in spark.table(valid).schema.fields
+               if not f.name.startswith("_hoodie_")]
+    sample = spark.table(valid).where("not _is_deleted").limit(1).collect()[0]
+    spark.createDataFrame([sample.asDict()]).select(*columns).createOrReplaceTempView("sample")
+    rng = random.Random(7)
+    next_id = FIRST_ID + rows
+    start = time.perf_counter()
+    merge_seconds = []
+    for number in range(batches):
+        batch_id = 2 + number
+        picked = rng.sample(range(FIRST_ID, next_id), changes * 6 // 10)
+        updates, deletes = picked[:changes // 2], picked[changes // 2:]
+        inserts = list(range(next_id, next_id + changes - len(picked)))
+        next_id += len(inserts)
+        kinds = ([(k, False) for k in updates + inserts] + [(k, True) for k in deletes])
+        rng.shuffle(kinds)
+        append(_batch_rows(spark, columns, sample, kinds, batch_id), valid)
+        run = Run(job=job.name)
+        merge_start = time.perf_counter()
+        with job_lease(spark, job.name):
+            pipeline._merge(spark, dbt, job, tables, run)
+            pipeline._services(spark, job, tables, run)
+        merge_seconds.append(time.perf_counter() - merge_start)
+        if (number + 1) % 20 == 0:
+            print(f"  {variant}: {number + 1} batches merged, {_data_files(spark, lake)} data "
+                  f"files, last 20 merges {sum(merge_seconds[-20:]) / 20:.1f} s each "
+                  f"({time.perf_counter() - start:.0f} s in all)", flush=True)
+    figures = {"files": _data_files(spark, lake), "scan": _scan(spark, lake),
+               "merge_mean": sum(merge_seconds) / len(merge_seconds)}
+    if variant == "on":
+        _copy(spark, lake)
+        figures["scan_compacted"] = _scan(spark, COMPACTED)
+    print(f"  {variant}: {spark.table(lake).count()} lake rows, {figures}", flush=True)
+    spark.stop()
+    return figures
+
+
+def _batch_rows(spark: Any, columns: list[str], sample: Any, kinds: list[tuple[int, bool]],
+                batch_id: int) -> Any:
+    """One batch's valid rows: copies of ``sample`` with the given keys, a newer ref key than
+    any before, deleted or not."""
+    values = ", ".join(f"({key}, {str(deleted).lower()}, {offset})"
+                       for offset, (key, deleted) in enumerate(kinds))
+    select = []
+    for name in columns:
+        if name == "trip_id":
+            select.append("c.id as trip_id")
+        elif name == "_row_key":
+            select.append(f"replace('{sample['_row_key']}', '{sample['trip_id']}', "
+                          "cast(c.id as string)) as _row_key")
+        elif name == "_ref_key":
+            select.append(f"s._ref_key + {batch_id} as _ref_key")
+        elif name == "_is_deleted":
+            select.append("c.deleted as _is_deleted")
+        elif name == "_batch_id":
+            select.append(f"cast({batch_id} as bigint) as _batch_id")
+        elif name == "_kafka_offset":
+            select.append("cast(c.n as bigint) as _kafka_offset")
+        elif name == "fare_amount":
+            select.append(f"cast(s.fare_amount + {batch_id % 50} as decimal(10, 2)) "
+                          "as fare_amount")
+        else:
+            select.append(f"s.`{name}`")
+    return spark.sql(f"select {', '.join(select)} from (values {values}) as c(id, deleted, n) "
+                     "cross join sample s")
+
+
+def _data_files(spark: Any, table: str) -> int:
+    """Data files in the table's folder (Hudi: base files and log files; Iceberg: data and
+    delete files), metadata excluded."""
+    from python_ingest.runtime.catalog import location
+
+    root = Path(location(spark, table).removeprefix("file:"))
+    return sum(1 for path in root.rglob("*") if path.is_file()
+               and ".hoodie" not in path.parts and "metadata" not in path.parts
+               and not path.name.startswith(".hoodie_partition")
+               and not path.name.endswith(".crc"))
+
+
+def _scan(spark: Any, table: str) -> float:
+    """Best of three full scans, in seconds."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        spark.sql(SCAN.format(table=table)).collect()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _copy(spark: Any, lake: str) -> None:
+    """The lake's rows in a fresh table of the same kind, written by one bulk insert."""
+    spark.conf.set("hoodie.spark.sql.insert.into.operation", "bulk_insert")
+    spark.sql(f"drop table if exists {COMPACTED} purge")
+    columns = ", ".join(f"`{f.name}`" for f in spark.table(lake).schema.fields
+                        if not f.name.startswith("_hoodie_"))
+    spark.sql(f"""
+        create table {COMPACTED} using hudi
+        tblproperties ('type' = 'mor', 'primaryKey' = '_row_key', 'preCombineField' = '_ref_key')
+        as select {columns} from {lake}""")
+    spark.conf.unset("hoodie.spark.sql.insert.into.operation")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", type=int, default=200, help="merged batches (200)")
+    parser.add_argument("--changes", type=int, default=100, help="changes per batch (100)")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="lake rows (1M)")
+    parser.add_argument("--one", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        report(one_variant(args.one, args.bootstrap, Path(args.workdir), args.rows,
+                           args.batches, args.changes))
+        return
+
+    from python_ingest.kafka.broker import start_embedded
+
+    workdir = Path(tempfile.mkdtemp(prefix="sluice-services-bench-"))
+    print(f"working in {workdir}", flush=True)
+    port = free_port()
+    broker = start_embedded(workdir / "broker", "127.0.0.1", port, heap="1g")
+    results = {}
+    try:
+        for variant in VARIANTS:
+            print(f"services {variant}:", flush=True)
+            results[variant] = run_child(
+                [sys.executable, __file__, "--one", variant, "--bootstrap",
+                 f"127.0.0.1:{port}", "--workdir", str(workdir), "--rows", str(args.rows),
+                 "--batches", str(args.batches), "--changes", str(args.changes)],
+                f"services {variant}", REPO)
+    finally:
+        broker.stop()
+        if not os.environ.get(KEEP):
+            shutil.rmtree(workdir, ignore_errors=True)
+    on, off = results["on"], results["off"]
+    print(f"merge per batch: on {on['merge_mean']:.1f} s, off {off['merge_mean']:.1f} s")
+    print(f"services: batches={args.batches} files_on={on['files']} files_off={off['files']} "
+          f"scan_on={on['scan']:.2f} scan_off={off['scan']:.2f} "
+          f"scan_compacted={on['scan_compacted']:.2f} "
+          f"ratio={on['scan'] / on['scan_compacted']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
