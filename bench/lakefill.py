@@ -73,8 +73,9 @@ def fill_lake(spark: Any, lake: str, first_id: int, count: int) -> float:
         high = min(low + CHUNK, first_id + count)
         if hudi and high == first_id + count:
             # the last insert's commit compacts the metadata table: the record-level index
-            # entries of a bulk load stay in its log files otherwise (until 10 more commits),
-            # and every merge's key look-up reads them all (47 s of a 62 s merge at 10M rows)
+            # entries of a bulk load stay in its log files otherwise, every key look-up reads
+            # them, and the metadata compaction falls due inside a later, measured merge
+            # (93 s at 10M rows)
             spark.conf.set("hoodie.metadata.compact.max.delta.commits", "1")
         spark.sql(f"insert into {lake} ({', '.join(f'`{c}`' for c in columns)}) "
                   f"select {', '.join(values)} from range({low}, {high}) cross join sample s")
