@@ -76,8 +76,9 @@ def one_variant(variant: str, bootstrap: str, workdir: Path, rows: int, batches:
     valid = tables.valid
     columns = [f.name for f in spark.table(valid).schema.fields
                if not f.name.startswith("_hoodie_")]
-    sample = spark.table(valid).where("not _is_deleted").limit(1).collect()[0]
-    spark.createDataFrame([sample.asDict()]).select(*columns).createOrReplaceTempView("sample")
+    firsts = spark.table(valid).where("not _is_deleted").select(*columns)
+    sample = firsts.limit(1).collect()[0]  # a first-batch row (refs below any batch's here)
+    spark.createDataFrame([sample], firsts.schema).createOrReplaceTempView("sample")
     rng = random.Random(7)
     next_id = FIRST_ID + rows
     start = time.perf_counter()
@@ -94,7 +95,7 @@ def one_variant(variant: str, bootstrap: str, workdir: Path, rows: int, batches:
         run = Run(job=job.name)
         merge_start = time.perf_counter()
         with job_lease(spark, job.name):
-            pipeline._merge(spark, dbt, job, tables, run)
+            pipeline._merge(spark, dbt, tables, run)
             pipeline._services(spark, job, tables, run)
         merge_seconds.append(time.perf_counter() - merge_start)
         if (number + 1) % 20 == 0:
