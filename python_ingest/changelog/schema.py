@@ -31,6 +31,7 @@ JSON_KEYS, JOINED = ROW_KEY_ENCODINGS  # row_key_encoding: the default, and the 
 CONFLUENT_MAGIC = 0
 
 # Columns sluice adds to every raw row, after the payload columns, in this order.
+REPLAY_COLUMN = "_replay_of"  # on raw rows a replay landed: the error row they resolve
 RAW_META_COLUMNS: tuple[tuple[str, str], ...] = (
     ("_row_key", "string"),
     ("_ref_key", "bigint"),
@@ -46,7 +47,7 @@ RAW_META_COLUMNS: tuple[tuple[str, str], ...] = (
     ("_batch_id", "bigint"),
     ("_ingested_at", "timestamp"),
     # set on rows `sluice errors replay` landed again: the error row they resolve (replay/)
-    ("_replay_of", "string"),
+    (REPLAY_COLUMN, "string"),
 )
 # The raw error table: what could not become a raw row, with its bytes.
 RAW_ERROR_COLUMNS: tuple[tuple[str, str], ...] = (

@@ -14,6 +14,7 @@ from python_ingest.exceptions import ConfigError
 
 DAY = 24 * 3600
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": DAY}
+FOREVER = "forever"  # raw_retention: never expire raw rows
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 
 
@@ -35,6 +36,9 @@ class ServicesConfig:
     # cleaning keeps the files of this many newest commits (a reader may still use them;
     # Hudi's hoodie.clean.commits.retained, default 10)
     keep_commits: int = 10
+    # raw rows of merged batches are deleted this long after they were ingested (None:
+    # kept for ever); rows a replay may still need and replayed rows are kept
+    raw_retention_s: int | None = 7 * DAY
 
 
 def parse_duration(value: Any, field_name: str) -> int:
@@ -52,7 +56,8 @@ def parse_services(raw: Any, where: str) -> ServicesConfig:
     """Validate a job's ``services`` mapping (``where`` is ``jobs.<name>.services``)."""
     values: Mapping[str, Any] = mapping(raw, where)
     check_keys(values, {"tombstone_retention", "index_compact_every", "compact_every",
-                        "keep_commits"}, where)
+                        "keep_commits", "raw_retention"}, where)
+    raw_retention = values.get("raw_retention", "7d")
     d = ServicesConfig
     return ServicesConfig(
         tombstone_retention_s=parse_duration(
@@ -64,6 +69,8 @@ def parse_services(raw: Any, where: str) -> ServicesConfig:
                             f"{where}.compact_every"),
         keep_commits=positive_int(values.get("keep_commits", d.keep_commits),
                                   f"{where}.keep_commits"),
+        raw_retention_s=None if raw_retention == FOREVER else parse_duration(
+            raw_retention, f"{where}.raw_retention"),
     )
 
 

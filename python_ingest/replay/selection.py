@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from python_ingest.changelog.schema import REPLAY_COLUMN
 from python_ingest.tables.formats import table_exists
 from python_ingest.tables.names import JobTables
 
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DECODE = "decode"  # the step of errors.<job>__raw's rows (the other table says its own)
-REPLAY_COLUMN = "_replay_of"
 
 
 @dataclass(frozen=True)

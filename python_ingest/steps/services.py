@@ -5,19 +5,24 @@ Hudi: compaction of the merge-on-read lake table (and of its metadata table, whe
 record-level index lives), cleaning and archival of every table; Iceberg: the lake table's
 position delete files rewritten (docs/formats.md). Both: the global index compacted to one
 entry per key, delete markers older than the job's ``tombstone_retention`` dropped
-(steps/index.py). Inline, after a run's merges: the lake's services after every
-``services.compact_every``-th batch, the index's after every ``index_compact_every``-th.
+(steps/index.py); raw rows of merged batches older than ``raw_retention`` deleted
+(``expire_raw``). Inline, after a run's merges: the lake's services after every
+``services.compact_every``-th batch, the index's and the raw expiry after every
+``index_compact_every``-th.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from python_ingest.changelog.schema import REPLAY_COLUMN
 from python_ingest.config import JobConfig
 from python_ingest.steps.dbt import Dbt
-from python_ingest.steps.index import compact_index
+from python_ingest.steps.index import MERGE_STEP, compact_index
+from python_ingest.tables.checkpoints import step_checkpoint
 from python_ingest.tables.formats import maintain, table_exists
 from python_ingest.tables.lease import job_lease
 from python_ingest.tables.names import JobTables
@@ -43,6 +48,9 @@ def maintain_job(spark: SparkSession, dbt: Dbt, job: JobConfig) -> dict[str, lis
             if table == tables.index:
                 before, after = compact_index(spark, tables, job.services.tombstone_retention_s)
                 done[table].append(f"compacted {before} entries to {after}")
+            if table == tables.raw:
+                expired = expire_raw(spark, tables, job.services.raw_retention_s)
+                done[table].append(f"expired {expired} raw row(s) of merged batches")
             done[table] += maintain(spark, table, merged=table == tables.lake,
                                     keep_commits=job.services.keep_commits)
             log.info("maintained %s: %s", table, "; ".join(done[table]))
@@ -62,6 +70,10 @@ def due_services(spark: SparkSession, job: JobConfig, tables: JobTables,
         done.append({"service": "compact_index", "table": tables.index,
                      "entries_before": before, "entries_after": after,
                      "duration_s": round(time.monotonic() - start, 3)})
+        start = time.monotonic()
+        expired = expire_raw(spark, tables, job.services.raw_retention_s)
+        done.append({"service": "expire_raw", "table": tables.raw, "rows_deleted": expired,
+                     "duration_s": round(time.monotonic() - start, 3)})
     lake = tables.lake
     if lake and _due(job.services.compact_every, merged):
         start = time.monotonic()
@@ -74,3 +86,50 @@ def due_services(spark: SparkSession, job: JobConfig, tables: JobTables,
 def _due(every: int, merged: list[int]) -> bool:
     """Whether a service run every ``every`` batches (0: never) is due after ``merged``."""
     return every > 0 and any(batch % every == 0 for batch in merged)
+
+
+def expire_raw(spark: SparkSession, tables: JobTables, retention_s: int | None,
+               now: datetime | None = None) -> int:
+    """Delete the raw rows of batches the lake has merged whose newest row was ingested more
+    than ``retention_s`` ago (None: keep every row); how many were deleted.
+
+    Kept whatever their age: rows of a batch that has rows in the job's error table (``sluice
+    errors replay`` reads the raw rows behind them) and rows a replay landed (``_replay_of``
+    says which error rows are resolved). The delete is a commit without a checkpoint: the
+    ingest checkpoint stays in the commit that wrote it (read_checkpoint reads the newest
+    commit that has one)."""
+    raw, lake = tables.raw, tables.lake
+    if retention_s is None or not lake or not table_exists(spark, raw):
+        return 0
+    merged = step_checkpoint(spark, lake, MERGE_STEP)
+    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=retention_s)
+    old = {int(r[0]) for r in spark.sql(
+        f"select _batch_id from {raw} where _batch_id <= {merged} group by _batch_id "
+        f"having max(_ingested_at) < timestamp_seconds({int(cutoff.timestamp())})").collect()}
+    if old and table_exists(spark, tables.errors):
+        old -= {int(r[0]) for r in spark.sql(
+            f"select distinct _batch_id from {tables.errors} where _batch_id <= {merged}"
+        ).collect()}
+    if not old:
+        return 0
+    where = f"({batch_ranges(sorted(old))})"
+    if REPLAY_COLUMN in spark.table(raw).columns:
+        where += f" and {REPLAY_COLUMN} is null"
+    count = int(spark.sql(f"select count(*) from {raw} where {where}").collect()[0][0])
+    if count:
+        spark.sql(f"delete from {raw} where {where}")
+        log.info("%s: expired %d raw row(s) of %d merged batch(es) ingested before %s",
+                 raw, count, len(old), cutoff.isoformat(timespec="seconds"))
+    return count
+
+
+def batch_ranges(batches: list[int]) -> str:
+    """A SQL condition on ``_batch_id`` for the sorted ``batches``, one range per run."""
+    runs: list[tuple[int, int]] = []
+    for batch in batches:
+        if runs and batch == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], batch)
+        else:
+            runs.append((batch, batch))
+    return " or ".join(f"_batch_id = {a}" if a == b else f"_batch_id between {a} and {b}"
+                       for a, b in runs)

@@ -158,3 +158,8 @@ def test_services_config() -> None:
         parse_services({"compact_every": -1}, "jobs.t.services")
     with pytest.raises(ConfigError, match="jobs.t.services.keep_commits"):
         parse_services({"keep_commits": 0}, "jobs.t.services")
+    assert defaults.raw_retention_s == 7 * 24 * 3600
+    assert parse_services({"raw_retention": "forever"}, "s").raw_retention_s is None
+    assert parse_services({"raw_retention": "36h"}, "s").raw_retention_s == 36 * 3600
+    with pytest.raises(ConfigError, match="jobs.t.services.raw_retention"):
+        parse_services({"raw_retention": "always"}, "jobs.t.services")

@@ -1,11 +1,13 @@
 """Table services by hand (`sluice maintain`): after compaction, cleaning and archival the lake
 still equals the source, checkpoints still read, and a change older than a delete that arrives
 after the compaction stays dropped. On both table formats. Inline, per job: the lake's
-services run after every ``services.compact_every``-th merged batch."""
+services run after every ``services.compact_every``-th merged batch. Raw rows of merged
+batches expire after ``services.raw_retention``, except those a replay may need."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ from python_ingest.demo.trips import Event, TripsGenerator
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.pipeline import run_job
-from python_ingest.steps.services import maintain_job
+from python_ingest.steps.services import expire_raw, maintain_job
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
 from tests.conftest import REPO, trips_job
 from tests.steps.helpers import as_lake, lake_rows
@@ -77,3 +79,50 @@ def _services_run(spark: Any, run_id: str) -> list[dict[str, Any]]:
     details = spark.sql(f"select details from meta.runs where run_id = '{run_id}'"
                         ).collect()[0]["details"]
     return list(json.loads(details).get("services", []))
+
+
+@pytest.mark.e2e
+def test_raw_rows_of_merged_batches_expire_but_what_a_replay_needs_stays(
+        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str) -> None:
+    project(job_name)
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    broker_mod.ensure_topic(broker, job.topic, 2)
+    dbt = Dbt(settings)
+    clean = TripsGenerator(demo.trips_schema(REPO), seed=8, first_trip_id=1,
+                           malformed_rate=0.0, duplicate_rate=0.0, invalid_rate=0.0)
+    faulty = TripsGenerator(demo.trips_schema(REPO), seed=9, first_trip_id=10_000,
+                            malformed_rate=0.0, duplicate_rate=0.0, invalid_rate=0.2)
+    runs = []
+    for generator in (clean, faulty, clean):  # batch 2 has expectation errors
+        demo.produce(broker, job.topic, generator.events(80))
+        runs.append(run_job(spark, settings, job, dbt=dbt))
+    tables = runs[-1].tables
+    assert tables is not None and tables.lake is not None
+    assert runs[1].counts["expectation_errors"] > 0 and runs[0].counts["expectation_errors"] == 0
+    lake_before = lake_rows(spark, tables.lake)
+    per_batch = _raw_per_batch(spark, tables.raw)
+    assert set(per_batch) == {1, 2, 3}
+
+    # a week's retention: nothing is old enough
+    assert expire_raw(spark, tables, 7 * 24 * 3600) == 0
+    # an hour's, an hour from now: batches 1 and 3 go; batch 2 (its error rows may be replayed)
+    # stays whole; the ingest checkpoint and the lake do not change
+    later = datetime.now(UTC) + timedelta(hours=1, minutes=1)
+    expired = expire_raw(spark, tables, 3600, now=later)
+    assert expired == per_batch[1] + per_batch[3]
+    assert _raw_per_batch(spark, tables.raw) == {2: per_batch[2]}
+    assert read_checkpoint(spark, tables.raw).batch_id == 3  # type: ignore[union-attr]
+    assert lake_rows(spark, tables.lake) == lake_before
+    assert expire_raw(spark, tables, None, now=later) == 0  # raw_retention: forever
+
+    # ingesting goes on from the checkpoint; the new batch is not expired before it is merged
+    demo.produce(broker, job.topic, clean.events(40))
+    result = run_job(spark, settings, job, dbt=dbt)
+    assert result.batch_id == 4 and result.counts["landed"] == 40
+    assert set(_raw_per_batch(spark, tables.raw)) == {2, 4}
+
+
+def _raw_per_batch(spark: Any, raw: str) -> dict[int, int]:
+    return {int(r[0]): int(r[1]) for r in spark.sql(
+        f"select _batch_id, count(*) from {raw} group by 1").collect()}
