@@ -77,8 +77,12 @@ def one_variant(variant: str, bootstrap: str, workdir: Path, rows: int, batches:
     columns = [f.name for f in spark.table(valid).schema.fields
                if not f.name.startswith("_hoodie_")]
     firsts = spark.table(valid).where("not _is_deleted").select(*columns)
-    sample = firsts.limit(1).collect()[0]  # a first-batch row (refs below any batch's here)
+    sample = firsts.limit(1).collect()[0]  # a first-batch row
     spark.createDataFrame([sample], firsts.schema).createOrReplaceTempView("sample")
+    # every change newer than any row the lake holds (else the out-of-order guard drops it)
+    newest_ref = int(spark.sql(f"select max(_ref_key) from {lake}").collect()[0][0])
+    first_live = spark.table(lake).count() - rows  # the first batch's rows
+    live = set(range(FIRST_ID, FIRST_ID + rows))  # the oracle: keys the lake must hold
     rng = random.Random(7)
     next_id = FIRST_ID + rows
     start = time.perf_counter()
@@ -89,9 +93,12 @@ def one_variant(variant: str, bootstrap: str, workdir: Path, rows: int, batches:
         updates, deletes = picked[:changes // 2], picked[changes // 2:]
         inserts = list(range(next_id, next_id + changes - len(picked)))
         next_id += len(inserts)
+        live |= set(updates) | set(inserts)  # an update of a deleted key brings it back
+        live -= set(deletes)
         kinds = ([(k, False) for k in updates + inserts] + [(k, True) for k in deletes])
         rng.shuffle(kinds)
-        append(_batch_rows(spark, columns, sample, kinds, batch_id), valid)
+        append(_batch_rows(spark, columns, sample, kinds, batch_id, newest_ref + batch_id),
+               valid)
         run = Run(job=job.name)
         merge_start = time.perf_counter()
         with job_lease(spark, job.name):
@@ -102,20 +109,24 @@ def one_variant(variant: str, bootstrap: str, workdir: Path, rows: int, batches:
             print(f"  {variant}: {number + 1} batches merged, {_data_files(spark, lake)} data "
                   f"files, last 20 merges {sum(merge_seconds[-20:]) / 20:.1f} s each "
                   f"({time.perf_counter() - start:.0f} s in all)", flush=True)
+    found = spark.table(lake).count()
+    if found != first_live + len(live):  # a bench that measured no-op merges would lie
+        sys.exit(f"{variant}: the lake holds {found} rows, the changes leave "
+                 f"{first_live + len(live)}")
     figures = {"files": _data_files(spark, lake), "scan": _scan(spark, lake),
                "merge_mean": sum(merge_seconds) / len(merge_seconds)}
     if variant == "on":
         _copy(spark, lake)
         figures["scan_compacted"] = _scan(spark, COMPACTED)
-    print(f"  {variant}: {spark.table(lake).count()} lake rows, {figures}", flush=True)
+    print(f"  {variant}: {found} lake rows (as the changes leave it), {figures}", flush=True)
     spark.stop()
     return figures
 
 
 def _batch_rows(spark: Any, columns: list[str], sample: Any, kinds: list[tuple[int, bool]],
-                batch_id: int) -> Any:
-    """One batch's valid rows: copies of ``sample`` with the given keys, a newer ref key than
-    any before, deleted or not."""
+                batch_id: int, ref: int) -> Any:
+    """One batch's valid rows: copies of ``sample`` with the given keys and ref key ``ref``,
+    deleted or not."""
     values = ", ".join(f"({key}, {str(deleted).lower()}, {offset})"
                        for offset, (key, deleted) in enumerate(kinds))
     select = []
@@ -126,7 +137,7 @@ def _batch_rows(spark: Any, columns: list[str], sample: Any, kinds: list[tuple[i
             select.append(f"replace('{sample['_row_key']}', '{sample['trip_id']}', "
                           "cast(c.id as string)) as _row_key")
         elif name == "_ref_key":
-            select.append(f"s._ref_key + {batch_id} as _ref_key")
+            select.append(f"cast({ref} as bigint) as _ref_key")
         elif name == "_is_deleted":
             select.append("c.deleted as _is_deleted")
         elif name == "_batch_id":
