@@ -37,6 +37,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from lakefill import (  # noqa: E402  (bench/, beside this file)
+    copy_lake,
     fill_lake,
     free_port,
     report,
@@ -129,20 +130,9 @@ NAIVE = "meta.bench_naive_lake"
 def _copy_for_naive(spark: Any, lake: str) -> None:
     """A copy of the filled lake table, keyed the same way, whose writer finds keys by
     joining the whole table (GLOBAL_SIMPLE)."""
-    start = time.perf_counter()
-    spark.conf.set("hoodie.spark.sql.insert.into.operation", "bulk_insert")
-    spark.sql(f"drop table if exists {NAIVE} purge")
-    columns = ", ".join(f"`{f.name}`" for f in spark.table(lake).schema.fields
-                        if not f.name.startswith("_hoodie_"))
-    spark.sql(f"""
-        create table {NAIVE} using hudi
-        tblproperties ('type' = 'mor', 'primaryKey' = '_row_key', 'preCombineField' = '_ref_key',
-                       'hoodie.index.type' = 'GLOBAL_SIMPLE',
-                       'hoodie.metadata.record.index.enable' = 'false')
-        as select {columns} from {lake}""")
-    spark.conf.unset("hoodie.spark.sql.insert.into.operation")
-    print(f"  copied {lake} for the naive MERGE in {time.perf_counter() - start:.1f} s",
-          flush=True)
+    seconds = copy_lake(spark, lake, NAIVE, {"hoodie.index.type": "GLOBAL_SIMPLE",
+                                             "hoodie.metadata.record.index.enable": "false"})
+    print(f"  copied {lake} for the naive MERGE in {seconds:.1f} s", flush=True)
 
 
 def _naive_merge(spark: Any) -> float:

@@ -37,7 +37,15 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from lakefill import fill_lake, free_port, report, run_child, trips_job  # noqa: E402
+from lakefill import (  # noqa: E402  (bench/, beside this file)
+    copy_lake,
+    copy_select,
+    fill_lake,
+    free_port,
+    report,
+    run_child,
+    trips_job,
+)
 
 FIRST_ID = 10_000_000  # filled keys start here, after the first batch's trips
 KEEP = "SLUICE_BENCH_KEEP"  # keep the warehouses (their folder is printed)
@@ -116,7 +124,7 @@ def one_variant(variant: str, bootstrap: str, workdir: Path, rows: int, batches:
     figures = {"files": _data_files(spark, lake), "scan": _scan(spark, lake),
                "merge_mean": sum(merge_seconds) / len(merge_seconds)}
     if variant == "on":
-        _copy(spark, lake)
+        copy_lake(spark, lake, COMPACTED)
         figures["scan_compacted"] = _scan(spark, COMPACTED)
     print(f"  {variant}: {found} lake rows (as the changes leave it), {figures}", flush=True)
     spark.stop()
@@ -129,26 +137,12 @@ def _batch_rows(spark: Any, columns: list[str], sample: Any, kinds: list[tuple[i
     deleted or not."""
     values = ", ".join(f"({key}, {str(deleted).lower()}, {offset})"
                        for offset, (key, deleted) in enumerate(kinds))
-    select = []
-    for name in columns:
-        if name == "trip_id":
-            select.append("c.id as trip_id")
-        elif name == "_row_key":
-            select.append(f"replace('{sample['_row_key']}', '{sample['trip_id']}', "
-                          "cast(c.id as string)) as _row_key")
-        elif name == "_ref_key":
-            select.append(f"cast({ref} as bigint) as _ref_key")
-        elif name == "_is_deleted":
-            select.append("c.deleted as _is_deleted")
-        elif name == "_batch_id":
-            select.append(f"cast({batch_id} as bigint) as _batch_id")
-        elif name == "_kafka_offset":
-            select.append("cast(c.n as bigint) as _kafka_offset")
-        elif name == "fare_amount":
-            select.append(f"cast(s.fare_amount + {batch_id % 50} as decimal(10, 2)) "
-                          "as fare_amount")
-        else:
-            select.append(f"s.`{name}`")
+    select = copy_select(columns, sample, "c.id", {
+        "_ref_key": f"cast({ref} as bigint)",
+        "_is_deleted": "c.deleted",
+        "_batch_id": f"cast({batch_id} as bigint)",
+        "_kafka_offset": "cast(c.n as bigint)",
+        "fare_amount": f"cast(s.fare_amount + {batch_id % 50} as decimal(10, 2))"})
     return spark.sql(f"select {', '.join(select)} from (values {values}) as c(id, deleted, n) "
                      "cross join sample s")
 
@@ -173,19 +167,6 @@ def _scan(spark: Any, table: str) -> float:
         spark.sql(SCAN.format(table=table)).collect()
         best = min(best, time.perf_counter() - start)
     return best
-
-
-def _copy(spark: Any, lake: str) -> None:
-    """The lake's rows in a fresh table of the same kind, written by one bulk insert."""
-    spark.conf.set("hoodie.spark.sql.insert.into.operation", "bulk_insert")
-    spark.sql(f"drop table if exists {COMPACTED} purge")
-    columns = ", ".join(f"`{f.name}`" for f in spark.table(lake).schema.fields
-                        if not f.name.startswith("_hoodie_"))
-    spark.sql(f"""
-        create table {COMPACTED} using hudi
-        tblproperties ('type' = 'mor', 'primaryKey' = '_row_key', 'preCombineField' = '_ref_key')
-        as select {columns} from {lake}""")
-    spark.conf.unset("hoodie.spark.sql.insert.into.operation")
 
 
 def main() -> None:
