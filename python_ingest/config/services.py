@@ -29,7 +29,7 @@ class ServicesConfig:
     # (0: never inline; ``sluice maintain`` still does)
     index_compact_every: int = 20
     # the lake table's services run after every this many merged batches (Hudi: compaction
-    # of the merge-on-read file groups and of the metadata table, then cleaning; 5 is Hudi's
+    # of the merge-on-read file groups, then cleaning; 5 is Hudi's
     # default delta-commit count; Iceberg: its position delete files rewritten); 0: never
     # inline
     compact_every: int = 5

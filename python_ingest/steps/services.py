@@ -1,8 +1,9 @@
 """Table services of a job's tables: by hand (``sluice maintain``) and inline after a merge
 when due (docs/index.md, "Services").
 
-Hudi: compaction of the merge-on-read lake table (and of its metadata table, where the
-record-level index lives), cleaning and archival of every table; Iceberg: the lake table's
+Hudi: compaction of the merge-on-read lake table, cleaning and archival of every table (the
+metadata table, where the record-level index lives, compacts itself every 10 of the lake's
+commits, Hudi's default); Iceberg: the lake table's
 position delete files rewritten (docs/formats.md). Both: the global index compacted to one
 entry per key, delete markers older than the job's ``tombstone_retention`` dropped
 (steps/index.py); raw rows of merged batches older than ``raw_retention`` deleted

@@ -197,17 +197,14 @@ class HudiFormat:
 
     def maintain(self, spark: SparkSession, table: str, merged: bool,
                  keep_commits: int = CLEAN_RETAIN_COMMITS) -> list[str]:
-        """Compaction of a merge-on-read lake table (whatever the delta-commit count; its
-        commit also compacts the metadata table, whose log files otherwise hold up to 10
-        commits of record-index entries that every look-up reads), then cleaning (keep the
-        files of the newest ``keep_commits`` commits) and archival, on any table. Neither
-        touches the newest commits, which carry the checkpoints."""
+        """Compaction of a merge-on-read lake table (whatever the delta-commit count), then
+        cleaning (keep the files of the newest ``keep_commits`` commits) and archival, on any
+        table. Neither touches the newest commits, which carry the checkpoints."""
         done = []
         if merged:
             compacted = spark.sql(
                 f"call run_compaction(op => 'scheduleAndExecute', table => '{table}', "
-                "options => 'hoodie.compact.inline.max.delta.commits=1,"
-                "hoodie.metadata.compact.max.delta.commits=1')").collect()
+                "options => 'hoodie.compact.inline.max.delta.commits=1')").collect()
             done.append(f"compacted {len(compacted)} file group plan(s)")
         cleaned = spark.sql(f"call run_clean(table => '{table}', "
                             f"retain_commits => {keep_commits})").collect()
