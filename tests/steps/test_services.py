@@ -17,7 +17,7 @@ from python_ingest.demo.trips import Event, TripsGenerator
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.pipeline import run_job
-from python_ingest.steps.services import expire_raw, maintain_job
+from python_ingest.steps.services import batch_ranges, expire_raw, maintain_job
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
 from tests.conftest import REPO, trips_job
 from tests.steps.helpers import as_lake, lake_rows
@@ -126,3 +126,9 @@ def test_raw_rows_of_merged_batches_expire_but_what_a_replay_needs_stays(
 def _raw_per_batch(spark: Any, raw: str) -> dict[int, int]:
     return {int(r[0]): int(r[1]) for r in spark.sql(
         f"select _batch_id, count(*) from {raw} group by 1").collect()}
+
+
+def test_expired_batches_become_one_range_per_run_of_numbers() -> None:
+    assert batch_ranges([3]) == "_batch_id = 3"
+    assert batch_ranges([1, 2, 3, 7, 9, 10]) == (
+        "_batch_id between 1 and 3 or _batch_id = 7 or _batch_id between 9 and 10")
