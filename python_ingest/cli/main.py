@@ -300,7 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_runner_options(run)
 
     maintain = add("maintain", cmd_maintain, "Run the table services of a job's tables now "
-                   "(Hudi: compaction, cleaning, archival; Iceberg: delete-file rewrite).")
+                   "(Hudi: compaction, cleaning, archival; Iceberg: delete-file rewrite; "
+                   "the global index compacted; raw rows older than services.raw_retention "
+                   "expired).")
     target = maintain.add_mutually_exclusive_group(required=True)
     target.add_argument("job", nargs="?", help="job name from the config")
     target.add_argument("--all", action="store_true", help="every job in the config")
