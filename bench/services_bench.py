@@ -1,8 +1,8 @@
 """Table services benchmark: do many small merges leave a table that reads like a compacted one?
 
 Two runs, each in its own process (own JVM, own warehouse; one broker for both): services on
-(the job's defaults: the lake compacts inline every 5 merges and cleaning keeps 10 commits, the
-index compacts every 20 batches) and off (``services: {compact_every: 0,
+(the job's defaults: after every 5th merged batch the lake is compacted and cleaned down to 10
+commits, after every 20th the index is compacted) and off (``services: {compact_every: 0,
 index_compact_every: 0}``). Each:
   1. a first 100-event batch through the whole pipeline creates every table of the demo job;
   2. the lake is filled to 1M rows with Spark's range, compacted, and its index built

@@ -57,8 +57,8 @@ def parse_services(raw: Any, where: str) -> ServicesConfig:
     values: Mapping[str, Any] = mapping(raw, where)
     check_keys(values, {"tombstone_retention", "index_compact_every", "compact_every",
                         "keep_commits", "raw_retention"}, where)
-    raw_retention = values.get("raw_retention", "7d")
     d = ServicesConfig
+    raw_retention = values.get("raw_retention", d.raw_retention_s)
     return ServicesConfig(
         tombstone_retention_s=parse_duration(
             values.get("tombstone_retention", d.tombstone_retention_s),

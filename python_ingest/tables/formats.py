@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from python_ingest.config.services import ServicesConfig
 from python_ingest.runtime.catalog import FORMAT_CONF
 
 if TYPE_CHECKING:
@@ -121,8 +122,8 @@ def read_table(spark: SparkSession, table: str) -> DataFrame:
     return spark.table(table).select(*[f"`{c}`" for c in columns])
 
 
-def maintain(spark: SparkSession, table: str, merged: bool, keep_commits: int = 10
-             ) -> list[str]:
+def maintain(spark: SparkSession, table: str, merged: bool,
+             keep_commits: int = ServicesConfig.keep_commits) -> list[str]:
     """Run the format's table services on ``table`` now (``merged``: a lake table, changed by
     merges rather than appends; cleaning keeps the files of the newest ``keep_commits``
     commits); returns what was done, in words."""

@@ -40,7 +40,6 @@ T = TypeVar("T")
 
 COMMIT_PREFIX = HUDI_COMMIT_PREFIX  # keys: sluice.checkpoint, sluice.<step>.batch_id
 CLEAN_EVERY = 10  # appends per automatic clean, on average
-CLEAN_RETAIN_COMMITS = 10  # Hudi's default: a reader may use the files of the last 10 commits
 CREATE_RACE_TRIES, CREATE_RACE_WAIT_S = 20, 0.5  # another process creating the same table
 META_PREFIX = "_hoodie_"  # Hudi's own columns in every table (commit time, record key, ...)
 # append-only tables (raw, errors, staging, tombstones, runs): copy-on-write, keyless (no
@@ -196,7 +195,7 @@ class HudiFormat:
                 if not f.name.startswith(META_PREFIX)]
 
     def maintain(self, spark: SparkSession, table: str, merged: bool,
-                 keep_commits: int = CLEAN_RETAIN_COMMITS) -> list[str]:
+                 keep_commits: int) -> list[str]:
         """Compaction of a merge-on-read lake table (whatever the delta-commit count), then
         cleaning (keep the files of the newest ``keep_commits`` commits) and archival, on any
         table. Neither touches the newest commits, which carry the checkpoints."""

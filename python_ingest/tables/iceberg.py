@@ -101,7 +101,7 @@ class IcebergFormat:
         return [f.name for f in spark.table(table).schema.fields]
 
     def maintain(self, spark: SparkSession, table: str, merged: bool,
-                 keep_commits: int = 10) -> list[str]:
+                 keep_commits: int) -> list[str]:
         """Rewrite the position delete files of a lake table (merge-on-read leaves one per
         merge). Snapshots are not expired here: they carry the checkpoints (issue #11)."""
         if not merged:
