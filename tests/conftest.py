@@ -73,6 +73,17 @@ def write_config(path: Path, workdir: Path, bootstrap: str, jobs: dict[str, Any]
 
 
 @pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A private PostgreSQL cluster (python_ingest/sinks/pgserver.py): initdb into a temporary
+    folder, a server on a free loopback port, stopped at the end of the test session."""
+    from python_ingest.sinks.pgserver import LocalPostgres
+
+    server = LocalPostgres().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def base_settings(workdir: Path, broker: str) -> Any:
     from python_ingest.config import load_settings
 

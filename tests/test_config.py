@@ -139,3 +139,42 @@ def test_sizes() -> None:
     assert parse_size(4096, "f") == 4096
     with pytest.raises(ConfigError):
         parse_size("-1", "f")
+
+
+def test_a_jdbc_catalog_on_postgresql(tmp_path: Path) -> None:
+    from python_ingest.runtime.session import spark_conf
+
+    (tmp_path / "catalog.pw").write_text("from-file\n")
+    path = write(tmp_path, {"table_format": "iceberg", "jobs": {}, "catalog": {
+        "type": "jdbc", "uri": "postgresql://db:5432/sluice", "user": "sluice",
+        "password_file": "catalog.pw", "warehouse": "wh"}})
+    settings = load_settings(path, env={})
+    conf = spark_conf(settings)
+    assert conf["spark.sql.catalog.sluice.type"] == "jdbc"
+    assert conf["spark.sql.catalog.sluice.uri"] == "jdbc:postgresql://db:5432/sluice"
+    assert conf["spark.sql.catalog.sluice.jdbc.user"] == "sluice"
+    assert conf["spark.sql.catalog.sluice.jdbc.password"] == "from-file"
+    assert conf["spark.sql.catalog.sluice.warehouse"] == str(tmp_path / "wh")
+    assert "from-file" not in repr(settings)
+    # the environment wins: a password there replaces the file's
+    env = {"SLUICE_CATALOG_URI": "jdbc:postgresql://other:5433/cat",
+           "SLUICE_CATALOG_PASSWORD": "from-env"}
+    settings = load_settings(path, env=env)
+    assert settings.catalog.jdbc_url() == "jdbc:postgresql://other:5433/cat"
+    assert settings.catalog.password_env == "SLUICE_CATALOG_PASSWORD"
+    assert settings.catalog.password_file is None
+
+
+@pytest.mark.parametrize(("catalog", "message"), [
+    ({"type": "jdbc"}, "catalog.uri.*needs a uri.*postgresql://"),
+    ({"type": "jdbc", "uri": "mysql://db/x"}, "catalog.uri.*PostgreSQL"),
+    ({"type": "jdbc", "uri": "postgresql://me:secret@db/x"}, "catalog.uri.*user or password"),
+    ({"type": "jdbc", "uri": "postgresql://db/x", "password": "a", "password_env": "B"},
+     "catalog.password.*one way"),
+    ({"type": "jdbc", "uri": "postgresql://db/x", "pasword": "a"}, "catalog.*pasword"),
+])
+def test_bad_catalogs_fail_naming_the_field(tmp_path: Path, catalog: dict[str, Any],
+                                            message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as failure:
+        load_settings(write(tmp_path, {"catalog": catalog, "jobs": {}}), env={})
+    assert "secret" not in str(failure.value)

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from python_ingest.config.catalog import CatalogConfig, parse_catalog
+from python_ingest.config.catalog import with_env as _catalog_with_env
 from python_ingest.config.checks import NAME as _NAME
 from python_ingest.config.checks import check_keys as _check_keys
 from python_ingest.config.checks import choice as _choice
@@ -51,7 +53,6 @@ DATA_LOSS_POLICIES = ("fail", "accept")
 # composite key with a text or bytes column is the JSON list of its column texts, bytes are
 # hex) or joined (before issue #9.7: texts joined with '|', bytes as UTF-8 text).
 ROW_KEY_ENCODINGS = ("json", "joined")
-CATALOG_TYPES = ("hadoop", "hive", "rest")
 TABLE_FORMATS = ("hudi", "iceberg")  # docs/formats.md
 
 @dataclass(frozen=True)
@@ -61,16 +62,6 @@ class SparkConfig:
     master: str = "local[2]"
     app_name: str = "sluice"
     conf: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CatalogConfig:
-    """The Iceberg catalog all sluice tables live in (it becomes Spark's default catalog)."""
-
-    name: str = "sluice"
-    type: str = "hadoop"
-    warehouse: str = ".sluice/warehouse"
-    uri: str | None = None
 
 
 @dataclass(frozen=True)
@@ -226,16 +217,13 @@ def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
     """Apply SLUICE_* environment variables on top of the file's values."""
     simple = {
         "SLUICE_SPARK_MASTER": ("spark", "master"),
-        "SLUICE_CATALOG_NAME": ("catalog", "name"),
-        "SLUICE_CATALOG_TYPE": ("catalog", "type"),
-        "SLUICE_CATALOG_URI": ("catalog", "uri"),
-        "SLUICE_WAREHOUSE": ("catalog", "warehouse"),
         "SLUICE_BOOTSTRAP_SERVERS": ("broker", "bootstrap_servers"),
         "SLUICE_BROKER_DATA_DIR": ("broker", "data_dir"),
     }
     for var, (section, key) in simple.items():
         if env.get(var):
             data.setdefault(section, {})[key] = env[var]
+    data["catalog"] = _catalog_with_env(_mapping(data.get("catalog"), "catalog"), env)
     if env.get("SLUICE_TABLE_FORMAT"):
         data["table_format"] = env["SLUICE_TABLE_FORMAT"].strip().lower()
     if env.get("SLUICE_BROKER_EMBEDDED"):
@@ -288,18 +276,7 @@ def load_settings(path: str | os.PathLike[str] | None = None,
         app_name=str(spark_raw.get("app_name", SparkConfig.app_name)),
         conf={str(k): str(v) for k, v in _mapping(spark_raw.get("conf"), "spark.conf").items()},
     )
-    cat_raw = _mapping(data.get("catalog"), "catalog")
-    _check_keys(cat_raw, {"name", "type", "warehouse", "uri"}, "catalog")
-    catalog = CatalogConfig(
-        name=str(cat_raw.get("name", CatalogConfig.name)),
-        type=_choice(cat_raw.get("type", CatalogConfig.type), CATALOG_TYPES, "catalog.type"),
-        warehouse=str(cat_raw.get("warehouse", CatalogConfig.warehouse)),
-        uri=cat_raw.get("uri"),
-    )
-    if catalog.type in ("hive", "rest") and not catalog.uri:
-        raise ConfigError("catalog.uri", f"a {catalog.type} catalog needs a uri")
-    if not _NAME.match(catalog.name):
-        raise ConfigError("catalog.name", "use lowercase letters, digits and underscores")
+    catalog = parse_catalog(data.get("catalog"), root)
     broker_raw = _mapping(data.get("broker"), "broker")
     _check_keys(broker_raw, {"bootstrap_servers", "embedded", "data_dir", "heap", "retention_ms",
                              "retention_bytes"}, "broker")

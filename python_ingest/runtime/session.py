@@ -3,9 +3,10 @@
 Tables are addressed as ``raw.trips``, ``errors.trips__raw``, ``lake.trips`` by sluice and dbt
 alike, in the default catalog of the configured table format (docs/formats.md):
 
-- ``hudi``: Spark's session catalog with Hudi's ``HoodieCatalog``; tables live at
+- ``hudi`` (default): Spark's session catalog with Hudi's ``HoodieCatalog``; tables live at
   ``<warehouse>/<namespace>/<table>`` and each process registers them at start;
-- ``iceberg`` (default): the Iceberg catalog named in config (a Hadoop catalog by default).
+- ``iceberg``: the Iceberg catalog named in config (a Hadoop catalog by default, or a JDBC
+  catalog on PostgreSQL that several processes and hosts share: config/catalog.py).
 
 Both formats' jars, extensions and the Kryo serializer Hudi wants are always configured, and
 the Iceberg catalog is always there under its own name.
@@ -51,6 +52,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # loader, and a jar only added by spark.jars loads them a second time, in Spark's
         # loader: "GenericData$Record cannot be cast to HoodieDeleteRecord" (hudi #13410)
         "spark.driver.extraClassPath": ":".join(str(j) for j in spark_jars()),
+        # the same on executors of a cluster (Hudi reads log files there too): the jars must
+        # sit at the same path on every node (docs/deploy.md); a path a node lacks is skipped
+        # and the copy spark.jars ships is used
+        "spark.executor.extraClassPath": ":".join(str(j) for j in spark_jars()),
         "spark.sql.extensions":
             "org.apache.spark.sql.hudi.HoodieSparkSessionExtension,"
             "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -86,12 +91,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.driver.extraJavaOptions":
             f"-Dderby.system.home={settings.path(settings.state_dir)}",
     }
-    if cat.type == "hadoop":
-        conf[f"{prefix}.warehouse"] = str(settings.path(cat.warehouse))
-    else:
-        conf[f"{prefix}.uri"] = str(cat.uri)
-        if cat.warehouse:
-            conf[f"{prefix}.warehouse"] = cat.warehouse
+    conf.update(_catalog_conf(settings, prefix))
     if settings.table_format == "hudi":
         conf["spark.sql.defaultCatalog"] = "spark_catalog"
         conf.update(HUDI_WRITE_CONF)
@@ -99,6 +99,26 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # append-only tables: new files, no rewrite of earlier small files, no index look-up
         conf["hoodie.spark.sql.insert.into.operation"] = "bulk_insert"
     conf.update(settings.spark.conf)
+    return conf
+
+
+def _catalog_conf(settings: Settings, prefix: str) -> dict[str, str]:
+    """The Iceberg catalog's own keys (config/catalog.py)."""
+    cat = settings.catalog
+    if cat.type in ("hadoop", "jdbc"):  # a folder sluice manages: relative to sluice.yml
+        conf = {f"{prefix}.warehouse": str(settings.path(cat.warehouse))}
+    else:
+        conf = {f"{prefix}.warehouse": cat.warehouse} if cat.warehouse else {}
+    if cat.type == "jdbc":
+        conf[f"{prefix}.uri"] = cat.jdbc_url()
+        # Spark redacts conf keys naming a password (spark.redaction.regex) in its UI and logs
+        if cat.user:
+            conf[f"{prefix}.jdbc.user"] = cat.user
+        password = cat.reveal_password()
+        if password is not None:
+            conf[f"{prefix}.jdbc.password"] = password
+    elif cat.type != "hadoop":
+        conf[f"{prefix}.uri"] = str(cat.uri)
     return conf
 
 

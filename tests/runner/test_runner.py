@@ -5,136 +5,26 @@ SIGKILL, restarted; the lake tables must equal their sources' oracles, no offset
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from python_ingest.demo import trips as demo
-from python_ingest.demo.fleet import fix_converter, topic_of, write_fleet
-from python_ingest.kafka.broker import ensure_topic
-from python_ingest.tables.formats import table_exists
-from python_ingest.tables.status import StatusFile
-from tests.conftest import REPO, write_config
-from tests.steps.helpers import as_lake, lake_rows
+from python_ingest.demo.fleet import fix_converter
+from tests.runner.fleet import Fleet
 
 pytestmark = [pytest.mark.e2e, pytest.mark.reliability]
-
-WAIT_S = 420
-
-
-class Fleet:
-    """Three jobs' topics, their producers' oracles and the runner processes."""
-
-    def __init__(self, root: Path, workdir: Path, broker: str, prefix: str) -> None:
-        self.root, self.broker = root, broker
-        self.names = [f"{prefix}_{x}" for x in "abc"]
-        self.broken = self.names[2]
-        jobs = write_fleet(root, self.names, broken=[self.broken],
-                           priorities={self.names[0]: 1})
-        self.config = write_config(
-            root / "sluice.yml", workdir, broker, jobs, state_dir=str(root / "state"),
-            runner={"poll_interval_s": 0.5, "retry_initial_s": 2, "retry_max_s": 4,
-                    "max_parallel_jobs": 2})
-        self.status = StatusFile(root / "state")
-        self.generators = {}
-        self.produced = {n: 0 for n in self.names}
-        for i, name in enumerate(self.names):
-            ensure_topic(broker, topic_of(name), 2)
-            self.generators[name] = demo.TripsGenerator(demo.trips_schema(REPO), seed=i + 1,
-                                                        first_trip_id=1)
-        self.env = {**os.environ, "SLUICE_DBT_PROJECT_DIR": str(root)}
-
-    def produce(self, events: int) -> None:
-        for name in self.names:
-            sent = demo.produce(self.broker, topic_of(name),
-                                self.generators[name].events(events))
-            self.produced[name] += sent
-
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        log = open(self.root / f"runner-{time.monotonic_ns()}.log", "w")  # noqa: SIM115
-        return subprocess.Popen(
-            [sys.executable, "-m", "python_ingest.cli", "--config", str(self.config), "run",
-             "--all", *args], stdout=log, stderr=subprocess.STDOUT, text=True, env=self.env,
-            cwd=REPO, start_new_session=True)
-
-    def caught_up(self, name: str) -> bool:
-        entry = (self.status.read().get("jobs") or {}).get(name) or {}
-        offsets = (entry.get("checkpoint") or {}).get("offsets") or {}
-        last = entry.get("last_run") or {}
-        return (sum(offsets.values()) == self.produced[name] and not entry.get("failures")
-                and last.get("outcome") in ("succeeded", "up-to-date")
-                and entry.get("state") in ("idle", "stopped"))
-
-    def wait(self, what: str, predicate: Any, runner: subprocess.Popen[str]) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while not predicate():
-            if runner.poll() is not None:
-                pytest.fail(f"the runner exited ({runner.returncode}) before {what}:\n"
-                            + self.last_log())
-            if time.monotonic() > deadline:
-                pytest.fail(f"not {what} within {WAIT_S}s: {self.status.read()}\n"
-                            + self.diagnose(runner))
-            time.sleep(0.5)
-
-    def finish(self, runner: subprocess.Popen[str], what: str) -> int:
-        try:
-            return runner.wait(timeout=WAIT_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the runner did not {what} within {WAIT_S}s\n" + self.diagnose(runner))
-
-    def diagnose(self, runner: subprocess.Popen[str]) -> str:
-        """The runner's Python threads (faulthandler on SIGUSR1) and its JVM's threads."""
-        jvm = ""
-        if runner.poll() is None:
-            runner.send_signal(signal.SIGUSR1)
-            children = subprocess.run(["pgrep", "-P", str(runner.pid)], capture_output=True,
-                                      text=True).stdout.split()
-            for child in children:
-                jvm += subprocess.run(["jstack", child], capture_output=True, text=True,
-                                      timeout=60).stdout
-            time.sleep(2)
-        (self.root / "jstack.txt").write_text(jvm)
-        return self.last_log() + f"\n(JVM threads in {self.root / 'jstack.txt'})"
-
-    def last_log(self) -> str:
-        logs = sorted(self.root.glob("runner-*.log"), key=lambda p: p.stat().st_mtime)
-        return logs[-1].read_text()[-12000:] if logs else ""
-
-    def status_json(self) -> dict[str, Any]:
-        # a Spark master that cannot exist: status must answer without starting Spark
-        result = subprocess.run(
-            [sys.executable, "-m", "python_ingest.cli", "--config", str(self.config), "status",
-             "--json"], capture_output=True, text=True, cwd=REPO, timeout=60,
-            env={**self.env, "SLUICE_SPARK_MASTER": "spark://no-such-host:1"})
-        assert result.returncode == 0, result.stderr
-        return dict(json.loads(result.stdout))
-
-    def assert_exact(self, spark: Any) -> None:
-        """Every lake table equals its source; every offset landed once (raw or raw errors)."""
-        for name in self.names:
-            for table in (f"lake.{name}", f"raw.{name}", f"errors.{name}__raw"):
-                assert table_exists(spark, table), table  # names the runner's tables here
-            expected = {t: as_lake(r) for t, r in self.generators[name].rows.items()}
-            assert lake_rows(spark, f"lake.{name}") == expected, name
-            raw = spark.sql(f"select count(*), count(distinct _kafka_partition, _kafka_offset) "
-                            f"from raw.{name}").collect()[0]
-            errors = spark.sql(f"select count(*) from errors.{name}__raw").collect()[0][0]
-            assert raw[0] == raw[1], f"{name}: {raw[0] - raw[1]} offsets landed twice"
-            assert raw[0] + errors == self.produced[name], name
 
 
 def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
         spark: Any, broker: str, workdir: Path, tmp_path: Path, job_name: str) -> None:
     fleet = Fleet(tmp_path, workdir, broker, job_name[:24])
     good, broken = fleet.names[:2], fleet.broken
+    assert broken is not None
     fleet.produce(150)
     runner = fleet.start("--continuous")
     try:

@@ -1,0 +1,107 @@
+"""The Iceberg catalog (``catalog:`` in sluice.yml): where table names live.
+
+- ``hadoop`` (default): metadata files in the warehouse folder, no server. Its commit lock is
+  per JVM, so one process at a time may commit to a table (tables/lease.py keeps a job's runs
+  apart; docs/deploy.md says when that is not enough).
+- ``jdbc``: Iceberg's ``JdbcCatalog`` on PostgreSQL. Table names and their current metadata
+  file are rows in the database; a commit is a conditional update of that row, so commits from
+  any number of processes and hosts are serialized by the database (a loser re-reads and
+  retries). The warehouse folder still holds the data and metadata files.
+- ``hive``, ``rest``: a Hive Metastore or an Iceberg REST catalog run elsewhere.
+
+The password comes as a source's does (credentials.py): ``password_env``, ``password_file`` or
+plaintext ``password`` (with a warning); ``SLUICE_CATALOG_PASSWORD`` overrides them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from python_ingest import credentials
+from python_ingest.config.checks import NAME, check_keys, choice, mapping
+from python_ingest.exceptions import ConfigError
+
+CATALOG_TYPES = ("hadoop", "jdbc", "hive", "rest")
+PASSWORD_ENV = "SLUICE_CATALOG_PASSWORD"  # overrides the file's password fields
+_JDBC_SCHEMES = ("postgresql://", "jdbc:postgresql://")
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """The Iceberg catalog all sluice tables live in (it becomes Spark's default catalog)."""
+
+    name: str = "sluice"
+    type: str = "hadoop"
+    warehouse: str = ".sluice/warehouse"
+    uri: str | None = None
+    user: str | None = None  # jdbc: the database user
+    password: str | None = field(default=None, repr=False)  # credentials.py: never shown
+    password_env: str | None = None
+    password_file: str | None = None
+
+    def jdbc_url(self) -> str:
+        """The JDBC URL of a jdbc catalog's database (``jdbc:postgresql://host:port/db``)."""
+        uri = str(self.uri)
+        return uri if uri.startswith("jdbc:") else f"jdbc:{uri}"
+
+    def reveal_password(self) -> str | None:
+        """The database password, for Spark's catalog conf only: never log it."""
+        if self.password is None and not self.password_env and not self.password_file:
+            return None
+        return credentials.reveal("catalog", self.password, self.password_env,
+                                  self.password_file)
+
+
+def parse_catalog(raw_value: Any, root: Path) -> CatalogConfig:
+    raw = mapping(raw_value, "catalog")
+    check_keys(raw, {"name", "type", "warehouse", "uri", "user", *credentials.FIELDS}, "catalog")
+    kind = choice(raw.get("type", CatalogConfig.type), CATALOG_TYPES, "catalog.type")
+    uri = raw.get("uri")
+    if kind in ("jdbc", "hive", "rest") and not uri:
+        example = {"jdbc": "postgresql://127.0.0.1:5432/sluice", "hive": "thrift://host:9083",
+                   "rest": "http://host:8181"}[kind]
+        raise ConfigError("catalog.uri", f"a {kind} catalog needs a uri",
+                          f"e.g. uri: {example} (or SLUICE_CATALOG_URI)")
+    if kind == "jdbc":
+        _check_jdbc_uri(str(uri))
+    config = CatalogConfig(
+        name=str(raw.get("name", CatalogConfig.name)),
+        type=kind,
+        warehouse=str(raw.get("warehouse", CatalogConfig.warehouse)),
+        uri=None if uri is None else str(uri),
+        user=None if raw.get("user") is None else str(raw["user"]),
+        password=raw.get("password"),
+        password_env=raw.get("password_env"),
+        password_file=credentials.check("catalog", raw, root),
+    )
+    if not NAME.match(config.name):
+        raise ConfigError("catalog.name", "use lowercase letters, digits and underscores")
+    return config
+
+
+def _check_jdbc_uri(uri: str) -> None:
+    if "@" in uri.split("://", 1)[-1].split("/", 1)[0]:  # before quoting it in a message
+        raise ConfigError("catalog.uri", "the uri holds a user or password",
+                          "give catalog.user and catalog.password_env (or password_file) "
+                          "instead; the uri is logged, a password must not be")
+    if not uri.startswith(_JDBC_SCHEMES):
+        raise ConfigError("catalog.uri", f"a jdbc catalog lives in PostgreSQL, got {uri!r}",
+                          "e.g. uri: postgresql://127.0.0.1:5432/sluice")
+
+
+def with_env(raw: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """The file's ``catalog:`` keys with ``SLUICE_CATALOG_*`` variables on top; a password in
+    ``SLUICE_CATALOG_PASSWORD`` replaces the file's password fields (it is read, like
+    ``password_env``, only when Spark starts)."""
+    names = {"SLUICE_CATALOG_NAME": "name", "SLUICE_CATALOG_TYPE": "type",
+             "SLUICE_CATALOG_URI": "uri", "SLUICE_CATALOG_USER": "user",
+             "SLUICE_WAREHOUSE": "warehouse"}
+    merged = {**raw, **{key: env[var] for var, key in names.items() if env.get(var)}}
+    if env.get(PASSWORD_ENV) is not None:
+        for key in credentials.FIELDS:
+            merged.pop(key, None)
+        merged["password_env"] = PASSWORD_ENV
+    return merged
