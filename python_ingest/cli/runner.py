@@ -93,7 +93,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     for job in jobs:
         entry = dict((data.get("jobs") or {}).get(job.name) or {})
         state = entry.get("state", "never run")
-        if state in ("running", "retrying", "idle") and not alive:
+        if state in ("running", "retrying", "idle", "elsewhere") and not alive:
             state = "failing" if entry.get("failures") else "stopped"
         checkpoint = entry.get("checkpoint")
         topic_ends = ends.get(job.topic)
@@ -109,7 +109,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             "last_batch": entry.get("last_batch"), "last_run": entry.get("last_run"),
             "failing_since": entry.get("failing_since"), "failures": entry.get("failures"),
             "last_error": entry.get("last_error"), "next_retry_at": entry.get("next_retry_at"),
-            "cost": entry.get("cost"), "checkpoint": checkpoint}
+            "cost": entry.get("cost"), "checkpoint": checkpoint,
+            "held_by": entry.get("held_by") if state == "elsewhere" else None}
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0
@@ -189,6 +190,9 @@ def _print_status(out: dict[str, Any]) -> None:
               f"{_dash(counts.get('read')):>7} {_dash(counts.get('valid')):>7} "
               f"{errors if counts else '-':>7} {merged if counts else '-':>7} "
               f"{_dash(cost):>8}")
+        if job["held_by"]:
+            print(f"  run by the runner pid {job['held_by'].get('pid')} on "
+                  f"{job['held_by'].get('host')} (its own state dir has its figures)")
         if job["failures"]:
             print(f"  failing since {job['failing_since']} ({job['failures']} failure(s)); "
                   f"next retry {job['next_retry_at'] or '-'}: {_first_line(job['last_error'])}")

@@ -224,6 +224,8 @@ def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
         if env.get(var):
             data.setdefault(section, {})[key] = env[var]
     data["catalog"] = _catalog_with_env(_mapping(data.get("catalog"), "catalog"), env)
+    if env.get("SLUICE_STATE_DIR"):  # e.g. a second runner on this host: its own status file
+        data["state_dir"] = env["SLUICE_STATE_DIR"]
     if env.get("SLUICE_TABLE_FORMAT"):
         data["table_format"] = env["SLUICE_TABLE_FORMAT"].strip().lower()
     if env.get("SLUICE_BROKER_EMBEDDED"):

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import BrokerError, SluiceError
 from python_ingest.kafka.offsets import EndOffsets, backlog
+from python_ingest.runner.claims import Claims
 from python_ingest.tables.runs import records_deferred
 from python_ingest.tables.status import StatusFile, now_iso
 
@@ -103,6 +104,8 @@ class Runner:
         self.stop = threading.Event()
         self.status = StatusFile(settings.path(settings.state_dir))
         self._sessions: dict[str, SparkSession] = {}
+        self.claims: Claims | None = None  # which of the jobs this runner runs (claims.py)
+        self._shown: dict[str, str] = {}  # what the status file says of each job's claim
         self._signals = 0
         self._lock = threading.Lock()
 
@@ -141,8 +144,8 @@ class Runner:
         offsets = EndOffsets(self.settings.broker.bootstrap_servers)
         started = time.monotonic()
         self.dbt.manifest()  # parsed once, before the first batch
-        for name in names:
-            self.status.update_job(name, state="idle", priority=self.slots[name].job.priority)
+        self.claims = Claims(self.spark, {n: s.job.priority for n, s in self.slots.items()})
+        self._claims_changed(self.claims.refresh(self._busy, force=True))
         self.status.record_runner("running", names, max_parallel_jobs=self.config.max_parallel_jobs)
         log.info("runner: %d job(s), at most %d at once, polling every %.1fs", len(names),
                  self.config.max_parallel_jobs, self.config.poll_interval_s)
@@ -150,9 +153,11 @@ class Runner:
         inflight: dict[Future[None], JobSlot] = {}
         try:
             while not self.stop.is_set():
+                self._claims_changed(self.claims.refresh(self._busy))
                 self._poll(offsets)
                 now = time.monotonic()
-                due = sorted((s for s in self.slots.values() if s.due(now)),
+                due = sorted((s for s in self.slots.values()
+                              if s.due(now) and self._claimed(s.job.name)),
                              key=lambda s: (-s.job.priority,
                                             -(s.backlog if s.backlog is not None else math.inf),
                                             s.job.name))
@@ -180,15 +185,46 @@ class Runner:
             offsets.close()
             self.status.record_runner("stopped", names)
             for name in names:
-                if not self.slots[name].failures:
+                if not self.slots[name].failures and self.claims.holds(name):
                     self.status.update_job(name, state="stopped")
+            self.claims.close()
             for sig, handler in saved:
                 signal.signal(sig, handler)
         return self.slots
 
     def _idle(self) -> bool:
         return all(s.checkpoint is not None and not s.backlog and not s.failures
-                   for s in self.slots.values())
+                   for s in self.slots.values() if self._claimed(s.job.name))
+
+    # -- claims: which jobs this runner runs beside others on the warehouse ----------------
+
+    def _busy(self, name: str) -> bool:
+        return self.slots[name].running
+
+    def _claimed(self, name: str) -> bool:
+        return self.claims is not None and self.claims.holds(name)
+
+    def _claims_changed(self, changed: bool) -> None:
+        """The status file's word on each job this runner does not run (``elsewhere``, held
+        by whom) or newly runs (``idle``); only on change."""
+        assert self.claims is not None
+        if not changed and self._shown:
+            return
+        for name, slot in self.slots.items():
+            held = self.claims.holds(name)
+            holder = self.claims.elsewhere.get(name) or {}
+            shown = "held" if held else f"elsewhere:{holder.get('pid')}"
+            if self._shown.get(name) == shown:
+                continue
+            self._shown[name] = shown
+            if held:
+                self.status.update_job(name, state="idle", priority=slot.job.priority,
+                                       held_by=None)
+            else:
+                log.info("runner: job %s is run by another runner (pid %s on %s)", name,
+                         holder.get("pid", "?"), holder.get("host", "?"))
+                self.status.update_job(name, state="elsewhere", priority=slot.job.priority,
+                                       held_by={k: holder.get(k) for k in ("host", "pid")})
 
     def _poll(self, offsets: EndOffsets) -> None:
         """Every job's backlog from its topic's end offsets and its last checkpoint; a files

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEASE_DIR = "meta/.sluice_leases"  # a dot folder: no catalog takes it for a table or namespace
+CLAIM_DIR = "meta/.sluice_claims"  # which continuous runner runs a job (runner/claims.py)
 TTL_S = 600.0  # a dead holder's lease expires after this
 RENEW_S = 60.0  # a live holder renews this often
 
@@ -90,10 +91,11 @@ class Lease:
             raise LeaseLostError(self.job, current)
 
 
-def lease_path(spark: SparkSession, job: str) -> tuple[Any, Any]:
+def lease_path(spark: SparkSession, job: str, folder: str = LEASE_DIR) -> tuple[Any, Any]:
     jvm = spark._jvm
     assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(f"{spark.conf.get(WAREHOUSE_CONF)}/{LEASE_DIR}/{job}")
+    where = f"{spark.conf.get(WAREHOUSE_CONF)}/{folder}"
+    path = jvm.org.apache.hadoop.fs.Path(f"{where}/{job}" if job else where)
     return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
 
 
@@ -133,9 +135,10 @@ def _exists_error(exc: Exception) -> bool:
     return "FileAlreadyExistsException" in str(exc) or "already exists" in str(exc)
 
 
-def acquire(spark: SparkSession, job: str, ttl_s: float = TTL_S) -> Lease:
+def acquire(spark: SparkSession, job: str, ttl_s: float = TTL_S,
+            folder: str = LEASE_DIR) -> Lease:
     """Take ``job``'s lease or raise LeaseHeldError naming its holder."""
-    path, fs = lease_path(spark, job)
+    path, fs = lease_path(spark, job, folder)
     holder = {"run": uuid.uuid4().hex[:12], "host": socket.gethostname(), "pid": os.getpid(),
               "since": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
               "expires": time.time() + ttl_s, "ttl_s": ttl_s}
@@ -215,15 +218,51 @@ def job_lease(spark: SparkSession, job: str, ttl_s: float = TTL_S,
     lease = acquire(spark, job, ttl_s)
     with _held_lock:
         _held[job] = lease
-    renewer = threading.Thread(target=_renew, args=(lease, ttl_s, renew_s),
-                               name=f"lease-{job}", daemon=True)
-    renewer.start()
+    _renew_in_background(lease, ttl_s, renew_s)
     try:
         yield lease
     finally:
         with _held_lock:
             _held.pop(job, None)
         release(lease)
+
+
+def claim(spark: SparkSession, name: str, folder: str = CLAIM_DIR, ttl_s: float = TTL_S,
+          renew_s: float = RENEW_S) -> Lease:
+    """A lease in another folder, held (and renewed) until ``release``: a continuous runner's
+    claim on a job between its batches, and its own heartbeat (runner/claims.py). A claim
+    decides which runner runs a job; each batch still takes the job's lease."""
+    lease = acquire(spark, name, ttl_s, folder)
+    _renew_in_background(lease, ttl_s, renew_s)
+    return lease
+
+
+def holder_of(spark: SparkSession, name: str, folder: str = LEASE_DIR) -> dict[str, Any] | None:
+    """Who holds the lease ``name`` of ``folder`` now (None: nobody)."""
+    path, fs = lease_path(spark, name, folder)
+    return _read(fs, path)
+
+
+def live_holders(spark: SparkSession, folder: str) -> list[dict[str, Any]]:
+    """The holders of the unexpired leases of ``folder`` (one whose process died on this host
+    counts as expired)."""
+    path, fs = lease_path(spark, "", folder)
+    if not fs.exists(path):
+        return []
+    found = []
+    for status in fs.listStatus(path):
+        if ".takeover-" in status.getPath().getName():
+            continue
+        holder = _read(fs, status.getPath())
+        if holder is not None and float(holder.get("expires", 0)) > time.time() \
+                and not gone_from_this_host(holder):
+            found.append(holder)
+    return found
+
+
+def _renew_in_background(lease: Lease, ttl_s: float, renew_s: float) -> None:
+    threading.Thread(target=_renew, args=(lease, ttl_s, renew_s), name=f"lease-{lease.job}",
+                     daemon=True).start()
 
 
 def check_held(job: str) -> None:

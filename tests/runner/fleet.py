@@ -64,8 +64,8 @@ class Fleet:
              "--all", *args], stdout=log, stderr=subprocess.STDOUT, text=True,
             env={**self.env, **(env or {})}, cwd=REPO, start_new_session=True)
 
-    def caught_up(self, name: str) -> bool:
-        entry = (self.status.read().get("jobs") or {}).get(name) or {}
+    def caught_up(self, name: str, status: StatusFile | None = None) -> bool:
+        entry = ((status or self.status).read().get("jobs") or {}).get(name) or {}
         offsets = (entry.get("checkpoint") or {}).get("offsets") or {}
         last = entry.get("last_run") or {}
         return (sum(offsets.values()) == self.produced[name] and not entry.get("failures")

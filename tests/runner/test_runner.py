@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from python_ingest.demo.fleet import fix_converter
+from python_ingest.tables.status import StatusFile
 from tests.runner.fleet import Fleet
 
 pytestmark = [pytest.mark.e2e, pytest.mark.reliability]
@@ -69,4 +70,43 @@ def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
     finally:
         if runner.poll() is None:
             os.killpg(runner.pid, signal.SIGKILL)
+    fleet.assert_exact(spark)
+
+
+def test_two_runners_on_one_warehouse_split_the_jobs_and_take_over_from_a_dead_one(
+        spark: Any, broker: str, workdir: Path, tmp_path: Path, job_name: str) -> None:
+    fleet = Fleet(tmp_path, workdir, broker, job_name[:24], jobs=4, broken=False)
+    other = StatusFile(tmp_path / "state-b")  # the second runner's own status file
+    fleet.produce(150)
+    first = fleet.start("--continuous")
+    second = fleet.start("--continuous", env={"SLUICE_STATE_DIR": str(tmp_path / "state-b")})
+    runners = [first, second]
+
+    def held(status: StatusFile) -> set[str]:
+        jobs = status.read().get("jobs") or {}
+        return {n for n in fleet.names if (jobs.get(n) or {}).get("state") not in
+                (None, "elsewhere", "stopped")}
+
+    try:
+        # both run jobs at once, none held by both; every job caught up by one of them
+        fleet.wait("the jobs split between the two runners", lambda: held(fleet.status)
+                   and held(other) and not held(fleet.status) & held(other)
+                   and len(held(fleet.status) | held(other)) == 4, first)
+        fleet.wait("every job caught up", lambda: all(
+            fleet.caught_up(n) or fleet.caught_up(n, other) for n in fleet.names), second)
+        # the second's status names the first as the runner of the first's jobs
+        entries = other.read()["jobs"]
+        assert {entries[n]["held_by"]["pid"] for n in held(fleet.status)} == {first.pid}
+        # the first runner dies: the second takes its jobs over and catches them all up
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=60)
+        fleet.produce(100)
+        fleet.wait("the second runner caught every job up",
+                   lambda: all(fleet.caught_up(n, other) for n in fleet.names), second)
+        second.send_signal(signal.SIGTERM)
+        assert fleet.finish(second, "stop after SIGTERM") == 0, fleet.last_log()
+    finally:
+        for runner in runners:
+            if runner.poll() is None:
+                os.killpg(runner.pid, signal.SIGKILL)
     fleet.assert_exact(spark)
