@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from python_ingest.runtime.standalone import LocalCluster
+from tests.cluster.jdbc import jdbc_catalog, reader
 from tests.conftest import free_port
 from tests.runner.fleet import Fleet
 
@@ -33,32 +34,6 @@ def cluster() -> Iterator[LocalCluster]:
     started = LocalCluster(workers=2, cores=1, memory="2g").start()
     yield started
     started.stop()
-
-
-def jdbc_catalog(postgres: Any, database: str, warehouse: Path) -> dict[str, str]:
-    """A fresh database of the private PostgreSQL for one Iceberg JDBC catalog."""
-    import psycopg
-
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"create database {database}")
-    return {"name": "sluice", "type": "jdbc", "user": "sluice", "warehouse": str(warehouse),
-            "uri": f"postgresql://127.0.0.1:{postgres.port}/{database}"}
-
-
-def reader(spark: Any, catalog: dict[str, str]) -> Any:
-    """A session of the test process that reads the JDBC catalog's tables by their names (a
-    JDBC catalog's rows carry its name: the reader's catalog has the runner's)."""
-    session = spark.newSession()
-    prefix = f"spark.sql.catalog.{catalog['name']}"
-    for key, value in {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.type": "jdbc",
-                       f"{prefix}.uri": f"jdbc:{catalog['uri']}",
-                       f"{prefix}.jdbc.user": catalog["user"],
-                       f"{prefix}.warehouse": catalog["warehouse"],
-                       f"{prefix}.cache-enabled": "false",
-                       "spark.sql.defaultCatalog": catalog["name"],
-                       "spark.sluice.table_format": "iceberg"}.items():
-        session.conf.set(key, value)
-    return session
 
 
 def get_json(url: str) -> Any:
