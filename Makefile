@@ -115,10 +115,13 @@ bench-services: setup ## table services: 200 small merges into 1M rows, services
 bench-dispersal: setup ## dispersal: 1M lake rows into a private PostgreSQL (full, 10% incremental) and a Kafka topic; rows/s
 	$(BIN)/python bench/dispersal_bench.py
 
+bench-cluster: setup ## the demo on a 2-worker Spark standalone cluster vs local mode; wall time of each
+	$(BIN)/python bench/cluster_bench.py
+
 broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 	-$(BIN)/sluice broker stop
 
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-formats bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-formats bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal bench-cluster broker-stop clean

@@ -300,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_runner_options(run)
 
     maintain = add("maintain", cmd_maintain, "Run the table services of a job's tables now "
-                   "(Hudi: compaction, cleaning, archival; Iceberg: delete-file rewrite; "
+                   "(Hudi: compaction, cleaning, archival; Iceberg: compaction, snapshot "
+                   "expiry keeping every checkpoint, orphan files older than 3 days removed; "
                    "the global index compacted; raw rows older than services.raw_retention "
                    "expired).")
     target = maintain.add_mutually_exclusive_group(required=True)

@@ -3,8 +3,10 @@ when due (docs/index.md, "Services").
 
 Hudi: compaction of the merge-on-read lake table, cleaning and archival of every table (the
 metadata table, where the record-level index lives, compacts itself every 10 of the lake's
-commits, Hudi's default); Iceberg: the lake table's
-position delete files rewritten (docs/formats.md). Both: the global index compacted to one
+commits, Hudi's default); Iceberg: the lake's data files with many deleted rows and its
+position delete files rewritten, every table's snapshots expired down to ``keep_commits``
+(never one a checkpoint is read from), orphan files removed by ``sluice maintain`` only
+(tables/iceberg.py; docs/formats.md). Both: the global index compacted to one
 entry per key, delete markers older than the job's ``tombstone_retention`` dropped
 (steps/index.py); raw rows of merged batches older than ``raw_retention`` deleted
 (``expire_raw``). Inline, after a run's merges: the lake's services after every
@@ -53,7 +55,7 @@ def maintain_job(spark: SparkSession, dbt: Dbt, job: JobConfig) -> dict[str, lis
                 expired = expire_raw(spark, tables, job.services.raw_retention_s)
                 done[table].append(f"expired {expired} raw row(s) of merged batches")
             done[table] += maintain(spark, table, merged=table == tables.lake,
-                                    keep_commits=job.services.keep_commits)
+                                    keep_commits=job.services.keep_commits, orphans=True)
             log.info("maintained %s: %s", table, "; ".join(done[table]))
     return done
 

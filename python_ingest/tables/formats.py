@@ -60,7 +60,7 @@ class TableFormat(Protocol):
     def payload_columns(self, spark: SparkSession, table: str) -> list[str]: ...
 
     def maintain(self, spark: SparkSession, table: str, merged: bool,
-                 keep_commits: int) -> list[str]: ...
+                 keep_commits: int, orphans: bool = False) -> list[str]: ...
 
     def position(self, spark: SparkSession, table: str) -> str | None: ...
 
@@ -123,11 +123,12 @@ def read_table(spark: SparkSession, table: str) -> DataFrame:
 
 
 def maintain(spark: SparkSession, table: str, merged: bool,
-             keep_commits: int = ServicesConfig.keep_commits) -> list[str]:
+             keep_commits: int = ServicesConfig.keep_commits, orphans: bool = False) -> list[str]:
     """Run the format's table services on ``table`` now (``merged``: a lake table, changed by
     merges rather than appends; cleaning keeps the files of the newest ``keep_commits``
-    commits); returns what was done, in words."""
-    return table_format(spark).maintain(spark, table, merged, keep_commits)
+    commits; ``orphans``: also remove files no commit references, a listing of the whole
+    table); returns what was done, in words."""
+    return table_format(spark).maintain(spark, table, merged, keep_commits, orphans)
 
 
 def position(spark: SparkSession, table: str) -> str | None:

@@ -195,10 +195,11 @@ class HudiFormat:
                 if not f.name.startswith(META_PREFIX)]
 
     def maintain(self, spark: SparkSession, table: str, merged: bool,
-                 keep_commits: int) -> list[str]:
+                 keep_commits: int, orphans: bool = False) -> list[str]:
         """Compaction of a merge-on-read lake table (whatever the delta-commit count), then
         cleaning (keep the files of the newest ``keep_commits`` commits) and archival, on any
-        table. Neither touches the newest commits, which carry the checkpoints."""
+        table. Neither touches the newest commits, which carry the checkpoints. ``orphans``
+        changes nothing: cleaning removes the files of failed writes (rolled back) too."""
         done = []
         if merged:
             compacted = spark.sql(

@@ -10,8 +10,9 @@ that call (a py4j callback whose Spark calls stay on the calling JVM thread).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from python_ingest.runtime.catalog import refuse_other_format
@@ -21,6 +22,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+DELETE_RATIO = 0.3  # a data file is rewritten once this share of its rows is deleted
+# orphan files younger than this stay: a write in flight has files no snapshot references yet
+# (Iceberg's own default; a job's tables have one writer, but a crashed one's files may be new)
+ORPHAN_AGE_S = 3 * 24 * 3600
+CHECKPOINT_PREFIX = "sluice."  # snapshot properties that hold checkpoints (tables/checkpoints.py)
 
 TABLE_PROPERTIES = {
     "format-version": "2",
@@ -101,16 +108,40 @@ class IcebergFormat:
         return [f.name for f in spark.table(table).schema.fields]
 
     def maintain(self, spark: SparkSession, table: str, merged: bool,
-                 keep_commits: int) -> list[str]:
-        """Rewrite the position delete files of a lake table (merge-on-read leaves one per
-        merge). Snapshots are not expired here: they carry the checkpoints (issue #11)."""
-        if not merged:
-            return ["nothing to do (append-only)"]
+                 keep_commits: int, orphans: bool = False) -> list[str]:
+        """A lake table (merge-on-read: a position delete file per merge): data files whose
+        rows are deleted beyond ``DELETE_RATIO`` rewritten, then the position delete files.
+        Every table: snapshots expired but the newest ``keep_commits`` and every snapshot from
+        the oldest one still carrying a checkpoint on (``_protected_since``); with ``orphans``
+        (``sluice maintain``), files no snapshot references and older than ``ORPHAN_AGE``
+        removed (a listing of the whole table: not inline)."""
         catalog = spark.conf.get("spark.sql.defaultCatalog")
-        rows = spark.sql(f"call {catalog}.system.rewrite_position_delete_files("
-                         f"table => '{table}')").collect()
-        rewritten = sum(int(r[0] or 0) for r in rows)
-        return [f"rewrote {rewritten} position delete file(s)"]
+        qualified = self._qualified(spark, table)
+        done = []
+        if merged:
+            rows = spark.sql(f"call {catalog}.system.rewrite_data_files(table => '{table}', "
+                             f"options => map('delete-ratio-threshold', '{DELETE_RATIO}'))"
+                             ).collect()
+            done.append(f"rewrote {sum(int(r[0] or 0) for r in rows)} data file(s)")
+            rows = spark.sql(f"call {catalog}.system.rewrite_position_delete_files("
+                             f"table => '{table}')").collect()
+            done.append(f"rewrote {sum(int(r[0] or 0) for r in rows)} position delete file(s)")
+        iceberg = _load(spark, qualified)
+        before = _count(iceberg.snapshots())
+        since = _protected_since(iceberg)
+        older_than = since if since is not None else int(time.time() * 1000)
+        spark.sql(f"call {catalog}.system.expire_snapshots(table => '{table}', "
+                  f"older_than => TIMESTAMP '{_timestamp(older_than)}', "
+                  f"retain_last => {max(1, keep_commits)})").collect()
+        after = _count(_load(spark, qualified).snapshots())
+        done.append(f"expired {before - after} snapshot(s) (kept {after}: the newest "
+                    f"{keep_commits} and those from the oldest one holding a checkpoint on)")
+        if orphans:
+            cutoff = int((time.time() - ORPHAN_AGE_S) * 1000)
+            rows = spark.sql(f"call {catalog}.system.remove_orphan_files(table => '{table}', "
+                             f"older_than => TIMESTAMP '{_timestamp(cutoff)}')").collect()
+            done.append(f"removed {len(rows)} orphan file(s)")
+        return done
 
     def position(self, spark: SparkSession, table: str) -> str | None:
         if not self.exists(spark, table):
@@ -133,6 +164,33 @@ class IcebergFormat:
 
 
 ICEBERG = IcebergFormat()
+
+
+def _protected_since(iceberg: Any) -> int | None:
+    """When (ms) the oldest snapshot was committed that is the newest carrier of one of the
+    checkpoint properties in the current history: expiring it or anything after it could lose
+    a checkpoint (read_checkpoint and step_checkpoint read the newest carrier of their key)."""
+    seen: set[str] = set()
+    oldest = None
+    snapshot = iceberg.currentSnapshot()
+    while snapshot is not None:
+        keys = {str(k) for k in snapshot.summary().keySet()
+                if str(k).startswith(CHECKPOINT_PREFIX)} - seen
+        if keys:
+            seen |= keys
+            oldest = int(snapshot.timestampMillis())
+        parent = snapshot.parentId()
+        snapshot = iceberg.snapshot(parent) if parent is not None else None
+    return oldest
+
+
+def _timestamp(millis: int) -> str:
+    """A TIMESTAMP literal (the session's time zone is UTC: runtime/session.py)."""
+    return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _count(java_iterable: Any) -> int:
+    return sum(1 for _ in java_iterable)
 
 
 def _load(spark: SparkSession, table: str) -> Any:

@@ -7,7 +7,11 @@ batches expire after ``services.raw_retention``, except those a replay may need.
 from __future__ import annotations
 
 import json
+import os
+import re
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +19,7 @@ import pytest
 from python_ingest.demo import trips as demo
 from python_ingest.demo.trips import Event, TripsGenerator
 from python_ingest.kafka import broker as broker_mod
+from python_ingest.runtime.catalog import location
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.pipeline import run_job
 from python_ingest.steps.services import batch_ranges, expire_raw, maintain_job
@@ -31,7 +36,8 @@ def test_maintain_keeps_the_lake_and_deleted_rows_stay_deleted(
     project(job_name)
     # compaction after every 2nd merge, not Hudi's default 5th: the job's setting must reach
     # the merge's writer
-    settings = make_settings({job_name: trips_job(job_name, services={"compact_every": 2})},
+    settings = make_settings({job_name: trips_job(job_name, services={"compact_every": 2,
+                                                                      "keep_commits": 2})},
                              table_format=table_format)
     job = settings.job(job_name)
     broker_mod.ensure_topic(broker, job.topic, 2)
@@ -53,12 +59,24 @@ def test_maintain_keeps_the_lake_and_deleted_rows_stay_deleted(
     deleted = [e for e in generator.history if e.kind == "delete"]
     assert deleted, "the generator deleted no row: the test would prove nothing"
 
+    # a file of a write that crashed before its commit, older than the orphan age
+    orphan = Path(location(spark, tables.lake)) / "data" / "crashed-writer.parquet"
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_bytes(b"PAR1")
+    old = time.time() - 4 * 24 * 3600
+    os.utime(orphan, (old, old))
+
     done = maintain_job(spark, dbt, job)
 
     assert set(done) >= {tables.raw, tables.lake}
     if table_format == "hudi":  # (small merges rewrite base files: maybe nothing to compact)
         assert any("compacted" in line for line in done[tables.lake])
         assert any("cleaned" in line for line in done[tables.raw])
+    else:  # snapshots: the newest 2, none older than a checkpoint's; the orphan removed
+        assert spark.sql(f"select count(*) from {tables.raw}.snapshots").collect()[0][0] == 2
+        assert any(re.match(r"expired [1-9]\d* snapshot", line) for line in done[tables.raw])
+        assert not orphan.exists()
+        assert any("removed 1 orphan file" in line for line in done[tables.lake])
     expected = {trip_id: as_lake(row) for trip_id, row in generator.rows.items()}
     assert lake_rows(spark, tables.lake) == expected
     assert read_checkpoint(spark, tables.raw).batch_id == 3  # type: ignore[union-attr]
