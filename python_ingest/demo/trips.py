@@ -143,6 +143,15 @@ class TripsGenerator:
                 del self.history[:-self.history_size]
             yield event
 
+    def changes(self, count: int) -> Iterator[Event]:
+        """``count`` changes to existing rows only (updates, partial updates, deletes): a batch
+        without inserts, which a merge-on-read table writes to log files."""
+        for _ in range(count):
+            event = self._change(self.rng.choice(list(self.rows)))
+            self.history.append(event)
+            del self.history[:-self.history_size]
+            yield event
+
     def late_events(self, count: int) -> Iterator[Event]:
         """Re-deliver ``count`` earlier events (late and duplicated: older ref keys than the
         rows' current ones, so the merge must ignore them)."""

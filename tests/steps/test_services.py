@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -150,3 +153,63 @@ def test_expired_batches_become_one_range_per_run_of_numbers() -> None:
     assert batch_ranges([3]) == "_batch_id = 3"
     assert batch_ranges([1, 2, 3, 7, 9, 10]) == (
         "_batch_id between 1 and 3 or _batch_id = 7 or _batch_id between 9 and 10")
+
+
+def _timeline(lake: Path) -> list[str]:
+    folder = lake / ".hoodie" / "timeline"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+@pytest.mark.e2e
+@pytest.mark.reliability
+def test_kill_inside_a_compaction_then_the_next_run_and_maintain_finish_it(
+        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str) -> None:
+    """SIGKILL of `sluice maintain` while the lake's compaction is inflight (Hudi): the next
+    batch merges correctly beside the pending compaction, the next maintain completes it, and
+    the lake equals the source throughout."""
+    project(job_name)
+    settings = make_settings({job_name: trips_job(job_name, services={"compact_every": 0})})
+    job = settings.job(job_name)
+    broker_mod.ensure_topic(broker, job.topic, 2)
+    dbt = Dbt(settings)
+    generator = TripsGenerator(demo.trips_schema(REPO), seed=8, first_trip_id=1,
+                               malformed_rate=0.0, duplicate_rate=0.0)
+    demo.produce(broker, job.topic, generator.events(400))
+    tables = run_job(spark, settings, job, dbt=dbt).tables
+    assert tables is not None and tables.lake is not None
+    lake = Path(location(spark, tables.lake))
+    demo.produce(broker, job.topic, generator.changes(150))  # no inserts: log files
+    run_job(spark, settings, job, dbt=dbt)
+    assert list(lake.rglob("*.log.*")), "no log file: the compaction would have nothing to do"
+
+    maintain = subprocess.Popen(
+        [sys.executable, "-m", "python_ingest.cli", "--config", str(settings.root / "sluice.yml"),
+         "maintain", job_name], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, start_new_session=True,
+        env={**os.environ, "SLUICE_DBT_PROJECT_DIR": str(dbt.project)})
+    deadline = time.monotonic() + 300
+    while not any(n.endswith(".compaction.inflight") for n in _timeline(lake)):
+        assert maintain.poll() is None, "maintain ended before its compaction was seen " \
+            "inflight:\n" + (maintain.stderr.read() if maintain.stderr else "")[-3000:]
+        assert time.monotonic() < deadline, "no compaction inflight within 300s"
+        time.sleep(0.05)
+    os.killpg(maintain.pid, signal.SIGKILL)
+    maintain.wait(timeout=60)
+    pending = [n for n in _timeline(lake) if n.endswith(".compaction.inflight")]
+    assert pending and not any(n.endswith(".commit") and n.startswith(pending[0].split(".")[0])
+                               for n in _timeline(lake)), "the compaction completed anyway"
+    expected = {trip_id: as_lake(row) for trip_id, row in generator.rows.items()}
+    assert lake_rows(spark, tables.lake) == expected
+
+    demo.produce(broker, job.topic, generator.events(200))
+    result = run_job(spark, settings, job, dbt=dbt)
+    assert result.outcome == "succeeded"
+    expected = {trip_id: as_lake(row) for trip_id, row in generator.rows.items()}
+    assert lake_rows(spark, tables.lake) == expected
+
+    maintain_job(spark, dbt, job)
+    instant = pending[0].split(".")[0]
+    assert any(n.startswith(f"{instant}_") and n.endswith(".commit") for n in _timeline(lake)), \
+        "the interrupted compaction was not completed"
+    assert lake_rows(spark, tables.lake) == expected
+    assert step_checkpoint(spark, tables.lake, "merge") == 3
