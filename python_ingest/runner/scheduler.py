@@ -8,6 +8,9 @@ that has never run in this process, or whose retry is due, gets a slot, at most
 Each job thread runs one batch (``steps.pipeline.run_job``: ingest, staging, fork, merge,
 reports) in its job's Spark FAIR pool (weight ``1 + priority``) and reports back.
 
+Several runners on one warehouse (one host or several) split the jobs: each runs only the
+jobs it claims (runner/claims.py), its fair share, and takes over a dead runner's.
+
 A failing job (a broken converter, its topic gone, the broker down) is recorded in meta.runs
 and the status file, retried after ``retry_initial_s`` doubling up to ``retry_max_s``, and
 never stops the others. An idle job costs one end-offsets request per poll and no Spark job;
@@ -86,7 +89,9 @@ def fair_scheduler_conf(settings: Settings, jobs: list[JobConfig]) -> dict[str, 
 
 class Runner:
     """Runs ``names`` continuously until stopped (a signal, ``duration_s``, or, with
-    ``until_idle``, once every job is caught up and none is failing)."""
+    ``until_idle``, once every job it holds is caught up and none is failing). Of the jobs,
+    it runs those it claims (runner/claims.py: its share when other runners share the
+    warehouse)."""
 
     def __init__(self, spark: SparkSession, settings: Settings, names: list[str],
                  dbt: Dbt | None = None, duration_s: float | None = None,
@@ -168,7 +173,8 @@ class Runner:
                     log.info("runner: %.0fs passed, stopping", self.duration_s)
                     break
                 if self.until_idle and not inflight and not due and self._idle():
-                    log.info("runner: every job is caught up, stopping")
+                    log.info("runner: every job %s, stopping", "is caught up" if any(
+                        self._claimed(n) for n in names) else "is run by another runner")
                     break
                 self.status.record_runner("running", names)
                 if inflight:
