@@ -69,7 +69,9 @@ def test_two_jobs_on_a_standalone_cluster_survive_a_lost_worker(
     if table_format == "iceberg":
         catalog = jdbc_catalog(postgres, job_name[-40:], tmp_path / "warehouse")
         config["catalog"] = catalog
-    fleet = Fleet(tmp_path, workdir, broker, job_name[:24], jobs=2, broken=False, **config)
+    # job_name's counter keeps the two formats' topics apart (the broker outlives a test)
+    fleet = Fleet(tmp_path, workdir, broker, f"c{job_name[-22:]}", jobs=2, broken=False,
+                  **config)
     fleet.produce(3000)
     runner = fleet.start("--continuous")
     killed = None
