@@ -182,15 +182,17 @@ def test_kill_inside_a_compaction_then_the_next_run_and_maintain_finish_it(
     run_job(spark, settings, job, dbt=dbt)
     assert list(lake.rglob("*.log.*")), "no log file: the compaction would have nothing to do"
 
-    maintain = subprocess.Popen(
-        [sys.executable, "-m", "python_ingest.cli", "--config", str(settings.root / "sluice.yml"),
-         "maintain", job_name], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        cwd=REPO, start_new_session=True,
-        env={**os.environ, "SLUICE_DBT_PROJECT_DIR": str(dbt.project)})
+    log = settings.root / "maintain.log"  # a file: Spark's logs would fill a pipe
+    with open(log, "w") as out:
+        maintain = subprocess.Popen(
+            [sys.executable, "-m", "python_ingest.cli", "--config",
+             str(settings.root / "sluice.yml"), "maintain", job_name], stdout=out,
+            stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
+            env={**os.environ, "SLUICE_DBT_PROJECT_DIR": str(dbt.project)})
     deadline = time.monotonic() + 300
     while not any(n.endswith(".compaction.inflight") for n in _timeline(lake)):
         assert maintain.poll() is None, "maintain ended before its compaction was seen " \
-            "inflight:\n" + (maintain.stderr.read() if maintain.stderr else "")[-3000:]
+            "inflight:\n" + log.read_text()[-3000:]
         assert time.monotonic() < deadline, "no compaction inflight within 300s"
         time.sleep(0.05)
     os.killpg(maintain.pid, signal.SIGKILL)
