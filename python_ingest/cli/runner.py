@@ -48,6 +48,7 @@ def run_continuously(args: argparse.Namespace, settings: Settings, names: list[s
             raise ConfigError("--poll", "must be a positive number of seconds")
         runner_conf = dataclasses.replace(runner_conf, poll_interval_s=args.poll)
     jobs = [settings.job(n) for n in names]
+    StatusFile(settings.path(settings.state_dir)).check_free()  # before Spark starts
     conf = {**fair_scheduler_conf(settings, jobs), **settings.spark.conf}
     settings = dataclasses.replace(settings, runner=runner_conf,
                                    spark=dataclasses.replace(settings.spark, conf=conf))

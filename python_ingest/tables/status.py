@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from python_ingest.exceptions import ConfigError
 from python_ingest.runtime.files import private_dir, write_private
 
 STATUS_FILE = "status.json"
@@ -120,6 +121,19 @@ class StatusFile:
                           "started_at": now_iso()}
             runner.update(state=state, jobs=jobs, heartbeat_at=now_iso(), **extra)
             data["runner"] = runner
+
+    def check_free(self) -> None:
+        """Raise ConfigError when another live runner records itself in this file: two runners
+        sharing one state folder would overwrite each other's entries (each needs its own,
+        ``SLUICE_STATE_DIR``; the warehouse they may share)."""
+        data = self.read()
+        runner = data.get("runner") or {}
+        if runner.get("pid") == os.getpid() or not self.runner_alive(data):
+            return
+        raise ConfigError(
+            "state_dir", f"the runner pid {runner.get('pid')} on {runner.get('host')} already "
+            f"keeps its status in {self.path}", "give this runner a state folder of its own "
+            "(SLUICE_STATE_DIR=...); runners on one warehouse split its jobs between them")
 
     def runner_alive(self, data: Mapping[str, Any] | None = None) -> bool:
         """Whether the recorded runner still runs (its heartbeat is recent and, on this

@@ -1,0 +1,39 @@
+"""The status file's runner entry: a second runner refuses a state folder a live runner keeps
+its status in (the two would overwrite each other's job entries), before Spark starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from python_ingest.exceptions import ConfigError
+from python_ingest.tables.status import StatusFile, now_iso
+
+
+def _record(folder: Path, **runner: Any) -> StatusFile:
+    folder.mkdir(parents=True, exist_ok=True)
+    entry = {"host": socket.gethostname(), "state": "running", "heartbeat_at": now_iso(),
+             **runner}
+    (folder / "status.json").write_text(json.dumps({"runner": entry, "jobs": {}}))
+    return StatusFile(folder)
+
+
+def test_a_state_folder_of_a_live_runner_is_refused(tmp_path: Path) -> None:
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        status = _record(tmp_path / "a", pid=other.pid)
+        with pytest.raises(ConfigError, match=f"state_dir.*pid {other.pid}.*SLUICE_STATE_DIR"):
+            status.check_free()
+        _record(tmp_path / "b", pid=other.pid, state="stopped").check_free()  # stopped: free
+    finally:
+        other.kill()
+        other.wait()
+    _record(tmp_path / "c", pid=other.pid).check_free()  # its process is gone: free
+    _record(tmp_path / "d", pid=os.getpid()).check_free()  # this process's own entry
+    StatusFile(tmp_path / "never").check_free()  # no file yet
