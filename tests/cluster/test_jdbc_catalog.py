@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +33,22 @@ def test_two_processes_commit_to_one_table_through_the_jdbc_catalog(
     session = reader(spark, catalog)
     session.sql("create namespace if not exists meta")
     session.sql("create table meta.commits (writer int, i int) using iceberg")
+    logs = [open(tmp_path / f"writer-{w}.log", "w") for w in (1, 2)]  # noqa: SIM115
     writers = [subprocess.Popen(
         [sys.executable, "-m", "tests.cluster.jdbc_writer", str(config), "meta.commits",
-         str(w), str(COMMITS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=REPO) for w in (1, 2)]
+         str(w), str(COMMITS), str(tmp_path)], stdout=subprocess.PIPE, stderr=log, text=True,
+        cwd=REPO) for w, log in zip((1, 2), logs, strict=True)]
+    deadline = time.monotonic() + 300  # both sessions up, then both commit at once
+    while not all((tmp_path / f"ready-{w}").exists() for w in (1, 2)):
+        assert time.monotonic() < deadline and all(w.poll() is None for w in writers), \
+            "a writer did not get ready"
+        time.sleep(0.1)
+    (tmp_path / "go").touch()
     results = []
-    for writer in writers:
-        out, err = writer.communicate(timeout=600)
-        assert writer.returncode == 0, err[-4000:]
+    for w, writer in zip((1, 2), writers, strict=True):
+        out, _ = writer.communicate(timeout=600)
+        logs[w - 1].close()
+        assert writer.returncode == 0, (tmp_path / f"writer-{w}.log").read_text()[-4000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
     first, second = results
     assert first["started"] < second["ended"] and second["started"] < first["ended"], \
