@@ -1,5 +1,6 @@
-"""Processes sluice starts or waits on: whether a lease's holder died on this host, and the
-stop of a private server (MariaDB for the tap's tests and demo, PostgreSQL for dispersal)."""
+"""Processes sluice starts or waits on: whether a lease's holder died on this host, a free
+port for and the stop of a private server (MariaDB for the tap's tests and demo, PostgreSQL for
+dispersal, a Spark standalone cluster)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ import os
 import socket
 import subprocess
 from typing import Any
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now (for a private server sluice starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def gone_from_this_host(holder: dict[str, Any]) -> bool:

@@ -10,7 +10,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from python_ingest.exceptions import SetupError
-from python_ingest.runtime.processes import stop_server
+from python_ingest.runtime.processes import free_port, stop_server
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -34,11 +33,6 @@ def spark_class() -> Path:
         raise SetupError(f"pyspark has no {path}: reinstall it ('make setup')")
     return path
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -70,7 +64,7 @@ class LocalCluster:
 
     def start(self, timeout_s: float = 90) -> LocalCluster:
         self.folder = Path(tempfile.mkdtemp(prefix="sluice-spark-cluster-"))
-        self.port, self.ui_port = _free_port(), _free_port()
+        self.port, self.ui_port = free_port(), free_port()
         self.master = self._start("master", MASTER_CLASS, "--host", "127.0.0.1", "--port",
                                   str(self.port), "--webui-port", str(self.ui_port))
         for i in range(self.workers):
@@ -79,7 +73,7 @@ class LocalCluster:
             self.worker_processes.append(self._start(
                 f"worker-{i}", WORKER_CLASS, "--host", "127.0.0.1", "--cores", str(self.cores),
                 "--memory", self.memory, "--work-dir", str(work), "--webui-port",
-                str(_free_port()), self.url))
+                str(free_port()), self.url))
         deadline = time.monotonic() + timeout_s
         while self.alive_workers() < self.workers:
             if time.monotonic() > deadline or self.master.poll() is not None:

@@ -12,7 +12,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from python_ingest.exceptions import SetupError
-from python_ingest.runtime.processes import stop_server
+from python_ingest.runtime.processes import free_port, stop_server
 
 USER = "sluice"
 
@@ -35,11 +34,6 @@ def find_bin() -> Path | None:
     initdb = shutil.which("initdb")
     return Path(initdb).parent if initdb else None
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _run_as() -> pwd.struct_passwd | None:
@@ -85,7 +79,7 @@ class LocalPostgres:
         subprocess.run([str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "-A", "trust",
                         "-E", "UTF8", "--no-sync"], check=True, capture_output=True,
                        preexec_fn=demote, cwd=self.folder, timeout=120)
-        self.port = _free_port()
+        self.port = free_port()
         log = open(self.folder / "server.log", "wb")  # noqa: SIM115 (the server writes on)
         if user is not None:
             os.chown(self.folder / "server.log", user.pw_uid, user.pw_gid)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fnmatch
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterable
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import SetupError, SluiceError
 from python_ingest.runtime.files import write_private
-from python_ingest.runtime.processes import stop_server
+from python_ingest.runtime.processes import free_port, stop_server
 from python_ingest.sources.binlog import keys
 from python_ingest.sources.binlog.columns import from_information_schema
 from python_ingest.sources.binlog.position import BinlogPosition
@@ -184,11 +183,6 @@ SERVER_FLAGS = ("--binlog-format=ROW", "--binlog-row-image=FULL", "--binlog-row-
                 "--sync-binlog=0", "--max-connections=200")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def find_mariadbd() -> str | None:
     for candidate in ("/usr/sbin/mariadbd", shutil.which("mariadbd"), "/usr/sbin/mysqld"):
@@ -226,7 +220,7 @@ class LocalServer:
             subprocess.run([install, "--no-defaults", f"--datadir={data}", "--user=root",
                             "--auth-root-authentication-method=normal", "--skip-test-db"],
                            check=True, capture_output=True, timeout=120)
-        self.port = self.port or _free_port()
+        self.port = self.port or free_port()
         self.process = subprocess.Popen(
             [binary, "--no-defaults", f"--datadir={data}", f"--socket={self.socket}",
              f"--port={self.port}", "--bind-address=127.0.0.1", "--user=root",
