@@ -77,22 +77,17 @@ class IcebergFormat:
         API: milliseconds, where a metadata-table query costs a Spark job)."""
         if not self.exists(spark, table):
             return
-        iceberg = _load(spark, table)
-        snapshot = iceberg.currentSnapshot()
-        while snapshot is not None:
+        for snapshot in _ancestry(_load(spark, table)):
             yield dict(snapshot.summary())
-            parent = snapshot.parentId()
-            snapshot = iceberg.snapshot(parent) if parent is not None else None
 
     def history_complete(self, spark: SparkSession, table: str) -> bool:
         """False when an ancestor of the current snapshot has been expired."""
         if not self.exists(spark, table):
             return True
-        iceberg = _load(spark, table)
-        snapshot = iceberg.currentSnapshot()
-        while snapshot is not None and snapshot.parentId() is not None:
-            snapshot = iceberg.snapshot(snapshot.parentId())
-        return snapshot is not None or iceberg.currentSnapshot() is None
+        oldest = None
+        for snapshot in _ancestry(_load(spark, table)):
+            oldest = snapshot
+        return oldest is None or oldest.parentId() is None
 
     def committing(self, spark: SparkSession, properties: Mapping[str, str],
                    action: Callable[[], T]) -> T:
@@ -172,16 +167,22 @@ def _protected_since(iceberg: Any) -> int | None:
     a checkpoint (read_checkpoint and step_checkpoint read the newest carrier of their key)."""
     seen: set[str] = set()
     oldest = None
-    snapshot = iceberg.currentSnapshot()
-    while snapshot is not None:
+    for snapshot in _ancestry(iceberg):
         keys = {str(k) for k in snapshot.summary().keySet()
                 if str(k).startswith(CHECKPOINT_PREFIX)} - seen
         if keys:
             seen |= keys
             oldest = int(snapshot.timestampMillis())
+    return oldest
+
+
+def _ancestry(iceberg: Any) -> Iterator[Any]:
+    """The current snapshot and its parents, newest first, as far as they are not expired."""
+    snapshot = iceberg.currentSnapshot()
+    while snapshot is not None:
+        yield snapshot
         parent = snapshot.parentId()
         snapshot = iceberg.snapshot(parent) if parent is not None else None
-    return oldest
 
 
 def _timestamp(millis: int) -> str:
