@@ -74,6 +74,7 @@ class Claims:
             release(self.held.pop(name))
             log.info("runner: job %s handed over (%d runners share %d jobs)", name, runners,
                      len(self.priorities))
+        refused = set()
         for name in by_priority:
             if len(self.held) >= share:
                 break
@@ -84,8 +85,9 @@ class Claims:
                 self.elsewhere.pop(name, None)
             except LeaseHeldError as exc:
                 self.elsewhere[name] = exc.holder
+                refused.add(name)
         for name in self.priorities:  # who runs the others (a job just handed over: nobody)
-            if name not in self.held:
+            if name not in self.held and name not in refused:
                 self.elsewhere[name] = holder_of(self.spark, name, CLAIM_DIR) or {}
         return before != (set(self.held), {n: h.get("pid") for n, h in self.elsewhere.items()})
 
