@@ -19,17 +19,17 @@ def jdbc_catalog(postgres: Any, database: str, warehouse: Path) -> dict[str, str
             "uri": f"postgresql://127.0.0.1:{postgres.port}/{database}"}
 
 
-def reader(spark: Any, catalog: dict[str, str]) -> Any:
-    """A session of the test process that reads the JDBC catalog's tables by their names (a
-    JDBC catalog's rows carry its name: the reader's catalog has the runner's)."""
+def reader(spark: Any, config: Path) -> Any:
+    """A session of the test process that reads, by their names, the tables of the catalog
+    ``config`` (a sluice.yml) names: its catalog settings as sluice's own session gets them
+    (a JDBC catalog's rows carry the catalog's name, so the reader's has the runner's)."""
+    from python_ingest.config import load_settings
+    from python_ingest.runtime.session import spark_conf
+
+    conf = spark_conf(load_settings(config, env={}))
     session = spark.newSession()
-    prefix = f"spark.sql.catalog.{catalog['name']}"
-    for key, value in {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.type": "jdbc",
-                       f"{prefix}.uri": f"jdbc:{catalog['uri']}",
-                       f"{prefix}.jdbc.user": catalog["user"],
-                       f"{prefix}.warehouse": catalog["warehouse"],
-                       f"{prefix}.cache-enabled": "false",
-                       "spark.sql.defaultCatalog": catalog["name"],
-                       "spark.sluice.table_format": "iceberg"}.items():
-        session.conf.set(key, value)
+    for key, value in conf.items():
+        if key.startswith("spark.sql.catalog.") or key in (
+                "spark.sql.defaultCatalog", "spark.sluice.table_format"):
+            session.conf.set(key, value)
     return session

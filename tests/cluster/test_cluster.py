@@ -92,4 +92,4 @@ def test_two_jobs_on_a_standalone_cluster_survive_a_lost_worker(
     finally:
         if runner.poll() is None:
             os.killpg(runner.pid, signal.SIGKILL)
-    fleet.assert_exact(spark if table_format == "hudi" else reader(spark, config["catalog"]))
+    fleet.assert_exact(spark if table_format == "hudi" else reader(spark, fleet.config))

@@ -30,7 +30,7 @@ def test_two_processes_commit_to_one_table_through_the_jdbc_catalog(
     config.write_text(yaml.safe_dump({"table_format": "iceberg", "catalog": catalog,
                                       "spark": {"master": "local[1]"},
                                       "state_dir": str(STATE_DIR), "jobs": {}}))
-    session = reader(spark, catalog)
+    session = reader(spark, config)
     session.sql("create namespace if not exists meta")
     session.sql("create table meta.commits (writer int, i int) using iceberg")
     logs = [open(tmp_path / f"writer-{w}.log", "w") for w in (1, 2)]  # noqa: SIM115
