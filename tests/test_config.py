@@ -61,6 +61,11 @@ def test_table_format_from_file_and_environment_and_what_the_session_gets(
     assert conf["spark.sluice.warehouse"] == str(hudi.path(hudi.catalog.warehouse))
     with pytest.raises(ConfigError, match="table_format.*'delta' is not one of hudi, iceberg"):
         load_settings(write(tmp_path, {"table_format": "delta", "jobs": {}}), env={})
+    # a job's own format; the others and meta.runs keep the project's
+    mixed = load_settings(write(tmp_path, {"table_format": "hudi", "jobs": {
+        "a": job(), "b": job(table_format=" Iceberg")}}), env={})
+    assert mixed.job("b").table_format == "iceberg"
+    assert [mixed.format_of(mixed.job(n)) for n in ("a", "b")] == ["hudi", "iceberg"]
 
 
 def test_environment_overrides_the_file(tmp_path: Path) -> None:
@@ -94,6 +99,7 @@ def test_config_file_from_environment_variable(tmp_path: Path) -> None:
     ({"trips": job(max_recods=5)}, "jobs.trips.max_recods"),
     ({"Trips!": job()}, "jobs.Trips!"),
     ({"trips": job(value_format="confluent-avro")}, "jobs.trips.schema_ids"),
+    ({"trips": job(table_format="delta")}, "jobs.trips.table_format"),
 ])
 def test_bad_job_config_fails_naming_the_field(tmp_path: Path, jobs: dict[str, Any],
                                                field: str) -> None:

@@ -26,9 +26,10 @@ def cmd_errors(args: argparse.Namespace, settings: Settings) -> int:
     job = settings.job(words[-1])
     if not replaying and (args.set or args.dry_run):
         raise ReplayError("--set and --dry-run go with 'sluice errors replay JOB'")
-    from python_ingest.runtime.session import build_session
+    from python_ingest.runtime.session import activate, build_session, for_job
 
-    spark = build_session(settings)
+    spark = for_job(build_session(settings), settings, job)  # the job's table format
+    activate(spark)
     if replaying:
         return _replay(args, settings, spark, job)
     return _list(args, spark, job.name)

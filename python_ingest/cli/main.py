@@ -40,6 +40,7 @@ def _ensure_broker(settings: Settings, names: list[str] | None = None) -> None:
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     """Ingest new messages of one job (or all) into its raw table."""
+    from python_ingest.runtime.session import active, for_job
     from python_ingest.steps.jobs import run_ingest
     from python_ingest.tables.names import JobTables
 
@@ -50,7 +51,9 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     failed = []
     for job in jobs:
         try:
-            result = run_ingest(spark, settings, job, accept_data_loss=args.accept_data_loss)
+            with active(for_job(spark, settings, job)) as session:
+                result = run_ingest(session, settings, job,
+                                    accept_data_loss=args.accept_data_loss)
         except SluiceError as exc:
             if len(jobs) == 1:
                 raise
@@ -169,6 +172,7 @@ def _print_run(result: Any) -> None:
 
 def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
     """Run the table services of a job's tables now."""
+    from python_ingest.runtime.session import active, for_job
     from python_ingest.steps.dbt import Dbt
     from python_ingest.steps.services import maintain_job
 
@@ -176,7 +180,9 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
     spark = _session(settings)
     dbt = Dbt(settings)
     for job in jobs:
-        for table, done in maintain_job(spark, dbt, job).items():
+        with active(for_job(spark, settings, job)) as session:
+            done_by_table = maintain_job(session, dbt, job)
+        for table, done in done_by_table.items():
             print(f"{job.name}: {table}: {'; '.join(done)}")
     return 0
 
@@ -189,6 +195,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     """
     from python_ingest.demo import trips as demo
     from python_ingest.kafka import broker
+    from python_ingest.runtime.session import for_job
     from python_ingest.steps.pipeline import report_dir, run_all, table_summary
 
     _ensure_broker(settings)
@@ -228,7 +235,8 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     for result in results[-len(names):]:
         if result.tables is None:
             continue
-        for table, rows in table_summary(spark, result.tables).items():
+        for table, rows in table_summary(for_job(spark, settings, settings.job(result.job)),
+                                         result.tables).items():
             print(f"  {table:<40} {rows:>8}")
         print(f"  expectation reports: {report_dir(settings, result.job) / 'index.html'}")
     if args.live_seconds > 0:

@@ -126,11 +126,12 @@ def cmd_status_history(args: argparse.Namespace, settings: Settings) -> int:
 
     names = [args.job] if args.job else sorted(settings.jobs)
     jobs = [settings.job(n) for n in names]
-    from python_ingest.runtime.session import build_session
+    from python_ingest.runtime.session import active, build_session, for_job
 
     spark = build_session(settings)
     for job in jobs:
-        status = job_status(spark, settings, job, runs=args.runs)
+        with active(for_job(spark, settings, job)) as session:
+            status = job_status(session, settings, job, runs=args.runs)
         if args.json:
             print(json.dumps(status, default=str, indent=2))
             continue

@@ -12,7 +12,7 @@ from python_ingest.config import Settings
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     """Compare lake tables with their source tables: exit 0 only when every one is equal."""
-    from python_ingest.runtime.session import build_session
+    from python_ingest.runtime.session import active, build_session, for_job
     from python_ingest.steps.dbt import Dbt
     from python_ingest.tables.names import JobTables
     from python_ingest.verify.run import verify
@@ -45,8 +45,9 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
             if tty:
                 print(f"\r\033[K{name}: {text}", end="", file=sys.stderr, flush=True)
 
-        result = verify(spark, settings, job, lake, range_rows=args.range_rows,
-                        settle_s=args.settle_s, quiet_s=args.quiet_s, progress=progress)
+        with active(for_job(spark, settings, job)) as session:
+            result = verify(session, settings, job, lake, range_rows=args.range_rows,
+                            settle_s=args.settle_s, quiet_s=args.quiet_s, progress=progress)
         if tty:
             print("\r\033[K", end="", file=sys.stderr)
         results.append(result)

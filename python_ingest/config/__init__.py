@@ -105,6 +105,7 @@ class JobConfig:
     files: FileSourceConfig | None = None  # source: files only (topic is then unused)
     dispersal: Mapping[str, DispersalTarget] = field(default_factory=dict)  # config/dispersal.py
     services: ServicesConfig = field(default_factory=ServicesConfig)  # config/services.py
+    table_format: str | None = None  # this job's tables' format; None: the project's
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,11 @@ class Settings:
             known = ", ".join(sorted(self.jobs)) or "none"
             raise ConfigError("jobs", f"no job named '{name}'", f"known jobs: {known}")
         return self.jobs[name]
+
+    def format_of(self, job: JobConfig) -> str:
+        """The format ``job``'s tables are written in: its own ``table_format``, else the
+        project's (meta.runs is always in the project's)."""
+        return job.table_format or self.table_format
 
     def source(self, name: str) -> SourceConfig:
         if name not in self.sources:
@@ -209,6 +215,8 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
         files=files,
         dispersal=parse_dispersal(raw.get("dispersal"), f"{where}.dispersal", root),
         services=parse_services(raw.get("services"), f"{where}.services"),
+        table_format=None if raw.get("table_format") is None else _choice(
+            str(raw["table_format"]).strip().lower(), TABLE_FORMATS, f"{where}.table_format"),
     )
     return job
 

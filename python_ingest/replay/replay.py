@@ -93,7 +93,16 @@ def parse_sets(sets: Sequence[str], schema: ChangelogSchema) -> dict[str, str]:
 
 def replay(spark: SparkSession, settings: Settings, job: JobConfig, selection: Selection,
            dry_run: bool = False, dbt: Dbt | None = None) -> ReplayResult:
-    """Replay the chosen error rows of ``job`` (``dry_run``: only count them)."""
+    """Replay the chosen error rows of ``job`` (``dry_run``: only count them), on the
+    session writing the job's table format."""
+    from python_ingest.runtime.session import active, for_job
+
+    with active(for_job(spark, settings, job)) as session:
+        return _replay(session, settings, job, selection, dry_run, dbt)
+
+
+def _replay(spark: SparkSession, settings: Settings, job: JobConfig, selection: Selection,
+            dry_run: bool, dbt: Dbt | None) -> ReplayResult:
     from python_ingest.steps.pipeline import run_job
 
     schema = ChangelogSchema.load(job, settings.root)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import SluiceError
 from python_ingest.kafka import client as kafka_client
+from python_ingest.runtime.session import active, for_job, project_session
 from python_ingest.steps.dbt import Dbt
 from python_ingest.tables.checkpoints import ProcessedPartitions, read_checkpoint
 from python_ingest.tables.formats import commit_times, table_exists
@@ -124,12 +125,18 @@ def collect(spark: SparkSession, settings: Settings, names: list[str], runs: int
                 log.info("job %s: no dbt models (%s)", name, exc)
                 known[name] = JobTables(name)
         report = JobReport(name, job.topic, known[name], recent.get(name, []))
-        _fill(spark, settings, job, report)
+        with active(for_job(spark, settings, job)) as session:
+            _fill(session, settings, job, report)
         reports.append(report)
     return reports
 
 
 def _recent_runs(spark: SparkSession, names: list[str], limit: int) -> dict[str, list[RunPoint]]:
+    with active(project_session(spark)) as session:
+        return _runs_of(session, names, limit)
+
+
+def _runs_of(spark: SparkSession, names: list[str], limit: int) -> dict[str, list[RunPoint]]:
     if not names or not table_exists(spark, RUNS_TABLE):
         return {}
     wanted = ", ".join(f"'{n}'" for n in names)

@@ -261,7 +261,8 @@ class Runner:
 
         with self._lock:
             if name not in self._sessions:
-                self._sessions[name] = job_session(self.spark)
+                self._sessions[name] = job_session(self.spark, self.settings,
+                                                   self.settings.job(name))
             return self._sessions[name]
 
     def _batch(self, slot: JobSlot) -> None:

@@ -146,9 +146,9 @@ def refuse_other_format(spark: SparkSession, table: str, wanted: str) -> None:
     if fs_exists(spark, f"{path}/{marker}"):
         raise ConfigError(
             "table_format", f"{table}: an {other} table already lives at {path}, and "
-            f"table_format is now {wanted}", "a warehouse holds the tables of one format: set "
-            f"table_format back to {other.lower()}, or point catalog.warehouse at a new folder "
-            f"for {wanted} tables")
+            f"table_format is now {wanted}", "a table keeps the format it was created in: set "
+            f"table_format (the project's, or the job's own) back to {other.lower()}, or point "
+            f"catalog.warehouse at a new folder for {wanted} tables")
 
 
 def split_name(table: str) -> tuple[str, str]:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from python_ingest.config import Settings
+from python_ingest.config import JobConfig, Settings
 from python_ingest.runtime.catalog import (
     FORMAT_CONF,
     HUDI_COMMIT_PREFIX,
@@ -75,8 +77,6 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
         "spark.sql.avro.datetimeRebaseModeInWrite": "CORRECTED",
         "spark.sql.avro.datetimeRebaseModeInRead": "CORRECTED",
-        "spark.sql.defaultCatalog": cat.name,
-        FORMAT_CONF: settings.table_format,
         WAREHOUSE_CONF: str(settings.path(cat.warehouse)),
         "hoodie.datasource.write.commitmeta.key.prefix": HUDI_COMMIT_PREFIX,
         "spark.sql.session.timeZone": "UTC",
@@ -92,14 +92,23 @@ def spark_conf(settings: Settings) -> dict[str, str]:
             f"-Dderby.system.home={settings.path(settings.state_dir)}",
     }
     conf.update(_catalog_conf(settings, prefix))
-    if settings.table_format == "hudi":
-        conf["spark.sql.defaultCatalog"] = "spark_catalog"
-        conf.update(HUDI_WRITE_CONF)
-        # SQL appends (dbt's staging models, the merge's error and tombstone rows) go to
-        # append-only tables: new files, no rewrite of earlier small files, no index look-up
-        conf["hoodie.spark.sql.insert.into.operation"] = "bulk_insert"
+    # Hudi's write settings only touch Hudi writes: always there, so that a job whose own
+    # table_format is hudi in an Iceberg project writes as a Hudi project's jobs do
+    conf.update(HUDI_WRITE_CONF)
+    # SQL appends (dbt's staging models, the merge's error and index rows) go to append-only
+    # tables: new files, no rewrite of earlier small files, no index look-up
+    conf["hoodie.spark.sql.insert.into.operation"] = "bulk_insert"
+    conf.update(format_conf(settings, settings.table_format))
     conf.update(settings.spark.conf)
     return conf
+
+
+def format_conf(settings: Settings, table_format: str) -> dict[str, str]:
+    """The session settings that differ between a session writing Hudi and one writing
+    Iceberg (the default catalog, and the format sluice's table functions use)."""
+    return {FORMAT_CONF: table_format,
+            "spark.sql.defaultCatalog":
+                "spark_catalog" if table_format == "hudi" else settings.catalog.name}
 
 
 def _catalog_conf(settings: Settings, prefix: str) -> dict[str, str]:
@@ -170,14 +179,79 @@ def activate(spark: SparkSession) -> None:
     jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
-def job_session(spark: SparkSession) -> SparkSession:
+def job_session(spark: SparkSession, settings: Settings, job: JobConfig) -> SparkSession:
     """A session of its own for one job of a continuous runner: the same SparkContext,
     catalogs and settings, but its own SQL settings, so commit metadata one job sets while it
     writes (Hudi reads ``sluice.*`` session settings into its commits) never lands in another
-    job's commit."""
+    job's commit; it writes the job's table format (``table_format`` on the job)."""
     from pyspark.sql import SparkSession
 
-    return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    session = SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+    return _writing(session, settings, settings.format_of(job))
+
+
+def for_job(spark: SparkSession, settings: Settings, job: JobConfig) -> SparkSession:
+    """The session that writes ``job``'s tables: ``spark`` itself when the job has the
+    format ``spark`` writes, else a session on the same SparkContext writing the job's format
+    (one per format and process). Tables keep their names (``raw.<job>``, ``lake.<model>``):
+    a session resolves them in its own format's catalog, so dbt's two-part names work too."""
+    wanted = settings.format_of(job)
+    if spark.conf.get(FORMAT_CONF, "iceberg") == wanted:
+        return spark
+    return _format_session(spark, settings, wanted)
+
+
+def project_session(spark: SparkSession) -> SparkSession:
+    """The session writing the project's format (meta.runs lives there) for any session of
+    this application: the project's format is the one the SparkContext was started with."""
+    project = spark.sparkContext.getConf().get(FORMAT_CONF, "iceberg")
+    if spark.conf.get(FORMAT_CONF, "iceberg") == project:
+        return spark
+    return _format_session(spark, None, project)
+
+
+_FORMAT_SESSIONS: dict[tuple[int, str], SparkSession] = {}
+
+
+def _format_session(spark: SparkSession, settings: Settings | None,
+                    table_format: str) -> SparkSession:
+    key = (id(spark.sparkContext), table_format)
+    found = _FORMAT_SESSIONS.get(key)
+    if found is None:
+        session = spark.newSession()  # the application's settings: the project's format
+        if settings is not None:
+            session = _writing(session, settings, table_format)
+        found = _FORMAT_SESSIONS[key] = session
+    return found
+
+
+def _writing(session: SparkSession, settings: Settings, table_format: str) -> SparkSession:
+    """``session`` set to write ``table_format`` (its catalog's namespaces ready)."""
+    if session.conf.get(FORMAT_CONF, "iceberg") == table_format:
+        return session
+    for key, value in format_conf(settings, table_format).items():
+        session.conf.set(key, value)
+    previous = thread_session()
+    activate(session)
+    try:
+        prepare_catalog(session)
+    finally:
+        if previous is not None:
+            activate(previous)
+    return session
+
+
+@contextmanager
+def active(spark: SparkSession) -> Iterator[SparkSession]:
+    """Make ``spark`` the calling thread's active session for a block, then restore the one
+    before (name look-ups read the default catalog from the thread's active session)."""
+    previous = thread_session()
+    activate(spark)
+    try:
+        yield spark
+    finally:
+        if previous is not None:
+            activate(previous)
 
 
 def thread_session() -> SparkSession | None:

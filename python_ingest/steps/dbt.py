@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from python_ingest.config import Settings
 from python_ingest.exceptions import PipelineError
+from python_ingest.runtime.catalog import FORMAT_CONF
 from python_ingest.runtime.session import spark_conf, thread_session
 from python_ingest.tables.names import JobModels
 
@@ -68,9 +69,14 @@ class Dbt:
     def _env(self) -> dict[str, str]:
         """Profile variables so that profiles.yml describes the session we already run."""
         conf = spark_conf(self.settings)
+        # the format of the session dbt runs on (a job's own table_format: runtime.session.
+        # for_job); macros/sluice_table_format.sql reads it while models run
+        session = thread_session()
+        table_format = self.settings.table_format if session is None \
+            else str(session.conf.get(FORMAT_CONF, self.settings.table_format))
         env = {"SLUICE_SPARK_MASTER": conf["spark.master"],
                "SLUICE_SPARK_JARS": conf["spark.jars"],
-               "SLUICE_TABLE_FORMAT": self.settings.table_format}
+               "SLUICE_TABLE_FORMAT": table_format}
         warehouse = conf.get(f"spark.sql.catalog.{self.settings.catalog.name}.warehouse")
         if warehouse:
             env["SLUICE_WAREHOUSE"] = warehouse

@@ -30,6 +30,7 @@ from python_ingest.exceptions import PipelineError, SluiceError
 from python_ingest.runtime.catalog import drop_scratch
 from python_ingest.runtime.faults import fault_point
 from python_ingest.runtime.files import private_dir
+from python_ingest.runtime.session import active, for_job
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.fork import ERROR_COLUMNS, fork, suite_path
 from python_ingest.steps.index import MERGE_STEP, ensure_index
@@ -91,7 +92,17 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
     ``land`` replaces the ingestion step by another named one that lands a raw batch (the
     error replay, ``replay/``); the steps after it are the same. A failure is recorded, then
     raised; with ``raise_failure`` false it is returned as the result (outcome ``failed``,
-    ``error`` saying why) so that the caller can go on."""
+    ``error`` saying why) so that the caller can go on.
+
+    The run works on the session that writes the job's table format (``for_job``), active
+    on this thread while it runs (dbt in-process takes the thread's session)."""
+    with active(for_job(spark, settings, job)) as session:
+        return _run_job(session, settings, job, accept_data_loss, dbt, raise_failure, land)
+
+
+def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_data_loss: bool,
+             dbt: Dbt | None, raise_failure: bool, land: tuple[str, Lander] | None
+             ) -> PipelineResult:
     first, lander = land or ("ingest", lambda run: ingest(spark, settings, job, run,
                                                           accept_data_loss).checkpoint)
     run = Run(job=job.name)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import Settings, load_settings
 from python_ingest.exceptions import PipelineError
-from python_ingest.runtime.catalog import drop_scratch
+from python_ingest.runtime.catalog import FORMAT_CONF, drop_scratch
 from python_ingest.runtime.faults import fault_point
 from python_ingest.steps.dbt import project_dir, thread_session
 from python_ingest.steps.pipeline import (
@@ -108,6 +108,7 @@ def hold(job: str) -> str | None:
     already: the runner), else why not (who holds it)."""
     if holds(job):
         return None
+    _check_format(job)
     with _jobs_lock:
         if job in _jobs:
             return None
@@ -122,6 +123,22 @@ def hold(job: str) -> str | None:
         _jobs[job] = _Job(lease, run)
     log.info("dbt holds job %s's lease until its lake model is merged", job)
     return None
+
+
+def _check_format(job: str) -> None:
+    """Refuse a job whose own table_format is not the format this dbt session writes:
+    dbt-spark names a table ``schema.table`` in the session's one default catalog, and the
+    job's tables live in its own format's catalog."""
+    settings = _settings_now()
+    config = settings.jobs.get(job)
+    writes = _spark().conf.get(FORMAT_CONF, settings.table_format)
+    if config is not None and settings.format_of(config) != writes:
+        raise PipelineError(
+            f"job {job} keeps its tables in {settings.format_of(config)} (its table_format) and "
+            f"this dbt run writes {writes}, the project's format; a plain dbt run names tables "
+            f"in one catalog, so `sluice run {job}` builds this job (it runs dbt on a session "
+            f"of the job's format); leave its models out here: dbt run --exclude "
+            f"<its staging and lake models>")
 
 
 def plan_lake(job: str, staging_model: str, lake_model: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from python_ingest.runtime.session import active, project_session
 from python_ingest.tables.formats import append, ensure_table, table_exists
 from python_ingest.tables.names import RUNS_TABLE
 
@@ -78,11 +79,13 @@ class Run:
 
 
 def _write(spark: SparkSession, rows: list[tuple[Any, ...]]) -> None:
-    """Append run records to meta.runs in one commit; failures are logged, never raised."""
+    """Append run records to meta.runs in one commit; failures are logged, never raised.
+    meta.runs is in the project's table format whatever the job's (``project_session``)."""
     try:
-        ensure_table(spark, RUNS_TABLE, RUNS_COLUMNS)
-        ddl = ", ".join(f"`{n}` {t}" for n, t in RUNS_COLUMNS)
-        append(spark.createDataFrame(rows, ddl), RUNS_TABLE)
+        with active(project_session(spark)) as session:
+            ensure_table(session, RUNS_TABLE, RUNS_COLUMNS)
+            ddl = ", ".join(f"`{n}` {t}" for n, t in RUNS_COLUMNS)
+            append(session.createDataFrame(rows, ddl), RUNS_TABLE)
     except Exception:  # the runs' own outcomes matter more than their records
         log.exception("could not record %d run(s) in %s: %s", len(rows), RUNS_TABLE,
                       ", ".join(f"{r[1]}/{r[0]}" for r in rows))
@@ -138,11 +141,11 @@ def records_deferred(spark: SparkSession, every_s: float = 30.0) -> Iterator[Non
 
 def last_runs(spark: SparkSession, job: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
     """The newest runs, newest first (all jobs, or one)."""
-
-    if not table_exists(spark, RUNS_TABLE):
-        return []
-    df = spark.table(RUNS_TABLE)
-    if job:
-        df = df.where(df.job == job)
-    newest = df.orderBy(df.started_at.desc()).limit(limit).collect()
+    with active(project_session(spark)) as session:
+        if not table_exists(session, RUNS_TABLE):
+            return []
+        df = session.table(RUNS_TABLE)
+        if job:
+            df = df.where(df.job == job)
+        newest = df.orderBy(df.started_at.desc()).limit(limit).collect()
     return [r.asDict(recursive=True) for r in newest]

@@ -25,16 +25,12 @@ def write_project(root: Path, job: str, converter: str | None = None,
     staging.mkdir(parents=True, exist_ok=True)
     lake.mkdir(parents=True, exist_ok=True)
     model = f"stg_test__{job}"
-    (staging / "_test__sources.yml").write_text(
-        f"version: 2\nsources:\n  - name: test\n    schema: raw\n    tables:\n"
-        f"      - name: {job}\n")
+    _add_source_table(staging / "_test__sources.yml", "test", "raw", job)
     demo = (REPO / "models" / "staging" / "demo" / "stg_demo__trips.sql").read_text()
     sql = converter if converter is not None else demo.replace(
         "source('demo', 'trips')", f"source('test', '{job}')")
     (staging / f"{model}.sql").write_text(sql)
-    (lake / "_lake__sources.yml").write_text(
-        f"version: 2\nsources:\n  - name: fork\n    schema: staging\n    tables:\n"
-        f"      - name: {model}__valid\n")
+    _add_source_table(lake / "_lake__sources.yml", "fork", "staging", f"{model}__valid")
     lake_sql = (REPO / "models" / "lake" / "trips.sql").read_text()
     lake_sql = lake_sql.replace("stg_demo__trips", model)
     lake_sql = lake_sql.replace("keep_tombstones=false",
@@ -53,6 +49,17 @@ def write_project(root: Path, job: str, converter: str | None = None,
     shutil.copy(REPO / "expectations" / "stg_demo__trips.json",
                 root / "expectations" / f"{model}.json")
     return root
+
+
+def _add_source_table(path: Path, source: str, schema: str, table: str) -> None:
+    """Declare ``table`` in the sources file ``path`` (one source), beside the tables an
+    earlier job of the same project declared there."""
+    tables = [line.split(":", 1)[1].strip() for line in
+              (path.read_text().splitlines() if path.exists() else [])
+              if line.startswith("      - name:")]
+    listed = "".join(f"      - name: {t}\n" for t in dict.fromkeys([*tables, table]))
+    path.write_text(f"version: 2\nsources:\n  - name: {source}\n    schema: {schema}\n"
+                    f"    tables:\n{listed}")
 
 
 @pytest.fixture

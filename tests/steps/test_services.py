@@ -97,8 +97,11 @@ def test_maintain_keeps_the_lake_and_deleted_rows_stay_deleted(
 
 def _services_run(spark: Any, run_id: str) -> list[dict[str, Any]]:
     """The table services a run recorded in meta.runs (``details.services``)."""
-    details = spark.sql(f"select details from meta.runs where run_id = '{run_id}'"
-                        ).collect()[0]["details"]
+    from python_ingest.runtime.session import active, project_session
+
+    with active(project_session(spark)) as session:  # meta.runs: the project's format
+        details = session.sql(f"select details from meta.runs where run_id = '{run_id}'"
+                              ).collect()[0]["details"]
     return list(json.loads(details).get("services", []))
 
 
