@@ -210,18 +210,17 @@ def project_session(spark: SparkSession) -> SparkSession:
     return _format_session(spark, None, project)
 
 
-_FORMAT_SESSIONS: dict[tuple[int, str], SparkSession] = {}
+_FORMAT_SESSIONS: dict[str, SparkSession] = {}  # per format, of the running SparkContext
 
 
 def _format_session(spark: SparkSession, settings: Settings | None,
                     table_format: str) -> SparkSession:
-    key = (id(spark.sparkContext), table_format)
-    found = _FORMAT_SESSIONS.get(key)
-    if found is None:
+    found = _FORMAT_SESSIONS.get(table_format)
+    if found is None or found.sparkContext is not spark.sparkContext:
         session = spark.newSession()  # the application's settings: the project's format
         if settings is not None:
             session = _writing(session, settings, table_format)
-        found = _FORMAT_SESSIONS[key] = session
+        found = _FORMAT_SESSIONS[table_format] = session
     return found
 
 
