@@ -32,6 +32,7 @@ from lakefill import (  # noqa: E402  (bench/, beside this file)
     report,
     run_child,
     time_merges,
+    time_steps,
     trips_job,
 )
 
@@ -49,12 +50,15 @@ def one_format(fmt: str, bootstrap: str, workdir: Path, events: int, lake_rows: 
     settings, spark, job, dbt, generator = trips_job(workdir, fmt, bootstrap, topic,
                                                      table_format=fmt)
     merge_seconds = time_merges(pipeline)
+    steps = time_steps(pipeline)
 
     def run(label: str) -> float:
+        steps.clear()
         start = time.perf_counter()
         result = pipeline.run_job(spark, settings, job, dbt=dbt)
         seconds = time.perf_counter() - start
         print(f"  {fmt} {label}: {seconds:.1f} s {result.counts}", flush=True)
+        print("    steps: " + ", ".join(f"{k} {v:.2f}" for k, v in steps.items()), flush=True)
         return seconds
 
     produce(bootstrap, topic, generator.events(100))

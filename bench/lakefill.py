@@ -127,6 +127,34 @@ def time_merges(pipeline: Any) -> list[float]:
     return seconds
 
 
+def time_steps(pipeline: Any) -> dict[str, float]:
+    """Make the pipeline's steps add their seconds to the dict returned (cleared by the
+    caller before a run): where a batch's time goes, per step."""
+    from python_ingest.tables.runs import Run
+
+    seconds: dict[str, float] = {}
+
+    def timed(owner: Any, name: str, label: str) -> None:
+        original = getattr(owner, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                seconds[label] = seconds.get(label, 0.0) + time.perf_counter() - start
+
+        setattr(owner, name, call)
+
+    for name, label in (("ingest", "ingest"), ("_staging", "staging"), ("fork_staged", "fork"),
+                        ("_merge", "merge"), ("_merge_batch", "merge_dbt"),
+                        ("merged_counts", "merge_counts"), ("pending_merges", "merge_plan"),
+                        ("_services", "services"), ("record_status", "status")):
+        timed(pipeline, name, label)
+    timed(Run, "finish", "run_record")
+    return seconds
+
+
 def trips_job(workdir: Any, name: str, bootstrap: str, topic: str, table_format: str = "hudi",
               spark_conf: dict[str, str] | None = None, job: dict[str, Any] | None = None
               ) -> tuple[Any, Any, Any, Any, Any]:
