@@ -106,6 +106,9 @@ bench-many: setup ## the runner: 50 jobs at a low rate in one runner; cycle and 
 bench-formats: setup ## Hudi vs Iceberg: 500k events end to end, 10k changes into 1M rows, a 100-event batch
 	$(BIN)/python bench/formats_bench.py
 
+bench-hudi-merge: setup ## ways to apply 10k changes to a 1M-row Hudi lake: MERGE with the record index vs upsert, bucket index
+	$(BIN)/python bench/hudi_merge_paths.py
+
 bench-merge: setup ## the merge: 10k changes into 1M and 10M rows through the index, vs a whole-table MERGE
 	$(BIN)/python bench/merge_bench.py
 
@@ -124,4 +127,4 @@ broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-formats bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal bench-cluster broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-formats bench-hudi-merge bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal bench-cluster broker-stop clean
