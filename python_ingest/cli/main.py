@@ -174,14 +174,21 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
     """Run the table services of a job's tables now."""
     from python_ingest.runtime.session import active, for_job
     from python_ingest.steps.dbt import Dbt
-    from python_ingest.steps.services import maintain_job
+    from python_ingest.steps.services import maintain_job, maintained_as_details, record_services
+    from python_ingest.tables.runs import Run
 
     jobs = [settings.job(n) for n in (sorted(settings.jobs) if args.all else [args.job])]
     spark = _session(settings)
     dbt = Dbt(settings)
     for job in jobs:
+        run = Run(job=job.name, details={"steps": ["services"], "by": "sluice maintain"})
         with active(for_job(spark, settings, job)) as session:
-            done_by_table = maintain_job(session, dbt, job)
+            try:
+                done_by_table = maintain_job(session, dbt, job)
+            except Exception as exc:  # recorded in meta.runs, then reported as usual
+                record_services(session, job.name, run, None, f"{type(exc).__name__}: {exc}")
+                raise
+            record_services(session, job.name, run, maintained_as_details(done_by_table))
         for table, done in done_by_table.items():
             print(f"{job.name}: {table}: {'; '.join(done)}")
     return 0

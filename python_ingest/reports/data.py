@@ -28,6 +28,7 @@ from python_ingest.exceptions import SluiceError
 from python_ingest.kafka import client as kafka_client
 from python_ingest.runtime.session import active, for_job, project_session
 from python_ingest.steps.dbt import Dbt
+from python_ingest.steps.services import MAINTAIN_FAILED, MAINTAINED
 from python_ingest.tables.checkpoints import ProcessedPartitions, read_checkpoint
 from python_ingest.tables.formats import commit_times, table_exists
 from python_ingest.tables.names import RUNS_TABLE, JobTables
@@ -140,9 +141,11 @@ def _runs_of(spark: SparkSession, names: list[str], limit: int) -> dict[str, lis
     if not names or not table_exists(spark, RUNS_TABLE):
         return {}
     wanted = ", ".join(f"'{n}'" for n in names)
+    # batches only: a run of table services alone moves no rows
     rows = spark.sql(
         f"select * from (select *, row_number() over (partition by job order by started_at "
-        f"desc) as n from {RUNS_TABLE} where job in ({wanted})) where n <= {int(limit)} "
+        f"desc) as n from {RUNS_TABLE} where job in ({wanted}) "
+        f"and outcome not in ('{MAINTAINED}', '{MAINTAIN_FAILED}')) where n <= {int(limit)} "
         "order by job, started_at").collect()
     runs: dict[str, list[RunPoint]] = {}
     for r in rows:

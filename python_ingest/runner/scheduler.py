@@ -8,6 +8,13 @@ that has never run in this process, or whose retry is due, gets a slot, at most
 Each job thread runs one batch (``steps.pipeline.run_job``: ingest, staging, fork, merge,
 reports) in its job's Spark FAIR pool (weight ``1 + priority``) and reports back.
 
+Table services run apart from the batches: when a batch makes a job's services due (its
+``services:`` settings, or every ``runner.maintain_every`` batches), its run ends without
+them and the services thread runs them next, in the FAIR pool ``sluice_services`` (weight 1),
+recorded as a run of their own (outcome ``maintained``). A batch's lake commit, its run record
+and the batch slot are never held up by a compaction; the job's own next batch waits for its
+services (a job's tables have one writer at a time), the other jobs do not.
+
 Several runners on one warehouse (one host or several) split the jobs: each runs only the
 jobs it claims (runner/claims.py), its fair share, and takes over a dead runner's.
 
@@ -47,10 +54,12 @@ if TYPE_CHECKING:
 
     from python_ingest.steps.dbt import Dbt
     from python_ingest.steps.pipeline import PipelineResult
+    from python_ingest.tables.names import JobTables
 
 log = logging.getLogger(__name__)
 
 POOL_PREFIX = "sluice_job_"
+SERVICES_POOL = "sluice_services"
 
 
 @dataclass
@@ -64,14 +73,26 @@ class JobSlot:
     retry_at: float = 0.0  # monotonic
     batches: int = 0
     running: bool = False
+    servicing: bool = False  # its table services are queued or running
+    services: Services | None = None  # due after its last batch, not yet queued
     results: list[PipelineResult] = field(default_factory=list)
 
     def due(self, now: float) -> bool:
         """Whether the job should run now: never ran here, has messages waiting, or its
         retry is due."""
-        if self.running or now < self.retry_at:
+        if self.running or self.servicing or now < self.retry_at:
             return False
         return self.checkpoint is None or self.failures > 0 or bool(self.backlog)
+
+
+@dataclass(frozen=True)
+class Services:
+    """The table services a batch made due: those of its merged batches, and the whole
+    ``maintain`` every ``runner.maintain_every`` batches."""
+
+    tables: JobTables | None
+    merged: list[int]
+    maintain: bool
 
 
 def fair_scheduler_conf(settings: Settings, jobs: list[JobConfig]) -> dict[str, str]:
@@ -80,7 +101,8 @@ def fair_scheduler_conf(settings: Settings, jobs: list[JobConfig]) -> dict[str, 
     pools = "".join(
         f'  <pool name="{POOL_PREFIX}{j.name}"><schedulingMode>FIFO</schedulingMode>'
         f"<weight>{max(1, 1 + j.priority)}</weight><minShare>0</minShare></pool>\n"
-        for j in jobs)
+        for j in jobs) + (f'  <pool name="{SERVICES_POOL}"><schedulingMode>FIFO</schedulingMode>'
+                          "<weight>1</weight><minShare>0</minShare></pool>\n")
     path = settings.path(settings.state_dir) / "fairscheduler.xml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f'<?xml version="1.0"?>\n<allocations>\n{pools}</allocations>\n')
@@ -155,7 +177,9 @@ class Runner:
         log.info("runner: %d job(s), at most %d at once, polling every %.1fs", len(names),
                  self.config.max_parallel_jobs, self.config.poll_interval_s)
         pool = ThreadPoolExecutor(self.config.max_parallel_jobs, thread_name_prefix="sluice-job")
+        services = ThreadPoolExecutor(1, thread_name_prefix="sluice-services")
         inflight: dict[Future[None], JobSlot] = {}
+        servicing: dict[Future[None], JobSlot] = {}
         try:
             while not self.stop.is_set():
                 self._claims_changed(self.claims.refresh(self._busy))
@@ -172,7 +196,8 @@ class Runner:
                 if self.duration_s is not None and now - started >= self.duration_s:
                     log.info("runner: %.0fs passed, stopping", self.duration_s)
                     break
-                if self.until_idle and not inflight and not due and self._idle():
+                if self.until_idle and not inflight and not servicing and not due \
+                        and self._idle():
                     log.info("runner: every job %s, stopping", "is caught up" if any(
                         self._claimed(n) for n in names) else "is run by another runner")
                     break
@@ -181,12 +206,19 @@ class Runner:
                     done, _ = wait(list(inflight), timeout=self.config.poll_interval_s,
                                    return_when=FIRST_COMPLETED)
                     for future in done:
-                        inflight.pop(future)
+                        self._queue_services(inflight.pop(future), services, servicing)
                 else:
                     self.stop.wait(self.config.poll_interval_s)
+                for future in [f for f in servicing if f.done()]:
+                    servicing.pop(future)
         finally:
             self.status.record_runner("stopping", names)
             wait(list(inflight))  # the batches in flight finish: their commits are whole
+            for future, slot in servicing.items():
+                if future.cancel():  # queued, not started: due again after a later batch
+                    slot.servicing = False
+            wait(list(servicing))  # services in flight finish (a second signal exits at once)
+            services.shutdown()
             pool.shutdown()
             offsets.close()
             self.status.record_runner("stopped", names)
@@ -200,12 +232,13 @@ class Runner:
 
     def _idle(self) -> bool:
         return all(s.checkpoint is not None and not s.backlog and not s.failures
+                   and not s.servicing
                    for s in self.slots.values() if self._claimed(s.job.name))
 
     # -- claims: which jobs this runner runs beside others on the warehouse ----------------
 
     def _busy(self, name: str) -> bool:
-        return self.slots[name].running
+        return self.slots[name].running or self.slots[name].servicing
 
     def _claimed(self, name: str) -> bool:
         return self.claims is not None and self.claims.holds(name)
@@ -278,7 +311,11 @@ class Runner:
         try:
             if slot.failures:
                 self.dbt.reload_if_changed()  # the fix may be an edited model
-            result = run_job(session, self.settings, slot.job, self.accept_data_loss, self.dbt)
+            result = run_job(session, self.settings, slot.job, self.accept_data_loss, self.dbt,
+                             inline_services=False)
+            if result.outcome == "succeeded":
+                slot.batches += 1
+                self._services_due(slot, result)
         except Exception as exc:
             slot.failures += 1
             wait_s = min(self.config.retry_max_s,
@@ -303,21 +340,66 @@ class Runner:
             slot.checkpoint = {"offsets": {}}
         slot.results.append(result)
         self.status.update_job(name, state="idle", running_since=None)
-        if result.outcome == "succeeded":
-            slot.batches += 1
-            every = self.config.maintain_every
-            if every and slot.batches % every == 0:
-                self._maintain(session, slot.job)
 
-    def _maintain(self, session: SparkSession, job: JobConfig) -> None:
-        from python_ingest.steps.services import maintain_job
+    # -- table services, apart from the batches --------------------------------------------
 
+    def _services_due(self, slot: JobSlot, result: PipelineResult) -> None:
+        """Note the services ``result``'s batch made due; the job stays busy (``servicing``)
+        from before its batch ends until they ran, so its next batch never overlaps them."""
+        from python_ingest.steps.services import services_due
+
+        every = self.config.maintain_every
+        maintain = bool(every) and slot.batches % every == 0
+        if maintain or services_due(slot.job, result.merged):
+            slot.services = Services(result.tables, result.merged, maintain)
+            slot.servicing = True
+
+    def _queue_services(self, slot: JobSlot, executor: ThreadPoolExecutor,
+                        servicing: dict[Future[None], JobSlot]) -> None:
+        """Hand the services ``slot``'s finished batch made due to the services thread."""
+        due, slot.services = slot.services, None
+        if due is None:
+            return
+        if self.stop.is_set():  # stopping: due again after a later batch
+            slot.servicing = False
+            return
+        servicing[executor.submit(self._run_services, slot, due)] = slot
+
+    def _run_services(self, slot: JobSlot, due: Services) -> None:
+        """The job's due services in this thread, under its lease, in the services pool;
+        recorded as a run of their own. A failure is logged and recorded, never raised: the
+        data is committed and the services catch up when next due."""
+        from python_ingest.runtime.session import activate
+        from python_ingest.steps.services import (
+            due_services,
+            maintain_job,
+            maintained_as_details,
+            record_services,
+        )
+        from python_ingest.tables.lease import job_lease
+        from python_ingest.tables.runs import Run
+
+        name = slot.job.name
+        session = self._session(name)
+        activate(session)
+        session.sparkContext.setLocalProperty("spark.scheduler.pool", SERVICES_POOL)
+        run = Run(job=name, details={"steps": ["services"], "after_batches": due.merged})
+        done: list[dict[str, Any]] = []
         try:
-            done = maintain_job(session, self.dbt, job)
-            log.info("job %s: table services: %s", job.name,
-                     "; ".join(f"{t}: {', '.join(d)}" for t, d in done.items()))
-        except Exception:  # services catch up next time; the data is committed
-            log.exception("job %s: table services failed", job.name)
+            with job_lease(session, name):
+                if due.maintain:  # every table of the job, the lake's compaction included
+                    done = maintained_as_details(maintain_job(session, self.dbt, slot.job))
+                elif due.tables is not None:
+                    done = due_services(session, slot.job, due.tables, due.merged)
+        except Exception as exc:
+            log.exception("job %s: table services failed (they run again when next due)", name)
+            record_services(session, name, run, done, f"{type(exc).__name__}: {exc}")
+        else:
+            log.info("job %s: table services in %.1fs: %s", name, run.duration_s,
+                     "; ".join(f"{d['service']} {d.get('table', '')}".strip() for d in done))
+            record_services(session, name, run, done)
+        finally:
+            slot.servicing = False
 
 
 def _files_backlog(slot: JobSlot) -> int | None:

@@ -70,6 +70,7 @@ class PipelineResult:
     tables: JobTables | None = None
     checkpoint: Checkpoint | None = None  # the raw checkpoint after the run
     error: str | None = None  # why the run failed (outcome "failed")
+    merged: list[int] = field(default_factory=list)  # the batches it merged into the lake
 
 
 def report_dir(settings: Settings, job: str) -> Path:
@@ -85,24 +86,27 @@ Lander = Callable[[Run], "Checkpoint | None"]
 
 def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
             accept_data_loss: bool = False, dbt: Dbt | None = None,
-            raise_failure: bool = True, land: tuple[str, Lander] | None = None
-            ) -> PipelineResult:
+            raise_failure: bool = True, land: tuple[str, Lander] | None = None,
+            inline_services: bool = True) -> PipelineResult:
     """Ingest, convert, fork, merge and report one job, recorded as one run in meta.runs.
 
     ``land`` replaces the ingestion step by another named one that lands a raw batch (the
     error replay, ``replay/``); the steps after it are the same. A failure is recorded, then
     raised; with ``raise_failure`` false it is returned as the result (outcome ``failed``,
-    ``error`` saying why) so that the caller can go on.
+    ``error`` saying why) so that the caller can go on. With ``inline_services`` false the
+    table services due after the merge are left to the caller (the continuous runner runs them
+    apart from the batch: ``result.merged`` says after which batches).
 
     The run works on the session that writes the job's table format (``for_job``), active
     on this thread while it runs (dbt in-process takes the thread's session)."""
     with active(for_job(spark, settings, job)) as session:
-        return _run_job(session, settings, job, accept_data_loss, dbt, raise_failure, land)
+        return _run_job(session, settings, job, accept_data_loss, dbt, raise_failure, land,
+                        inline_services)
 
 
 def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_data_loss: bool,
-             dbt: Dbt | None, raise_failure: bool, land: tuple[str, Lander] | None
-             ) -> PipelineResult:
+             dbt: Dbt | None, raise_failure: bool, land: tuple[str, Lander] | None,
+             inline_services: bool) -> PipelineResult:
     first, lander = land or ("ingest", lambda run: ingest(spark, settings, job, run,
                                                           accept_data_loss).checkpoint)
     run = Run(job=job.name)
@@ -123,7 +127,8 @@ def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_dat
             fault_point("after_fork")
             _merge(spark, dbt, tables, run)
             fault_point("after_merge")
-            _services(spark, job, tables, run)
+            if inline_services:
+                _services(spark, job, tables, run)
             _disperse(spark, settings, job, tables, run)
     except Exception as exc:
         run.outcome, run.error = "failed", f"{type(exc).__name__}: {exc}"
@@ -141,7 +146,7 @@ def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_dat
     record_status(spark, settings, run, checkpoint, tables)
     run.finish(spark, outcome)
     return PipelineResult(job.name, run.run_id, outcome, run.batch_id, dict(run.counts),
-                          report, tables, checkpoint)
+                          report, tables, checkpoint, merged=merged_batches(run))
 
 
 def record_status(spark: SparkSession, settings: Settings, run: Run,
@@ -221,9 +226,14 @@ def _merge(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None:
     run.details["merge"] = merged
 
 
+def merged_batches(run: Run) -> list[int]:
+    """The batches ``run`` merged into the lake table."""
+    return [m["batch_id"] for m in run.details.get("merge", []) if "lake" not in m["skipped"]]
+
+
 def _services(spark: SparkSession, job: JobConfig, tables: JobTables, run: Run) -> None:
     """The table services due after this run's merges (steps/services.py), in its record."""
-    merged = [m["batch_id"] for m in run.details.get("merge", []) if "lake" not in m["skipped"]]
+    merged = merged_batches(run)
     if not merged:
         return
     check_held(tables.job)

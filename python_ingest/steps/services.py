@@ -29,6 +29,7 @@ from python_ingest.tables.checkpoints import step_checkpoint
 from python_ingest.tables.formats import maintain, table_exists
 from python_ingest.tables.lease import job_lease
 from python_ingest.tables.names import JobTables
+from python_ingest.tables.runs import Run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,6 +85,34 @@ def due_services(spark: SparkSession, job: JobConfig, tables: JobTables,
         done.append({"service": "compact", "table": lake, "done": what,
                      "duration_s": round(time.monotonic() - start, 3)})
     return done
+
+
+def services_due(job: JobConfig, merged: list[int]) -> bool:
+    """Whether any service is due after the batches ``merged`` (``due_services`` would run
+    one)."""
+    return (_due(job.services.index_compact_every, merged)
+            or _due(job.services.compact_every, merged))
+
+
+MAINTAINED = "maintained"  # the outcome of a run of table services alone
+MAINTAIN_FAILED = "maintain-failed"  # ... that failed (its error says why)
+
+
+def record_services(spark: SparkSession, job: str, run: Run,
+                    done: list[dict[str, Any]] | None, error: str | None = None) -> None:
+    """Record services that ran apart from a batch (the continuous runner's, ``sluice
+    maintain``'s) as a run of their own in meta.runs: outcome ``maintained`` (with ``error``:
+    ``maintain-failed``), ``details.steps`` ``["services"]``, ``details.services`` what each
+    did. Never raises (bookkeeping)."""
+    run.details.setdefault("steps", ["services"])
+    run.details["services"] = done or []
+    run.finish(spark, MAINTAIN_FAILED if error else MAINTAINED, error)
+
+
+def maintained_as_details(done: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """``maintain_job``'s result in the shape of ``due_services``' (meta.runs details; the
+    run's own duration is the whole maintenance's)."""
+    return [{"service": "maintain", "table": table, "done": what} for table, what in done.items()]
 
 
 def _due(every: int, merged: list[int]) -> bool:

@@ -30,14 +30,19 @@ class Fleet:
     """Jobs' topics, their producers' oracles and the runner processes."""
 
     def __init__(self, root: Path, workdir: Path, broker: str, prefix: str, jobs: int = 3,
-                 broken: bool = True, **config: Any) -> None:
-        """``jobs`` trips jobs (the last one's converter broken when ``broken``); ``config``
-        adds to or replaces keys of the sluice.yml written (tests/conftest.write_config)."""
+                 broken: bool = True, services: dict[str, Any] | None = None,
+                 **config: Any) -> None:
+        """``jobs`` trips jobs (the last one's converter broken when ``broken``), each with
+        ``services`` settings when given; ``config`` adds to or replaces keys of the sluice.yml
+        written (tests/conftest.write_config)."""
         self.root, self.broker = root, broker
         self.names = [f"{prefix}_{x}" for x in "abcdefgh"[:jobs]]
         self.broken = self.names[-1] if broken else None
         job_configs = write_fleet(root, self.names, broken=[self.broken] if broken else [],
                                   priorities={self.names[0]: 1})
+        for job in job_configs.values():
+            if services:
+                job["services"] = services
         config.setdefault("runner", {"poll_interval_s": 0.5, "retry_initial_s": 2,
                                      "retry_max_s": 4, "max_parallel_jobs": 2})
         self.config = write_config(root / "sluice.yml", workdir, broker, job_configs,
@@ -115,6 +120,16 @@ class Fleet:
             env={**self.env, "SLUICE_SPARK_MASTER": "spark://no-such-host:1"})
         assert result.returncode == 0, result.stderr
         return dict(json.loads(result.stdout))
+
+    def runs(self, spark: Any, name: str) -> list[tuple[str, dict[str, Any]]]:
+        """The job's runs in meta.runs, oldest first: (outcome, details)."""
+        from python_ingest.runtime.session import active, project_session
+
+        with active(project_session(spark)) as session:
+            assert table_exists(session, "meta.runs")
+            rows = session.sql(f"select outcome, details from meta.runs where job = '{name}' "
+                               "order by started_at").collect()
+        return [(r["outcome"], json.loads(r["details"] or "{}")) for r in rows]
 
     def assert_exact(self, spark: Any) -> None:
         """Every lake table equals its source; every offset landed once (raw or raw errors)."""

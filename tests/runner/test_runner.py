@@ -23,7 +23,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.reliability]
 
 def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
         spark: Any, broker: str, workdir: Path, tmp_path: Path, job_name: str) -> None:
-    fleet = Fleet(tmp_path, workdir, broker, job_name[:24])
+    # services due after every 2nd batch: the runner runs them apart from the batches
+    fleet = Fleet(tmp_path, workdir, broker, job_name[:24],
+                  services={"compact_every": 2, "index_compact_every": 2})
     good, broken = fleet.names[:2], fleet.broken
     assert broken is not None
     fleet.produce(150)
@@ -71,6 +73,23 @@ def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
         if runner.poll() is None:
             os.killpg(runner.pid, signal.SIGKILL)
     fleet.assert_exact(spark)
+    # the table services ran apart from the batches, each recorded as a run of its own
+    for name in good:
+        runs = fleet.runs(spark, name)
+        batches = [d for outcome, d in runs if outcome == "succeeded"]
+        services = [d for outcome, d in runs if outcome == "maintained"]
+        assert len(batches) >= 4, runs
+        assert not any("services" in d for d in batches), "services ran inside a batch"
+        done = {s["service"] for d in services for s in d["services"]}
+        assert {"compact", "compact_index", "expire_raw"} <= done, services
+        assert all(d["steps"] == ["services"] and d["after_batches"] for d in services)
+        assert not [d for outcome, d in runs if outcome == "maintain-failed"], runs
+        # what they did: the lake compacted and cleaned, the index down to one entry per key
+        done_by = {s["service"]: s for d in services for s in d["services"]}
+        assert any(w.startswith("compacted") for w in done_by["compact"]["done"])
+        assert any(w.startswith("cleaned") for w in done_by["compact"]["done"])
+        index = done_by["compact_index"]
+        assert index["entries_after"] < index["entries_before"], index
 
 
 def test_two_runners_on_one_warehouse_split_the_jobs_and_take_over_from_a_dead_one(
