@@ -380,12 +380,13 @@ class Runner:
         from python_ingest.tables.runs import Run
 
         name = slot.job.name
-        session = self._session(name)
-        activate(session)
-        session.sparkContext.setLocalProperty("spark.scheduler.pool", SERVICES_POOL)
         run = Run(job=name, details={"steps": ["services"], "after_batches": due.merged})
         done: list[dict[str, Any]] = []
+        session = self.spark
         try:
+            session = self._session(name)
+            activate(session)
+            session.sparkContext.setLocalProperty("spark.scheduler.pool", SERVICES_POOL)
             with job_lease(session, name):
                 if due.maintain:  # every table of the job, the lake's compaction included
                     done = maintained_as_details(maintain_job(session, self.dbt, slot.job))
