@@ -94,7 +94,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     for job in jobs:
         entry = dict((data.get("jobs") or {}).get(job.name) or {})
         state = entry.get("state", "never run")
-        if state in ("running", "retrying", "idle", "elsewhere") and not alive:
+        if state in ("running", "maintaining", "retrying", "idle", "elsewhere") and not alive:
             state = "failing" if entry.get("failures") else "stopped"
         checkpoint = entry.get("checkpoint")
         topic_ends = ends.get(job.topic)
@@ -111,6 +111,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             "failing_since": entry.get("failing_since"), "failures": entry.get("failures"),
             "last_error": entry.get("last_error"), "next_retry_at": entry.get("next_retry_at"),
             "cost": entry.get("cost"), "checkpoint": checkpoint,
+            "services": entry.get("services"),
             "held_by": entry.get("held_by") if state == "elsewhere" else None}
     if args.json:
         print(json.dumps(out, indent=2, default=str))
@@ -195,6 +196,10 @@ def _print_status(out: dict[str, Any]) -> None:
         if job["held_by"]:
             print(f"  run by the runner pid {job['held_by'].get('pid')} on "
                   f"{job['held_by'].get('host')} (its own state dir has its figures)")
+        services = job["services"] or {}
+        if services.get("error"):
+            print(f"  table services failed at {services.get('at')} (they run again when next "
+                  f"due): {_first_line(services['error'])}")
         if job["failures"]:
             print(f"  failing since {job['failing_since']} ({job['failures']} failure(s)); "
                   f"next retry {job['next_retry_at'] or '-'}: {_first_line(job['last_error'])}")

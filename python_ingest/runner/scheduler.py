@@ -387,6 +387,7 @@ class Runner:
             session = self._session(name)
             activate(session)
             session.sparkContext.setLocalProperty("spark.scheduler.pool", SERVICES_POOL)
+            self.status.update_job(name, state="maintaining")
             with job_lease(session, name):
                 if due.maintain:  # every table of the job, the lake's compaction included
                     done = maintained_as_details(maintain_job(session, self.dbt, slot.job))
@@ -394,13 +395,18 @@ class Runner:
                     done = due_services(session, slot.job, due.tables, due.merged)
         except Exception as exc:
             log.exception("job %s: table services failed (they run again when next due)", name)
-            record_services(session, name, run, done, f"{type(exc).__name__}: {exc}")
+            run.error = f"{type(exc).__name__}: {exc}"
         else:
             log.info("job %s: table services in %.1fs: %s", name, run.duration_s,
                      "; ".join(f"{d['service']} {d.get('table', '')}".strip() for d in done))
-            record_services(session, name, run, done)
         finally:
-            slot.servicing = False
+            try:
+                self.status.update_job(name, state="idle", services={
+                    "at": now_iso(), "duration_s": round(run.duration_s, 3),
+                    "done": [d["service"] for d in done], "error": run.error})
+                record_services(session, name, run, done, run.error)
+            finally:
+                slot.servicing = False  # whatever happened: the job runs again
 
 
 def _files_backlog(slot: JobSlot) -> int | None:

@@ -6,11 +6,13 @@ status`` answers from it in well under a second without starting Spark, and a re
 sees half a file. A continuous runner also records itself (pid, host, heartbeat), so a status
 reader can tell a runner that stopped from one that is alive.
 
-Entry per job: ``state`` (running, idle, failing, retrying, stopped), ``checkpoint`` (the next
-offset per partition and the batch id), ``last_batch`` (run id, outcome, counts, duration,
-core-seconds), ``newest_event_at`` (Kafka timestamp of the newest event merged into the lake),
-``failing_since``/``failures``/``last_error``/``next_retry_at`` while failing, and ``cost``
-(runs and core-seconds since the file began). The file is owner-only: errors may quote data.
+Entry per job: ``state`` (running, maintaining, idle, failing, retrying, stopped),
+``checkpoint`` (the next offset per partition and the batch id), ``last_batch`` (run id,
+outcome, counts, duration, core-seconds), ``newest_event_at`` (Kafka timestamp of the newest
+event merged into the lake), ``failing_since``/``failures``/``last_error``/``next_retry_at``
+while failing, ``services`` (a runner's last table services apart from a batch: when, seconds,
+what ran, error), and ``cost`` (runs and core-seconds since the file began). The file is
+owner-only: errors may quote data.
 """
 
 from __future__ import annotations

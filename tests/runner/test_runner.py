@@ -39,6 +39,9 @@ def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
         fleet.produce(100)
         fleet.wait("the good jobs caught up again", lambda: all(fleet.caught_up(n) for n in good),
                    runner)
+        fleet.wait("the services due after the 2nd batch ran", lambda: all(
+            (fleet.status.read()["jobs"][n].get("services") or {}).get("done") for n in good),
+                   runner)
         status = fleet.status_json()
         assert status["runner"]["alive"] is True
         failing = status["jobs"][broken]
@@ -48,6 +51,8 @@ def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
             assert status["jobs"][name]["backlog"] == 0
             assert status["jobs"][name]["last_batch"]["counts"]["read"] > 0
             assert status["jobs"][name]["freshness_s"] is not None
+            services = status["jobs"][name]["services"]
+            assert "compact" in services["done"] and services["error"] is None, services
         # fixed: the runner picks the edited model up on the next retry and catches up
         fix_converter(tmp_path, broken)
         fleet.wait("the fixed job caught up", lambda: fleet.caught_up(broken), runner)
