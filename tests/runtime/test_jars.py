@@ -100,3 +100,22 @@ def test_the_dbt_profile_names_the_pinned_spark_jars() -> None:
     assert sorted(listed) == sorted(resolved)
     assert f"spark.driver.extraClassPath: \"{{{{ env_var('SLUICE_SPARK_JARS', " \
         f"'{default.group(1)}') | replace(',', ':') }}}}\"" in profile
+
+
+def test_the_dbt_profile_writes_hudi_as_sluice_does(tmp_path: Path) -> None:
+    """dbt-spark's session cursor applies the profile's server_side_parameters to the session
+    on every statement, so its Hudi write settings become those of every later write of that
+    session (runner, `sluice run` and a plain `dbt run` alike): they must be sluice's own,
+    single writer with eager rollback and no lock provider (docs/formats.md)."""
+    import yaml
+
+    from python_ingest.config import load_settings
+    from python_ingest.runtime.session import spark_conf
+
+    profile = yaml.safe_load((REPO / "profiles.yml").read_text())
+    params = profile["sluice"]["outputs"]["embedded"]["server_side_parameters"]
+    (tmp_path / "sluice.yml").write_text("jobs: {}\n")
+    ours = spark_conf(load_settings(tmp_path / "sluice.yml", env={}))
+    assert {k: str(v) for k, v in params.items() if k.startswith("hoodie.")} == \
+        {k: v for k, v in ours.items() if k.startswith("hoodie.")}
+    assert "hoodie.write.lock.provider" not in params
