@@ -181,7 +181,7 @@ def cmd_maintain(args: argparse.Namespace, settings: Settings) -> int:
     spark = _session(settings)
     dbt = Dbt(settings)
     for job in jobs:
-        run = Run(job=job.name, details={"steps": ["services"], "by": "sluice maintain"})
+        run = Run(job=job.name, details={"by": "sluice maintain"})
         with active(for_job(spark, settings, job)) as session:
             try:
                 done_by_table = maintain_job(session, dbt, job)

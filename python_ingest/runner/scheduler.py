@@ -380,7 +380,7 @@ class Runner:
         from python_ingest.tables.runs import Run
 
         name = slot.job.name
-        run = Run(job=name, details={"steps": ["services"], "after_batches": due.merged})
+        run = Run(job=name, details={"after_batches": due.merged})
         done: list[dict[str, Any]] = []
         session = self.spark
         try:

@@ -104,7 +104,7 @@ def record_services(spark: SparkSession, job: str, run: Run,
     maintain``'s) as a run of their own in meta.runs: outcome ``maintained`` (with ``error``:
     ``maintain-failed``), ``details.steps`` ``["services"]``, ``details.services`` what each
     did. Never raises (bookkeeping)."""
-    run.details.setdefault("steps", ["services"])
+    run.details["steps"] = ["services"]
     run.details["services"] = done or []
     run.finish(spark, MAINTAIN_FAILED if error else MAINTAINED, error)
 

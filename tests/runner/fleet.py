@@ -40,8 +40,8 @@ class Fleet:
         self.broken = self.names[-1] if broken else None
         job_configs = write_fleet(root, self.names, broken=[self.broken] if broken else [],
                                   priorities={self.names[0]: 1})
-        for job in job_configs.values():
-            if services:
+        if services:
+            for job in job_configs.values():
                 job["services"] = services
         config.setdefault("runner", {"poll_interval_s": 0.5, "retry_initial_s": 2,
                                      "retry_max_s": 4, "max_parallel_jobs": 2})
