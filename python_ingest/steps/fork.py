@@ -154,7 +154,6 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
     ensure_table(spark, valid_table, [(f.name, f.dataType.simpleString())
                                       for f in staging.schema.fields])
     done = step_checkpoint(spark, valid_table, STEP)
-    errors_done = step_checkpoint(spark, error_table, STEP)
     target = staging.where(F.col("_batch_id") > done).agg(F.max("_batch_id")).collect()[0][0]
     if target is None:
         return ForkResult(done, done)
@@ -172,18 +171,24 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
             with _GX_LOCK:
                 failures, quality, report, page = _validate(spark, batch, suite, report_dir,
                                                             f"batch-{done + 1}-{target}")
-        routed = _routed(batch, failures)
-        error_rows = _error_rows(batch, failures)
-        error_rows = error_rows.persist(StorageLevel.MEMORY_AND_DISK)
-        errors = error_rows.count()
-        valid_rows = batch.join(error_rows.select(*ROW_ID), list(ROW_ID), "left_anti")
-        valid_rows = valid_rows.select(*read_table(spark, valid_table).columns)
-        if errors:
-            pending = error_rows.where(F.col("_batch_id") > errors_done)
-            append(pending.select(*[n for n, _ in ERROR_COLUMNS]), error_table,
+        valid_columns = read_table(spark, valid_table).columns
+        if failures is None:  # no row failed (the usual batch): no routing to compute
+            routed, errors = {}, 0
+            append(batch.select(*valid_columns), valid_table, step_properties(STEP, target))
+        else:
+            routed = _routed(batch, failures)
+            error_rows = _error_rows(batch, failures)
+            error_rows = error_rows.persist(StorageLevel.MEMORY_AND_DISK)
+            errors = error_rows.count()
+            valid_rows = batch.join(error_rows.select(*ROW_ID), list(ROW_ID), "left_anti")
+            if errors:
+                errors_done = step_checkpoint(spark, error_table, STEP)
+                pending = error_rows.where(F.col("_batch_id") > errors_done)
+                append(pending.select(*[n for n, _ in ERROR_COLUMNS]), error_table,
+                       step_properties(STEP, target))
+            append(valid_rows.select(*valid_columns), valid_table,
                    step_properties(STEP, target))
-        append(valid_rows, valid_table, step_properties(STEP, target))
-        error_rows.unpersist()
+            error_rows.unpersist()
     finally:
         batch.unpersist()
     for figures in quality:
@@ -200,9 +205,10 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
 
 
 def _validate(spark: SparkSession, batch: DataFrame, suite: dict[str, Any], report_dir: Path,
-              run_name: str) -> tuple[DataFrame, list[dict[str, Any]], str | None, str | None]:
-    """Run the suite on the batch; failing (row id, expectation, column) rows, figures, the
-    docs' index and this validation's page."""
+              run_name: str
+              ) -> tuple[DataFrame | None, list[dict[str, Any]], str | None, str | None]:
+    """Run the suite on the batch; failing (row id, expectation, column) rows (None when no
+    row failed), figures, the docs' index and this validation's page."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no phoning home
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     import great_expectations as gx
@@ -261,7 +267,8 @@ def _validate(spark: SparkSession, batch: DataFrame, suite: dict[str, Any], repo
         url = _site_url(context, key)
         page = unquote(urlparse(url).path) if url else None
     schema = "_kafka_partition int, _kafka_offset bigint, expectation string, column string"
-    return spark.createDataFrame(failures, schema), quality, report, page
+    rows = spark.createDataFrame(failures, schema) if failures else None  # None: all passed
+    return rows, quality, report, page
 
 
 def _site_url(context: Any, resource: Any = None) -> str | None:
@@ -298,21 +305,16 @@ def _counted(batch: DataFrame, failures: DataFrame) -> DataFrame:
             F.col("failure.column"), F.lit(": "), F.col("failure.expectation"))).alias("failure"))
 
 
-def _routed(batch: DataFrame, failures: DataFrame | None) -> dict[str, int]:
+def _routed(batch: DataFrame, failures: DataFrame) -> dict[str, int]:
     """Error rows per failure (``column: expectation``): what the fork routed for each."""
-    if failures is None:
-        return {}
     counted = _counted(batch, failures).distinct().groupBy("failure").count().collect()
     return {str(r["failure"]): int(r["count"]) for r in counted}
 
 
-def _error_rows(batch: DataFrame, failures: DataFrame | None) -> DataFrame:
+def _error_rows(batch: DataFrame, failures: DataFrame) -> DataFrame:
     """One error row per staging row with a failure that counts (see the module doc)."""
     from pyspark.sql import functions as F
 
-    if failures is None:
-        return batch.sparkSession.createDataFrame([], ", ".join(
-            f"`{n}` {t}" for n, t in ERROR_COLUMNS))
     failed = _counted(batch, failures).groupBy(*ROW_ID).agg(
         F.array_sort(F.collect_set("failure")).alias("failed"))
     return batch.join(failed, list(ROW_ID)).select(
