@@ -88,7 +88,8 @@ class Bench:
         from python_ingest.runner.scheduler import fair_scheduler_conf
         from python_ingest.runtime.session import build_session
 
-        conf = {**fair_scheduler_conf(self.settings, [self.settings.job(n) for n in jobs])}
+        conf = {**self.settings.spark.conf,
+                **fair_scheduler_conf(self.settings, [self.settings.job(n) for n in jobs])}
         self.settings = dataclasses.replace(
             self.settings, spark=dataclasses.replace(self.settings.spark, conf=conf))
         self.spark = build_session(self.settings)

@@ -1,0 +1,199 @@
+"""Where a warm small batch's time goes: one job on a private broker and warehouse, warmed up,
+then ``--batches`` batches of ``--events`` events each run through ``run_job`` with every step
+and every Spark SQL statement timed (dbt's statements included: dbt-spark runs them through
+the same session). Prints a table per step and the slowest statements, then one line:
+
+    profile: events=100 batches=5 median=<s> ingest=<s> staging=<s> fork=<s> merge=<s> record=<s>
+
+    .venv/bin/python bench/batch_profile.py [--events 100 --batches 5 --format hudi]
+                                            [--cprofile out.prof]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from runner_bench import Bench, run_for  # noqa: E402
+
+from python_ingest.demo import trips as demo  # noqa: E402
+from python_ingest.demo.fleet import topic_of  # noqa: E402
+
+STEPS = {"ingest": ("python_ingest.steps.pipeline", "ingest"),
+         "staging": ("python_ingest.steps.pipeline", "_staging"),
+         "fork": ("python_ingest.steps.pipeline", "fork_staged"),
+         "merge": ("python_ingest.steps.pipeline", "_merge"),
+         "status": ("python_ingest.steps.pipeline", "record_status"),
+         "record": ("python_ingest.tables.runs.Run", "finish"),
+         "dbt": ("python_ingest.steps.dbt.Dbt", "run"),
+         "validate": ("python_ingest.steps.fork", "_validate")}
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.steps: dict[str, float] = collections.defaultdict(float)
+        self.sql: list[tuple[float, str, str]] = []  # seconds, step, statement
+        self.full: dict[str, str] = {}  # the last full text of each statement's start
+        self.current = "-"
+
+    def wrap(self, owner: Any, attr: str, label: str) -> None:
+        original = getattr(owner, attr)
+        timer = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            outer, t0 = timer.current, time.perf_counter()
+            if label in ("ingest", "staging", "fork", "merge", "status", "record"):
+                timer.current = label
+            try:
+                return original(*args, **kwargs)
+            finally:
+                timer.steps[label] += time.perf_counter() - t0
+                timer.current = outer
+
+        setattr(owner, attr, timed)
+
+
+def instrument(timer: Timer) -> None:
+    import importlib
+
+    from pyspark.sql import SparkSession
+
+    for label, (module, attr) in STEPS.items():
+        parts = module.split(".")
+        try:
+            owner: Any = importlib.import_module(module)
+        except ModuleNotFoundError:
+            owner = getattr(importlib.import_module(".".join(parts[:-1])), parts[-1])
+        timer.wrap(owner, attr, label)
+    original = SparkSession.sql
+
+    def sql(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return original(self, query, *args, **kwargs)
+        finally:
+            text = re.sub(r"\s+", " ", re.sub(r"^\s*/\*.*?\*/", "", query, flags=re.S)).strip()
+            timer.sql.append((time.perf_counter() - t0, timer.current, text[:110]))
+            timer.full[text[:40]] = query
+
+    SparkSession.sql = sql  # type: ignore[method-assign,assignment]
+
+
+def phases(spark: Any, timer: Timer) -> None:
+    """Analysis, planning and execution of the merge's change-set query, timed apart."""
+    for start, query in timer.full.items():
+        if not start.startswith("create table meta.sluice_merge"):
+            continue
+        found = re.search(r"using parquet\s+as", query)
+        if found is None:
+            continue
+        select = query[found.end():]
+        for _ in range(3):
+            t0 = time.perf_counter()
+            df = spark.sql(select)
+            t1 = time.perf_counter()
+            df._jdf.queryExecution().executedPlan()
+            t2 = time.perf_counter()
+            df.collect()
+            t3 = time.perf_counter()
+            df2 = spark.sql(select)
+            df2.collect()
+            t4 = time.perf_counter()
+            print(f"change set: analysis {t1 - t0:.2f}s planning {t2 - t1:.2f}s execution "
+                  f"{t3 - t2:.2f}s; all at once {t4 - t3:.2f}s")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=100)
+    parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--format", choices=("hudi", "iceberg"), default="hudi")
+    parser.add_argument("--cprofile", help="write a cProfile of the timed batches here")
+    parser.add_argument("--phases", action="store_true",
+                        help="then time the change set's analysis, planning and execution")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the session (to try one), repeatable")
+    args = parser.parse_args()
+    name = "prof"
+    bench = Bench([name], extra_jobs=None)
+    try:
+        if args.format != "hudi":
+            import dataclasses
+            bench.settings = dataclasses.replace(bench.settings, table_format=args.format)
+        if args.conf:
+            import dataclasses
+            extra = dict(c.split("=", 1) for c in args.conf)
+            bench.settings = dataclasses.replace(bench.settings, spark=dataclasses.replace(
+                bench.settings.spark, conf={**bench.settings.spark.conf, **extra}))
+        spark = bench.session([name])
+        gen = bench.generators[name]
+        demo.produce(bench.bootstrap, topic_of(name), gen.events(1000))
+        run_for(bench, [name], until_idle=True)
+        from python_ingest.steps.dbt import Dbt
+        from python_ingest.steps.pipeline import run_job
+
+        dbt = Dbt(bench.settings)
+        job = bench.settings.job(name)
+        demo.produce(bench.bootstrap, topic_of(name), gen.events(args.events))
+        run_job(spark, bench.settings, job, dbt=dbt, inline_services=False)  # warm the path
+        timer = Timer()
+        instrument(timer)
+        profiler = None
+        if args.cprofile:
+            import cProfile
+            profiler = cProfile.Profile()
+        totals = []
+        for n in range(args.batches):
+            assert demo.produce(bench.bootstrap, topic_of(name), gen.events(args.events))
+            before = dict(timer.steps)
+            t0 = time.perf_counter()
+            if profiler:
+                profiler.enable()
+            result = run_job(spark, bench.settings, job, dbt=dbt, inline_services=False)
+            if profiler:
+                profiler.disable()
+            totals.append(time.perf_counter() - t0)
+            assert result.counts.get("read") == args.events, result.counts
+            steps = {k: v - before.get(k, 0.0) for k, v in timer.steps.items()}
+            print(f"batch {n + 1}: {totals[-1]:.2f}s " + " ".join(
+                f"{k}={v:.2f}" for k, v in steps.items()), flush=True)
+        if profiler:
+            profiler.dump_stats(args.cprofile)
+        per = {k: v / args.batches for k, v in timer.steps.items()}
+        by_statement: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+        for seconds, step, text in timer.sql:
+            key = (step, re.sub(r"\d{6,}", "N", text[:70]))
+            by_statement[key].append(seconds)
+        print("\nstatements by total seconds per batch (step, statement, count/batch, s/batch):")
+        ranked = sorted(by_statement.items(), key=lambda kv: -sum(kv[1]))
+        for (step, text), values in ranked[:25]:
+            print(f"  {step:8s} {sum(values) / args.batches:6.2f}s "
+                  f"{len(values) / args.batches:4.1f}x  {text}")
+        sql_total = sum(s for s, _, _ in timer.sql) / args.batches
+        print(f"\nspark.sql per batch: {sql_total:.2f}s in "
+              f"{len(timer.sql) / args.batches:.0f} statements")
+        if args.phases:
+            phases(spark, timer)
+        print(f"profile: events={args.events} batches={args.batches} "
+              f"median={statistics.median(totals):.2f} " + " ".join(
+                  f"{k}={per.get(k, 0.0):.2f}"
+                  for k in ("ingest", "staging", "fork", "validate", "merge", "dbt", "status",
+                            "record")))
+    finally:
+        bench.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
