@@ -1,6 +1,6 @@
 """Table services of a job (``services:`` on a job): how often its lake table compacts, how
-many commits cleaning keeps, when its global index is compacted and how long delete markers
-are kept. See docs/index.md, "Services"."""
+many commits cleaning keeps, when its global index is compacted, how long delete markers
+are kept and when the step tables' small files are rewritten. See docs/index.md, "Services"."""
 
 from __future__ import annotations
 
@@ -39,6 +39,10 @@ class ServicesConfig:
     # raw rows of merged batches are deleted this long after they were ingested (None:
     # kept for ever); rows a replay may still need and replayed rows are kept
     raw_retention_s: int | None = 7 * DAY
+    # the append-only step tables (raw, staging, valid, errors: a file or more per batch)
+    # have their small files rewritten into few after every this many merged batches, so that
+    # reading a batch does not open one file per earlier batch; 0: never inline
+    steps_compact_every: int = 20
 
 
 def parse_duration(value: Any, field_name: str) -> int:
@@ -56,7 +60,7 @@ def parse_services(raw: Any, where: str) -> ServicesConfig:
     """Validate a job's ``services`` mapping (``where`` is ``jobs.<name>.services``)."""
     values: Mapping[str, Any] = mapping(raw, where)
     check_keys(values, {"tombstone_retention", "index_compact_every", "compact_every",
-                        "keep_commits", "raw_retention"}, where)
+                        "keep_commits", "raw_retention", "steps_compact_every"}, where)
     d = ServicesConfig
     raw_retention = values.get("raw_retention", d.raw_retention_s)
     return ServicesConfig(
@@ -71,6 +75,8 @@ def parse_services(raw: Any, where: str) -> ServicesConfig:
                                   f"{where}.keep_commits"),
         raw_retention_s=None if raw_retention == FOREVER else parse_duration(
             raw_retention, f"{where}.raw_retention"),
+        steps_compact_every=count(values.get("steps_compact_every", d.steps_compact_every),
+                                  f"{where}.steps_compact_every"),
     )
 
 

@@ -9,9 +9,11 @@ position delete files rewritten, every table's snapshots expired down to ``keep_
 (tables/iceberg.py; docs/formats.md). Both: the global index compacted to one
 entry per key, delete markers older than the job's ``tombstone_retention`` dropped
 (steps/index.py); raw rows of merged batches older than ``raw_retention`` deleted
-(``expire_raw``). Inline, after a run's merges: the lake's services after every
-``services.compact_every``-th batch, the index's and the raw expiry after every
-``index_compact_every``-th.
+(``expire_raw``); the append-only step tables' small files (raw, staging, valid, errors:
+a file or more per batch) rewritten into few, sorted by batch (``compact_files``). Inline,
+after a run's merges: the lake's services after every ``services.compact_every``-th batch,
+the index's and the raw expiry after every ``index_compact_every``-th, the step tables' files
+after every ``steps_compact_every``-th.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from python_ingest.config import JobConfig
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.index import MERGE_STEP, compact_index
 from python_ingest.tables.checkpoints import step_checkpoint
-from python_ingest.tables.formats import maintain, table_exists
+from python_ingest.tables.formats import compact_files, maintain, table_exists
 from python_ingest.tables.lease import job_lease
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
@@ -55,6 +57,10 @@ def maintain_job(spark: SparkSession, dbt: Dbt, job: JobConfig) -> dict[str, lis
             if table == tables.raw:
                 expired = expire_raw(spark, tables, job.services.raw_retention_s)
                 done[table].append(f"expired {expired} raw row(s) of merged batches")
+            if table in step_tables(tables):
+                before, after = compact_files(spark, table)
+                done[table].append(f"rewrote {before} data file(s) into {after}"
+                                   if after != before else f"{before} data file(s): kept")
             done[table] += maintain(spark, table, merged=table == tables.lake,
                                     keep_commits=job.services.keep_commits, orphans=True)
             log.info("maintained %s: %s", table, "; ".join(done[table]))
@@ -65,8 +71,9 @@ def due_services(spark: SparkSession, job: JobConfig, tables: JobTables,
                  merged: list[int]) -> list[dict[str, Any]]:
     """The services due after a run merged the batches ``merged`` (under the run's lease):
     the lake's (compaction, cleaning) after every ``compact_every``-th batch, the index
-    compaction after every ``index_compact_every``-th. What ran, for the run's record
-    (meta.runs details.services)."""
+    compaction after every ``index_compact_every``-th, the step tables' small files after
+    every ``steps_compact_every``-th. What ran, for the run's record (meta.runs
+    details.services)."""
     done: list[dict[str, Any]] = []
     if _due(job.services.index_compact_every, merged):
         start = time.monotonic()
@@ -78,6 +85,14 @@ def due_services(spark: SparkSession, job: JobConfig, tables: JobTables,
         expired = expire_raw(spark, tables, job.services.raw_retention_s)
         done.append({"service": "expire_raw", "table": tables.raw, "rows_deleted": expired,
                      "duration_s": round(time.monotonic() - start, 3)})
+    if _due(job.services.steps_compact_every, merged):
+        for table in step_tables(tables):
+            if not table_exists(spark, table):
+                continue
+            start = time.monotonic()
+            before, after = compact_files(spark, table)
+            done.append({"service": "compact_files", "table": table, "files_before": before,
+                         "files_after": after, "duration_s": round(time.monotonic() - start, 3)})
     lake = tables.lake
     if lake and _due(job.services.compact_every, merged):
         start = time.monotonic()
@@ -91,7 +106,16 @@ def services_due(job: JobConfig, merged: list[int]) -> bool:
     """Whether any service is due after the batches ``merged`` (``due_services`` would run
     one)."""
     return (_due(job.services.index_compact_every, merged)
-            or _due(job.services.compact_every, merged))
+            or _due(job.services.compact_every, merged)
+            or _due(job.services.steps_compact_every, merged))
+
+
+def step_tables(tables: JobTables) -> tuple[str, ...]:
+    """The job's append-only step tables: a file or more per batch (``compact_files``)."""
+    names = [tables.raw, tables.raw_errors]
+    if tables.models is not None:
+        names += [tables.staging, tables.valid, tables.errors]
+    return tuple(names)
 
 
 MAINTAINED = "maintained"  # the outcome of a run of table services alone

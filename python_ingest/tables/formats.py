@@ -13,6 +13,8 @@ says which one it writes (``spark.sluice.table_format``, set by ``runtime.sessio
 - ``committing``: run SQL (dbt's merge) so that its commits carry properties;
 - ``commit_times``: when the table's commits happened (the dashboard's step timings);
 - ``maintain``: the table services, now (``sluice maintain``, and after every N merges);
+- ``compact_files``: an append-only table's small files (one or more per batch) rewritten into
+  few, sorted by batch (every N merges), so that reading a batch costs what the batch holds;
 - ``position`` / ``read_changes``: where the table's history ends now (Hudi: the newest
   completed commit's completion time; Iceberg: the current snapshot id) and the rows written
   after one such position (dispersal, ``sinks/changes.py``).
@@ -61,6 +63,10 @@ class TableFormat(Protocol):
 
     def maintain(self, spark: SparkSession, table: str, merged: bool,
                  keep_commits: int, orphans: bool = False) -> list[str]: ...
+
+    def compact_files(self, spark: SparkSession, table: str) -> None: ...
+
+    def live_files(self, spark: SparkSession, table: str) -> int: ...
 
     def position(self, spark: SparkSession, table: str) -> str | None: ...
 
@@ -129,6 +135,28 @@ def maintain(spark: SparkSession, table: str, merged: bool,
     commits; ``orphans``: also remove files no commit references, a listing of the whole
     table); returns what was done, in words."""
     return table_format(spark).maintain(spark, table, merged, keep_commits, orphans)
+
+
+# an append-only table is compacted once it reads more files than this
+SMALL_FILES_MIN = 3
+
+
+def live_files(spark: SparkSession, table: str) -> int:
+    """How many data files a read of ``table`` opens now."""
+    return table_format(spark).live_files(spark, table)
+
+
+def compact_files(spark: SparkSession, table: str) -> tuple[int, int]:
+    """Rewrite an append-only table's small files (one or more per batch: raw, staging,
+    valid, error tables) into few, sorted by ``_batch_id``, when a read opens at least
+    ``SMALL_FILES_MIN`` of them (Hudi: clustering, one replace commit; Iceberg: a bin-pack
+    ``rewrite_data_files``). Rows, commits and checkpoints stay as they are; a read of the
+    newest batches then opens one file instead of one per batch. Files before and after."""
+    before = live_files(spark, table)
+    if before < SMALL_FILES_MIN:
+        return before, before
+    table_format(spark).compact_files(spark, table)
+    return before, live_files(spark, table)
 
 
 def position(spark: SparkSession, table: str) -> str | None:

@@ -41,6 +41,10 @@ T = TypeVar("T")
 COMMIT_PREFIX = HUDI_COMMIT_PREFIX  # keys: sluice.checkpoint, sluice.<step>.batch_id
 CLEAN_EVERY = 10  # appends per automatic clean, on average
 CREATE_RACE_TRIES, CREATE_RACE_WAIT_S = 20, 0.5  # another process creating the same table
+# clustering of append-only tables: files under 32 MB (a batch's, or earlier clusterings'
+# while the table is young) are rewritten into files of up to 128 MB; larger ones stay
+CLUSTERING_OPTIONS = ("hoodie.clustering.plan.strategy.small.file.limit=33554432,"
+                      "hoodie.clustering.plan.strategy.target.file.max.bytes=134217728")
 META_PREFIX = "_hoodie_"  # Hudi's own columns in every table (commit time, record key, ...)
 # append-only tables (raw, errors, staging, tombstones, runs): copy-on-write, keyless (no
 # index look-up on write), no metadata table (nothing looks keys up in them, and it costs
@@ -213,6 +217,22 @@ class HudiFormat:
         spark.sql(f"call archive_commits(table => '{table}')").collect()
         done.append("archived old commits")
         return done
+
+    def live_files(self, spark: SparkSession, table: str) -> int:
+        """The base files of the newest file slices (what a snapshot read opens)."""
+        spark.catalog.refreshTable(table)
+        return len(spark.table(table).inputFiles())
+
+    def compact_files(self, spark: SparkSession, table: str) -> None:
+        """Clustering: every small file group into one (or more, past the target size),
+        sorted by batch; a replace commit without checkpoint properties (readers take them
+        from the commit before, as after compaction). The replaced files go with cleaning.
+        A clustering an earlier process left pending (killed inside it) is finished first:
+        a new plan leaves its file groups out, and a pending instant holds back archival."""
+        call = (f"call run_clustering(table => '{table}', op => '{{op}}', order => '_batch_id', "
+                f"options => '{CLUSTERING_OPTIONS}')")
+        spark.sql(call.format(op="execute")).collect()  # nothing when none is pending
+        spark.sql(call.format(op="scheduleAndExecute")).collect()
 
     def position(self, spark: SparkSession, table: str) -> str | None:
         if not self.exists(spark, table):

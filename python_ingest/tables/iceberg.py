@@ -138,6 +138,19 @@ class IcebergFormat:
             done.append(f"removed {len(rows)} orphan file(s)")
         return done
 
+    def live_files(self, spark: SparkSession, table: str) -> int:
+        """The data files of the current snapshot."""
+        return int(spark.sql(f"select count(*) from {table}.data_files").collect()[0][0])
+
+    def compact_files(self, spark: SparkSession, table: str) -> None:
+        """The small data files (under 75% of the 512 MB target) rewritten, sorted by batch; a
+        replace snapshot without checkpoint properties (readers take them from the snapshot
+        before)."""
+        catalog = spark.conf.get("spark.sql.defaultCatalog")
+        spark.sql(f"call {catalog}.system.rewrite_data_files(table => '{table}', "
+                  "strategy => 'sort', sort_order => '_batch_id', "
+                  "options => map('min-input-files', '2'))").collect()
+
     def position(self, spark: SparkSession, table: str) -> str | None:
         if not self.exists(spark, table):
             return None

@@ -31,7 +31,11 @@ def test_services_fall_due_after_every_nth_merged_batch() -> None:
     assert not services_due(job, [1, 2, 3, 4])
     assert services_due(job, [4, 5])  # a run that merged several batches
     assert services_due(job, [20])
-    assert not services_due(_job(compact_every=0, index_compact_every=0), [5, 10, 20])
+    assert not services_due(_job(compact_every=0, index_compact_every=0,
+                                 steps_compact_every=0), [5, 10, 20])
+    # the step tables' small files: after every steps_compact_every-th (default 20)
+    assert services_due(_job(compact_every=0, index_compact_every=0), [20])
+    assert not services_due(_job(compact_every=0, index_compact_every=0), [5, 10])
 
 
 def test_a_job_with_services_due_is_not_run_again_until_they_ran() -> None:

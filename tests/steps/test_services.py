@@ -27,6 +27,7 @@ from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.pipeline import run_job
 from python_ingest.steps.services import batch_ranges, expire_raw, maintain_job
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
+from python_ingest.tables.formats import SMALL_FILES_MIN, live_files
 from tests.conftest import REPO, trips_job
 from tests.steps.helpers import as_lake, lake_rows
 
@@ -39,24 +40,43 @@ def test_maintain_keeps_the_lake_and_deleted_rows_stay_deleted(
     project(job_name)
     # compaction after every 2nd merge, not Hudi's default 5th: the job's setting must reach
     # the merge's writer
-    settings = make_settings({job_name: trips_job(job_name, services={"compact_every": 2,
-                                                                      "keep_commits": 2})},
-                             table_format=table_format)
+    # and the step tables' small files rewritten after the 3rd
+    settings = make_settings({job_name: trips_job(job_name, services={
+        "compact_every": 2, "keep_commits": 2, "steps_compact_every": 3})},
+        table_format=table_format)
     job = settings.job(job_name)
     broker_mod.ensure_topic(broker, job.topic, 2)
     dbt = Dbt(settings)
     generator = TripsGenerator(demo.trips_schema(REPO), seed=5, first_trip_id=1,
                                malformed_rate=0.0, duplicate_rate=0.0)
     services = []
-    for _ in range(3):  # three merges: delta commits to compact on Hudi
+    for number in range(3):  # three merges: delta commits to compact on Hudi
         demo.produce(broker, job.topic, generator.events(120))
         result = run_job(spark, settings, job, dbt=dbt)
         services.append(_services_run(spark, result.run_id))
+        if number == 1:
+            rows_before = _step_rows(spark, result.tables)
     assert result.tables is not None and result.tables.lake is not None
     tables = result.tables
-    # the lake's services ran after batch 2 only (the index's every 20: never here)
-    assert [[s["service"] for s in run] for run in services] == [[], ["compact"], []]
+    # the lake's services ran after batch 2, the step tables' after batch 3 (the index's
+    # every 20: never here)
+    assert [[s["service"] for s in run] for run in services] == [
+        [], ["compact"], ["compact_files"] * 5]
     assert services[1][0]["table"] == tables.lake
+    # the step tables with SMALL_FILES_MIN files or more (a file or more per batch) read one
+    # or two now; the others were left as they are
+    rewritten = {s["table"]: (s["files_before"], s["files_after"]) for s in services[2]}
+    assert set(rewritten) == {tables.raw, tables.raw_errors, tables.staging, tables.valid,
+                              tables.errors}
+    assert rewritten[tables.raw][0] >= SMALL_FILES_MIN <= rewritten[tables.valid][0]
+    for table, (before, after) in rewritten.items():
+        assert after <= 2 if before >= SMALL_FILES_MIN else after == before, (table, before,
+                                                                               after)
+        assert live_files(spark, table) == after
+    # ... with their rows: the third batch's added to the ones before, none lost or doubled
+    assert _step_rows(spark, tables) == {
+        table: count + result.counts[figure] for (table, count), figure in zip(
+            rows_before.items(), ("landed", "landed", "valid"), strict=True)}
     if table_format == "hudi":
         assert any("cleaned" in line for line in services[1][0]["done"])
     deleted = [e for e in generator.history if e.kind == "delete"]
@@ -93,6 +113,11 @@ def test_maintain_keeps_the_lake_and_deleted_rows_stay_deleted(
     result = run_job(spark, settings, job, dbt=dbt)
     assert result.counts["landed"] == len(late)
     assert lake_rows(spark, tables.lake) == expected
+
+
+def _step_rows(spark: Any, tables: Any) -> dict[str, int]:
+    """Rows of the raw, staging and valid tables."""
+    return {t: spark.table(t).count() for t in (tables.raw, tables.staging, tables.valid)}
 
 
 def _services_run(spark: Any, run_id: str) -> list[dict[str, Any]]:
@@ -165,13 +190,17 @@ def _timeline(lake: Path) -> list[str]:
 
 @pytest.mark.e2e
 @pytest.mark.reliability
+@pytest.mark.parametrize("inside", ["lake_compaction", "raw_clustering"])
 def test_kill_inside_a_compaction_then_the_next_run_and_maintain_finish_it(
-        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str) -> None:
-    """SIGKILL of `sluice maintain` while the lake's compaction is inflight (Hudi): the next
-    batch merges correctly beside the pending compaction, the next maintain completes it, and
-    the lake equals the source throughout."""
+        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str,
+        inside: str) -> None:
+    """SIGKILL of `sluice maintain` while the lake's compaction is inflight, or the raw
+    table's clustering (``compact_files``; Hudi): the next batch lands and merges correctly
+    beside the pending service, the next maintain completes it, and the lake equals the source
+    and the raw table holds every offset once throughout."""
     project(job_name)
-    settings = make_settings({job_name: trips_job(job_name, services={"compact_every": 0})})
+    settings = make_settings({job_name: trips_job(job_name, services={
+        "compact_every": 0, "steps_compact_every": 0})})
     job = settings.job(job_name)
     broker_mod.ensure_topic(broker, job.topic, 2)
     dbt = Dbt(settings)
@@ -184,6 +213,11 @@ def test_kill_inside_a_compaction_then_the_next_run_and_maintain_finish_it(
     demo.produce(broker, job.topic, generator.changes(150))  # no inserts: log files
     run_job(spark, settings, job, dbt=dbt)
     assert list(lake.rglob("*.log.*")), "no log file: the compaction would have nothing to do"
+    if inside == "lake_compaction":
+        folder, suffixes = lake, (".compaction.inflight",)
+    else:  # two batches: four raw files to cluster
+        folder, suffixes = Path(location(spark, tables.raw)), (".clustering.inflight",
+                                                               ".replacecommit.inflight")
 
     log = settings.root / "maintain.log"  # a file: Spark's logs would fill a pipe
     with open(log, "w") as out:
@@ -193,28 +227,45 @@ def test_kill_inside_a_compaction_then_the_next_run_and_maintain_finish_it(
             stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
             env={**os.environ, "SLUICE_DBT_PROJECT_DIR": str(dbt.project)})
     deadline = time.monotonic() + 300
-    while not any(n.endswith(".compaction.inflight") for n in _timeline(lake)):
-        assert maintain.poll() is None, "maintain ended before its compaction was seen " \
+    while not any(n.endswith(suffixes) for n in _timeline(folder)):
+        assert maintain.poll() is None, f"maintain ended before its {inside} was seen " \
             "inflight:\n" + log.read_text()[-3000:]
-        assert time.monotonic() < deadline, "no compaction inflight within 300s"
+        assert time.monotonic() < deadline, f"no {inside} inflight within 300s"
         time.sleep(0.05)
     os.killpg(maintain.pid, signal.SIGKILL)
     maintain.wait(timeout=60)
-    pending = [n for n in _timeline(lake) if n.endswith(".compaction.inflight")]
-    assert pending and not any(n.endswith(".commit") and n.startswith(pending[0].split(".")[0])
-                               for n in _timeline(lake)), "the compaction completed anyway"
+    pending = [n for n in _timeline(folder) if n.endswith(suffixes)]
+    instant = pending[0].split(".")[0]
+    assert pending and not _completed(folder, instant), f"the {inside} completed anyway"
     expected = {trip_id: as_lake(row) for trip_id, row in generator.rows.items()}
     assert lake_rows(spark, tables.lake) == expected
+    assert _raw_offsets(spark, tables.raw) == (550, 550)
 
     demo.produce(broker, job.topic, generator.events(200))
     result = run_job(spark, settings, job, dbt=dbt)
     assert result.outcome == "succeeded"
     expected = {trip_id: as_lake(row) for trip_id, row in generator.rows.items()}
     assert lake_rows(spark, tables.lake) == expected
+    assert _raw_offsets(spark, tables.raw) == (750, 750)
 
     maintain_job(spark, dbt, job)
-    instant = pending[0].split(".")[0]
-    assert any(n.startswith(f"{instant}_") and n.endswith(".commit") for n in _timeline(lake)), \
-        "the interrupted compaction was not completed"
+    assert _completed(folder, instant), f"the interrupted {inside} was not completed: " \
+        f"{_timeline(folder)}"
     assert lake_rows(spark, tables.lake) == expected
+    assert _raw_offsets(spark, tables.raw) == (750, 750)
     assert step_checkpoint(spark, tables.lake, "merge") == 3
+    assert read_checkpoint(spark, tables.raw).batch_id == 3  # type: ignore[union-attr]
+
+
+def _completed(table: Path, instant: str) -> bool:
+    """Whether the Hudi instant ``instant`` completed (a compaction's ``.commit``, a
+    clustering's ``.replacecommit``)."""
+    return any(n.startswith(f"{instant}_") and n.endswith((".commit", ".replacecommit"))
+               for n in _timeline(table))
+
+
+def _raw_offsets(spark: Any, raw: str) -> tuple[int, int]:
+    """Rows of the raw table and distinct (partition, offset) among them."""
+    row = spark.sql(f"select count(*), count(distinct _kafka_partition, _kafka_offset) "
+                    f"from {raw}").collect()[0]
+    return int(row[0]), int(row[1])
