@@ -46,6 +46,7 @@ def maintain_job(spark: SparkSession, dbt: Dbt, job: JobConfig) -> dict[str, lis
     settings, runtime/catalog.py), and compaction or cleaning is a write."""
     tables = JobTables(job.name, dbt.job_models(job.name))
     done: dict[str, list[str]] = {}
+    step_tables = tables.step_tables()
     with job_lease(spark, job.name):
         for table in tables.all():
             if not table_exists(spark, table):
@@ -57,7 +58,7 @@ def maintain_job(spark: SparkSession, dbt: Dbt, job: JobConfig) -> dict[str, lis
             if table == tables.raw:
                 expired = expire_raw(spark, tables, job.services.raw_retention_s)
                 done[table].append(f"expired {expired} raw row(s) of merged batches")
-            if table in step_tables(tables):
+            if table in step_tables:
                 before, after = compact_files(spark, table)
                 done[table].append(f"rewrote {before} data file(s) into {after}"
                                    if after != before else f"{before} data file(s): kept")
@@ -86,7 +87,7 @@ def due_services(spark: SparkSession, job: JobConfig, tables: JobTables,
         done.append({"service": "expire_raw", "table": tables.raw, "rows_deleted": expired,
                      "duration_s": round(time.monotonic() - start, 3)})
     if _due(job.services.steps_compact_every, merged):
-        for table in step_tables(tables):
+        for table in tables.step_tables():
             if not table_exists(spark, table):
                 continue
             start = time.monotonic()
@@ -109,13 +110,6 @@ def services_due(job: JobConfig, merged: list[int]) -> bool:
             or _due(job.services.compact_every, merged)
             or _due(job.services.steps_compact_every, merged))
 
-
-def step_tables(tables: JobTables) -> tuple[str, ...]:
-    """The job's append-only step tables: a file or more per batch (``compact_files``)."""
-    names = [tables.raw, tables.raw_errors]
-    if tables.models is not None:
-        names += [tables.staging, tables.valid, tables.errors]
-    return tuple(names)
 
 
 MAINTAINED = "maintained"  # the outcome of a run of table services alone

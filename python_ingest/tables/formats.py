@@ -137,7 +137,7 @@ def maintain(spark: SparkSession, table: str, merged: bool,
     return table_format(spark).maintain(spark, table, merged, keep_commits, orphans)
 
 
-# an append-only table is compacted once it reads more files than this
+# an append-only table is compacted once a read of it opens this many files or more
 SMALL_FILES_MIN = 3
 
 
@@ -149,7 +149,7 @@ def live_files(spark: SparkSession, table: str) -> int:
 def compact_files(spark: SparkSession, table: str) -> tuple[int, int]:
     """Rewrite an append-only table's small files (one or more per batch: raw, staging,
     valid, error tables) into few, sorted by ``_batch_id``, when a read opens at least
-    ``SMALL_FILES_MIN`` of them (Hudi: clustering, one replace commit; Iceberg: a bin-pack
+    ``SMALL_FILES_MIN`` of them (Hudi: clustering, one replace commit; Iceberg: a sorted
     ``rewrite_data_files``). Rows, commits and checkpoints stay as they are; a read of the
     newest batches then opens one file instead of one per batch. Files before and after."""
     before = live_files(spark, table)

@@ -100,6 +100,13 @@ class JobTables:
             names += [self.tombstones, self.index]
         return tuple(names)
 
+    def step_tables(self) -> tuple[str, ...]:
+        """The append-only step tables: a file or more per batch (``compact_files``)."""
+        names = [self.raw, self.raw_errors]
+        if self.models is not None:
+            names += [self.staging, self.valid, self.errors]
+        return tuple(names)
+
     def dbt_vars(self) -> dict[str, str]:
         """The names the lake merge's materialization and macros read as dbt vars."""
         return {"sluice_error_table": self.errors, "sluice_tombstone_table": self.tombstones,
