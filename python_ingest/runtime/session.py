@@ -162,8 +162,21 @@ def prepare_catalog(session: SparkSession) -> None:
         log.info("registered %d Hudi tables of %s", found, session.conf.get(WAREHOUSE_CONF))
     else:
         for namespace in NAMESPACES:
-            session.sql(f"create namespace if not exists {namespace}")
+            create_namespace(session, namespace)
     private_namespace(session, "errors")  # error tables quote source rows: owner-only
+
+
+def create_namespace(session: SparkSession, namespace: str) -> None:
+    """``create namespace if not exists``, also when another process creates it at the same
+    moment: Spark checks, then creates, and a shared catalog (JDBC) refuses the second insert
+    of the namespace's row, so two sluice processes started together on one catalog would
+    see one of them fail at start. A namespace that exists after the refusal is fine."""
+    try:
+        session.sql(f"create namespace if not exists {namespace}")
+    except Exception:
+        if not session.sql(f"show namespaces like '{namespace}'").take(1):
+            raise
+        log.info("namespace %s was created by another process at the same time", namespace)
 
 
 def activate(spark: SparkSession) -> None:

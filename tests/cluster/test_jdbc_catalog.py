@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,11 @@ def test_two_processes_commit_to_one_table_through_the_jdbc_catalog(
         cwd=REPO) for w, log in zip((1, 2), logs, strict=True)]
     deadline = time.monotonic() + 300  # both sessions up, then both commit at once
     while not all((tmp_path / f"ready-{w}").exists() for w in (1, 2)):
-        assert time.monotonic() < deadline and all(w.poll() is None for w in writers), \
-            "a writer did not get ready"
+        for w, writer in zip((1, 2), writers, strict=True):
+            assert writer.poll() is None, \
+                f"writer {w} ended before it was ready: " + \
+                (tmp_path / f"writer-{w}.log").read_text()[-4000:]
+        assert time.monotonic() < deadline, "a writer did not get ready within 300 s"
         time.sleep(0.1)
     (tmp_path / "go").touch()
     results = []
@@ -68,3 +72,39 @@ def test_two_processes_commit_to_one_table_through_the_jdbc_catalog(
         row = conn.execute("select metadata_location from iceberg_tables where "
                            "table_namespace = 'meta' and table_name = 'commits'").fetchone()
     assert row is not None and row[0].startswith(str(tmp_path / "warehouse"))
+
+
+def test_two_processes_creating_the_namespaces_at_once_both_start(
+        spark: Any, postgres: Any, tmp_path: Path, job_name: str) -> None:
+    """Spark's ``create namespace if not exists`` checks, then inserts the namespace's row; two
+    sessions doing so at the same moment on one JDBC catalog made the later insert fail
+    (a writer of the test above died at start in CI). Two sessions with their own catalog
+    connections race on 30 namespaces: every creation succeeds and each namespace exists."""
+    from python_ingest.runtime.session import activate, create_namespace
+
+    catalog = jdbc_catalog(postgres, job_name[-40:], tmp_path / "warehouse")
+    config = tmp_path / "sluice.yml"
+    config.write_text(yaml.safe_dump({"table_format": "iceberg", "catalog": catalog,
+                                      "state_dir": str(STATE_DIR), "jobs": {}}))
+    sessions = [reader(spark, config) for _ in range(2)]
+    names = [f"race_{i}" for i in range(30)]
+    failures: list[str] = []
+
+    def create(session: Any, barrier: threading.Barrier, name: str) -> None:
+        activate(session)
+        barrier.wait()
+        try:
+            create_namespace(session, name)
+        except Exception as exc:  # noqa: BLE001 - the assertion below names it
+            failures.append(f"{name}: {str(exc)[:300]}")
+
+    for name in names:
+        barrier = threading.Barrier(len(sessions))
+        threads = [threading.Thread(target=create, args=(s, barrier, name)) for s in sessions]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []
+    found = {r[0] for r in sessions[0].sql("show namespaces like 'race_*'").collect()}
+    assert found == set(names)
