@@ -32,12 +32,14 @@ def cmd_disperse(args: argparse.Namespace, settings: Settings) -> int:
     from python_ingest.runtime.session import activate, build_session, for_job
     from python_ingest.sinks import disperse
     from python_ingest.steps.dbt import Dbt
+    from python_ingest.tables.formats import name_tables
     from python_ingest.tables.lease import job_lease
     from python_ingest.tables.names import JobTables
 
     spark = for_job(build_session(settings), settings, job)  # the job's table format
     activate(spark)
     tables = JobTables(job.name, Dbt(settings).job_models(job.name))
+    name_tables(spark, tables.all())
     with job_lease(spark, job.name):  # no merge moves the lake while it is read
         for name in names:
             result = disperse(spark, settings, job, tables, name)

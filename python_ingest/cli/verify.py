@@ -14,6 +14,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     """Compare lake tables with their source tables: exit 0 only when every one is equal."""
     from python_ingest.runtime.session import active, build_session, for_job
     from python_ingest.steps.dbt import Dbt
+    from python_ingest.tables.formats import name_tables
     from python_ingest.tables.names import JobTables
     from python_ingest.verify.run import verify
 
@@ -46,6 +47,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"\r\033[K{name}: {text}", end="", file=sys.stderr, flush=True)
 
         with active(for_job(spark, settings, job)) as session:
+            name_tables(session, [lake])
             result = verify(session, settings, job, lake, range_rows=args.range_rows,
                             settle_s=args.settle_s, quiet_s=args.quiet_s, progress=progress)
         if tty:

@@ -30,7 +30,7 @@ from python_ingest.runtime.session import active, for_job, project_session
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.services import MAINTAIN_FAILED, MAINTAINED
 from python_ingest.tables.checkpoints import ProcessedPartitions, read_checkpoint
-from python_ingest.tables.formats import commit_times, table_exists
+from python_ingest.tables.formats import commit_times, name_tables, table_exists
 from python_ingest.tables.names import RUNS_TABLE, JobTables
 
 if TYPE_CHECKING:
@@ -163,6 +163,7 @@ def _runs_of(spark: SparkSession, names: list[str], limit: int) -> dict[str, lis
 def _fill(spark: SparkSession, settings: Settings, job: JobConfig, report: JobReport) -> None:
     """Step durations, backlog and freshness per run, and the job's state now."""
     tables = report.tables
+    name_tables(spark, tables.all())
     _step_durations(spark, tables, report.runs)
     newest = _newest_per_batch(spark, tables.raw)
     report.newest_data = max(newest.values()) if newest else None

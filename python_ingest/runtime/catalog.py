@@ -112,15 +112,25 @@ def table_config(spark: SparkSession, path: str) -> dict[str, str]:
     return {str(k): str(props.getProperty(k)) for k in props.stringPropertyNames()}
 
 
-def register_tables(spark: SparkSession, namespaces: Iterable[str]) -> int:
-    """Create the namespaces (folders of the warehouse) and register every Hudi table in
-    them; returns how many tables were registered."""
+def register_tables(spark: SparkSession, namespaces: Iterable[str], every: bool = True) -> int:
+    """Create the namespaces (folders of the warehouse) and register the Hudi tables in them:
+    every one, or (``every`` false) only the shared ones (``meta.runs``, ``shared_table``);
+    returns how many tables were registered.
+
+    Registering costs about 0.2 s a table (Hudi reads its timeline and schema), so a process
+    that works on some jobs names only those jobs' tables, when it first works on each
+    (``tables.formats.name_tables``), and any other table when it first checks that it
+    exists (``tables.hudi``): a warehouse of a thousand tables would otherwise cost every
+    CLI command minutes before its first step. A plain ``dbt run`` may read any table: it
+    registers every one."""
     warehouse = spark.conf.get(WAREHOUSE_CONF)
     registered = 0
     for namespace in namespaces:
         spark.sql(f"create database if not exists {namespace} location '{warehouse}/{namespace}'")
         for name in _fs_children(spark, f"{warehouse}/{namespace}"):
             path = f"{warehouse}/{namespace}/{name}"
+            if not every and not shared_table(f"{namespace}.{name}"):
+                continue
             if not fs_exists(spark, f"{path}/.hoodie/hoodie.properties"):
                 continue
             try:

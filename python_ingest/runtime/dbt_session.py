@@ -72,4 +72,4 @@ def open_for_dbt(project_name: str, argv: Sequence[str]) -> None:
     check_profile_matches(settings, env)
     log.info("dbt: opening sluice's Spark session (%s tables in %s)", settings.table_format,
              settings.catalog.warehouse)
-    build_session(settings)
+    build_session(settings, every_table=True)  # a model may read any table

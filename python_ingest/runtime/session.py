@@ -131,8 +131,12 @@ def _catalog_conf(settings: Settings, prefix: str) -> dict[str, str]:
     return conf
 
 
-def build_session(settings: Settings) -> SparkSession:
-    """Create (or return the running) SparkSession with the Iceberg catalog and namespaces."""
+def build_session(settings: Settings, every_table: bool = False) -> SparkSession:
+    """Create (or return the running) SparkSession with the Iceberg catalog and namespaces.
+
+    On Hudi the session names the shared tables at start, or every table of the warehouse
+    with ``every_table`` (a plain ``dbt run``); a job's own tables are named when the process
+    first works on the job (``prepare_catalog``)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -150,16 +154,17 @@ def build_session(settings: Settings) -> SparkSession:
     jvm = session._jvm
     assert jvm is not None
     jvm.java.lang.System.setOut(jvm.java.lang.System.err)
-    prepare_catalog(session)
+    prepare_catalog(session, every_table)
     return session
 
 
-def prepare_catalog(session: SparkSession) -> None:
+def prepare_catalog(session: SparkSession, every_table: bool = False) -> None:
     """Create sluice's namespaces (``errors`` owner-only) and, on Hudi, name the tables other
-    processes created."""
+    processes created: the shared ones, or with ``every_table`` all (``register_tables``)."""
     if session.conf.get(FORMAT_CONF, "iceberg") == "hudi":
-        found = register_tables(session, NAMESPACES)
-        log.info("registered %d Hudi tables of %s", found, session.conf.get(WAREHOUSE_CONF))
+        found = register_tables(session, NAMESPACES, every_table)
+        log.info("registered %d %sHudi tables of %s", found, "" if every_table else "shared ",
+                 session.conf.get(WAREHOUSE_CONF))
     else:
         for namespace in NAMESPACES:
             create_namespace(session, namespace)

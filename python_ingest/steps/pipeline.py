@@ -42,7 +42,7 @@ from python_ingest.tables.checkpoints import (
     step_checkpoint,
     step_properties,
 )
-from python_ingest.tables.formats import committing, ensure_table, table_exists
+from python_ingest.tables.formats import committing, ensure_table, name_tables, table_exists
 from python_ingest.tables.lease import check_held, job_lease
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
@@ -118,6 +118,7 @@ def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_dat
     checkpoint = None
     try:
         tables = JobTables(job.name, dbt.job_models(job.name))
+        name_tables(spark, tables.all())  # another process's tables, before dbt lists them
         with job_lease(spark, job.name):  # one run of a job at a time (tables/lease.py)
             checkpoint = lander(run)
             fault_point(f"after_{first}")

@@ -28,7 +28,7 @@ from python_ingest.config import JobConfig
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.index import MERGE_STEP, compact_index
 from python_ingest.tables.checkpoints import step_checkpoint
-from python_ingest.tables.formats import compact_files, maintain, table_exists
+from python_ingest.tables.formats import compact_files, maintain, name_tables, table_exists
 from python_ingest.tables.lease import job_lease
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
@@ -45,6 +45,7 @@ def maintain_job(spark: SparkSession, dbt: Dbt, job: JobConfig) -> dict[str, lis
     Under the job's lease: a job's tables have one writer at a time (Hudi: single-writer
     settings, runtime/catalog.py), and compaction or cleaning is a write."""
     tables = JobTables(job.name, dbt.job_models(job.name))
+    name_tables(spark, tables.all())
     done: dict[str, list[str]] = {}
     step_tables = tables.step_tables()
     with job_lease(spark, job.name):

@@ -91,6 +91,14 @@ def table_exists(spark: SparkSession, table: str) -> bool:
     return table_format(spark).exists(spark, table)
 
 
+def name_tables(spark: SparkSession, tables: Iterable[str]) -> None:
+    """Make those of ``tables`` that exist known by name to this process's session before
+    SQL or dbt reads them: a Hudi table another process created is registered (a process
+    names only the shared tables at start: ``runtime.catalog.register_tables``)."""
+    for table in tables:
+        table_exists(spark, table)
+
+
 def ensure_table(spark: SparkSession, table: str, columns: Iterable[tuple[str, str]]) -> None:
     """Create the table, or add the columns it gained since (never drops any)."""
     table_format(spark).ensure_table(spark, table, columns)

@@ -69,3 +69,39 @@ def test_the_error_tables_folder_is_owner_only(format_spark: Any, job_name: str)
     ensure_table(spark, f"errors.{job_name}", [("k", "string")])
     assert (errors / job_name).is_dir()
     assert stat.S_IMODE(errors.stat().st_mode) == 0o700
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("table_format", ["hudi"])
+def test_a_process_names_the_shared_tables_at_start_and_a_jobs_tables_when_it_works_on_it(
+        format_spark: Any, job_name: str) -> None:
+    """Registering costs ~0.2 s a Hudi table: a process naming every table of a warehouse
+    of a thousand tables at start spent minutes before its first step (and the test suite's
+    shared warehouse made every CLI process slower than the one before). At start only the
+    shared tables; a job's own when the process first works on the job; all for dbt."""
+    from python_ingest.runtime.catalog import register_tables
+    from python_ingest.runtime.session import NAMESPACES
+    from python_ingest.tables.formats import ensure_table, name_tables
+    from python_ingest.tables.names import JobModels, JobTables
+
+    spark = format_spark
+    jobs = [JobTables(f"{job_name}_{j}", JobModels(f"stg_{job_name}_{j}", f"{job_name}_{j}"))
+            for j in ("a", "b")]
+    shared = f"meta.{job_name}_shared"
+    created = [shared, *(t for tables in jobs for t in tables.all())]
+    for table in created:
+        ensure_table(spark, table, [("k", "string")])
+        spark.sql(f"insert into {table} values ('x')")
+        spark.sql(f"drop table {table}")  # forget it, as a new process has never seen it
+
+    def known() -> set[str]:
+        return {t for t in created if spark.catalog.tableExists(t)}
+
+    assert known() == set()
+    register_tables(spark, NAMESPACES, every=False)  # a process starting
+    assert known() == {shared}
+    name_tables(spark, jobs[0].all())  # the process runs job a
+    assert known() == {shared, *jobs[0].all()}
+    assert spark.sql(f"select k from {jobs[0].staging}").collect()[0][0] == "x"
+    register_tables(spark, NAMESPACES)  # a plain dbt run
+    assert known() == set(created)
