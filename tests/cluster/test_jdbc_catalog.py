@@ -74,6 +74,7 @@ def test_two_processes_commit_to_one_table_through_the_jdbc_catalog(
     assert row is not None and row[0].startswith(str(tmp_path / "warehouse"))
 
 
+@pytest.mark.reliability
 def test_two_processes_creating_the_namespaces_at_once_both_start(
         spark: Any, postgres: Any, tmp_path: Path, job_name: str) -> None:
     """Spark's ``create namespace if not exists`` checks, then inserts the namespace's row; two
