@@ -7,7 +7,9 @@
     compaction: sluice compacts the lake after every `services.compact_every`-th merge
     (steps/services.py), after the merge's commit, so that a merge's latency never includes
     rewriting the table (inline, the 10M-row bench's merge took 62 s, 48 s of it compacting);
-    cleaning keeps 10 commits (Hudi's default; `services.keep_commits` when sluice cleans).
+    cleaning keeps 10 commits (Hudi's default; `services.keep_commits`) and runs with the
+    compaction, not after every commit (each clean cost a merge ~0.5 s and a metadata-table
+    commit that every file listing then read).
     Iceberg: format 2 with merge-on-read deletes, updates and merges.
 #}
 {% macro sluice_lake_properties() -%}
@@ -22,6 +24,7 @@
             'hoodie.metadata.index.column.stats.enable': 'false',
             'hoodie.metadata.index.partition.stats.enable': 'false',
             'hoodie.compact.inline': 'false',
+            'hoodie.clean.automatic': 'false',
             'hoodie.clean.commits.retained': '10',
         }) }}
     {%- else -%}

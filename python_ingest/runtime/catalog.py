@@ -78,8 +78,13 @@ LAKE_WRITE = {
     "hoodie.metadata.index.column.stats.enable": "false",
     "hoodie.metadata.index.partition.stats.enable": "false",
     "hoodie.compact.inline": "false",  # sluice compacts every N merges (steps/services.py)
+    # and cleans right after (tables/hudi.py maintain): a clean after every merge cost each
+    # merge another timeline action and metadata-table commit (~0.5 s), and every reader
+    # listing files through the metadata table read its log block
+    "hoodie.clean.automatic": "false",
     "hoodie.clean.commits.retained": "10",
 }
+MOR_ONLY_WRITE = ("hoodie.compact.", "hoodie.clean.automatic")  # sluice's services' part
 
 
 def register(spark: SparkSession, table: str, path: str) -> None:
@@ -89,8 +94,9 @@ def register(spark: SparkSession, table: str, path: str) -> None:
     keyed = bool(config.get("hoodie.table.recordkey.fields"))
     write = LAKE_WRITE if keyed else APPEND_ONLY_WRITE
     if config.get("hoodie.table.type") != "MERGE_ON_READ":  # a keyed copy-on-write table (a
-        # mart dbt built): nothing to compact, and Hudi refuses compaction settings on it
-        write = {k: v for k, v in write.items() if not k.startswith("hoodie.compact.")}
+        # mart dbt built): nothing to compact, and Hudi refuses compaction settings on it;
+        # sluice's services do not clean it, so Hudi's automatic cleaning stays on
+        write = {k: v for k, v in write.items() if not k.startswith(MOR_ONLY_WRITE)}
     props = ", ".join(f"'{k}'='{v}'" for k, v in write.items())
     spark.sql(f"create table if not exists {table} using hudi location '{path}' "
               f"tblproperties ({props})")
