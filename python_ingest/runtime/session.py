@@ -136,7 +136,7 @@ def build_session(settings: Settings, every_table: bool = False) -> SparkSession
 
     On Hudi the session names the shared tables at start, or every table of the warehouse
     with ``every_table`` (a plain ``dbt run``); a job's own tables are named when the process
-    first works on the job (``prepare_catalog``)."""
+    first works on the job (``tables.formats.name_tables``)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
