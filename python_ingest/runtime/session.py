@@ -25,6 +25,7 @@ from python_ingest.config import JobConfig, Settings
 from python_ingest.runtime.catalog import (
     FORMAT_CONF,
     HUDI_COMMIT_PREFIX,
+    HUDI_READ_CONF,
     HUDI_WRITE_CONF,
     WAREHOUSE_CONF,
     private_namespace,
@@ -95,6 +96,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     # Hudi's write settings only touch Hudi writes: always there, so that a job whose own
     # table_format is hudi in an Iceberg project writes as a Hudi project's jobs do
     conf.update(HUDI_WRITE_CONF)
+    conf.update(HUDI_READ_CONF)
     # SQL appends (dbt's staging models, the merge's error and index rows) go to append-only
     # tables: new files, no rewrite of earlier small files, no index look-up
     conf["hoodie.spark.sql.insert.into.operation"] = "bulk_insert"
