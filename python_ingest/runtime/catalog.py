@@ -49,10 +49,10 @@ SHARED_WRITE_CONF = {
         "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider",
 }
 # How sessions read Hudi tables: the reader Hudi 0.x had (Spark's vectorized parquet reader for
-# base files, log records merged over them per file slice), not Hudi 1.0's file group reader,
-# which read the same rows about three times slower here: a full scan of a 1M-row lake
-# 2.62 s against 0.93 s with 21 batches of log files, 1.40 against 0.48 s on a compacted copy,
-# the same rows and values both ways (docs/formats.md)
+# base files, log records merged over them per file slice), not Hudi 1.0's file group reader.
+# The same rows and values either way; here a full scan of a 1M-row lake took 0.93 s against
+# 2.62 s with 21 batches of log files (0.48 against 1.40 s compacted), and a warm 100-event
+# batch 10.6-11.0 s against 11.9-12.5 s (bench/batch_profile.py; docs/formats.md)
 HUDI_READ_CONF = {"hoodie.file.group.reader.enabled": "false"}
 JOB_META_SUFFIXES = ("__tombstones", "__index")  # meta.<job>__tombstones|index: a job's own
 

@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from python_ingest.runtime.catalog import APPEND_ONLY_WRITE, LAKE_WRITE, register
+from python_ingest.runtime.catalog import (
+    APPEND_ONLY_WRITE,
+    HUDI_READ_CONF,
+    LAKE_WRITE,
+    register,
+)
 from tests.conftest import REPO
 
 
@@ -50,6 +55,47 @@ def test_a_table_registered_by_another_process_keeps_its_write_settings(
               f"on {lake}.k = s.k when matched then update set * when not matched then insert *")
     assert sorted(map(tuple, spark.sql(f"select k, v from {lake}").collect())) == [("b", "y")]
     assert "record_index" in Path(lake_path, ".hoodie", "hoodie.properties").read_text()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("table_format", ["hudi"])
+def test_sessions_read_a_lake_with_log_files_as_hudis_file_group_reader_does(
+        format_spark: Any, job_name: str) -> None:
+    """Sessions read Hudi tables with the 0.x reader (HUDI_READ_CONF: about three times
+    faster here, docs/formats.md). On a merge-on-read lake whose updates, deletes and inserts
+    sit in log files it returns the rows Hudi 1.0's file group reader returns."""
+    spark = format_spark
+    assert {k: spark.conf.get(k) for k in HUDI_READ_CONF} == HUDI_READ_CONF
+    lake = f"lake.{job_name}_reader"
+    path = f"{spark.conf.get('spark.sluice.warehouse')}/lake/{job_name}_reader"
+    spark.sql(f"create table {lake} (k bigint, r bigint, v string, d boolean) using hudi "
+              f"location '{path}' tblproperties (type='mor', primaryKey='k', "
+              "preCombineField='r', " + ", ".join(f"'{k}'='{v}'" for k, v in LAKE_WRITE.items())
+              + ")")
+    spark.sql(f"insert into {lake} select id, 0, 'v0', false from range(2000)")
+    for n in (1, 2, 3):  # mutually exclusive clauses (Hudi's MERGE, sluice_apply_change_set)
+        spark.sql(f"""merge into {lake} t using (
+                select id as k, {n}L as r, 'v{n}' as v, id % 7 = 0 as d
+                from range({n * 300}, 2000 + {n * 300}, 3)) s
+            on t.k = s.k
+            when matched and s.d then delete
+            when matched and not s.d then update set *
+            when not matched then insert *""")
+    logs = [f for f in Path(path.removeprefix("file:")).iterdir() if ".log." in f.name]
+    assert logs, "the merges left no log files: nothing was merged at read time"
+    query = "select k, r, v from {} order by k"
+    read = [tuple(r) for r in spark.sql(query.format(lake)).collect()]
+    spark.read.format("hudi").option("hoodie.file.group.reader.enabled", "true").load(
+        path).createOrReplaceTempView("file_group_reader")
+    assert read == [tuple(r) for r in spark.sql(query.format("file_group_reader")).collect()]
+    expected = {k: (k, 0, "v0") for k in range(2000)}  # the merges applied in Python
+    for n in (1, 2, 3):
+        for k in range(n * 300, 2000 + n * 300, 3):
+            if k in expected and k % 7 == 0:
+                del expected[k]
+            else:
+                expected[k] = (k, n, f"v{n}")
+    assert read == sorted(expected.values())
 
 
 @pytest.mark.e2e
