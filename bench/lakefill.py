@@ -53,17 +53,21 @@ def fill_lake(spark: Any, lake: str, first_id: int, count: int) -> float:
     inserts on Hudi, of CHUNK rows each), each a copy of one of its rows with a new key;
     seconds taken."""
     sample = spark.table(lake).where("_row_key is not null").limit(1).collect()[0]
-    columns = [f.name for f in spark.table(lake).schema.fields
-               if not f.name.startswith("_hoodie_")]
+    columns = [f.name for f in spark.table(lake).schema.fields  # a bucket lake's delete flag too
+               if not f.name.startswith("_hoodie_") or f.name == "_hoodie_is_deleted"]
     values = copy_select(columns, sample, "id")
     spark.createDataFrame([sample.asDict()]).select(*columns).createOrReplaceTempView("sample")
     hudi = spark.conf.get("spark.sluice.table_format", "hudi") == "hudi"
+    bucket = hudi and "_hoodie_is_deleted" in columns  # a bucket-index lake
     if hudi:
-        spark.conf.set("hoodie.spark.sql.insert.into.operation", "bulk_insert")
+        # a bulk insert writes new file groups; a bucket lake has one per bucket already (its
+        # first batch's), so its rows go in by a plain insert, each to its bucket's file group
+        spark.conf.set("hoodie.spark.sql.insert.into.operation",
+                       "insert" if bucket else "bulk_insert")
     start = time.perf_counter()
     for low in range(first_id, first_id + count, CHUNK):
         high = min(low + CHUNK, first_id + count)
-        if hudi and high == first_id + count:
+        if hudi and not bucket and high == first_id + count:
             # the last insert's commit compacts the metadata table: the record-level index
             # entries of a bulk load stay in its log files otherwise, every key look-up reads
             # them, and the metadata compaction falls due inside a later, measured merge

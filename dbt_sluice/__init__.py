@@ -21,7 +21,8 @@ from typing import Any
 
 from dbt.plugins.manager import dbtPlugin
 
-STEPS = ("hold", "plan_lake", "begin_merge", "var", "commit_merge", "finish", "fault")
+STEPS = ("hold", "plan_lake", "begin_merge", "var", "commit_merge", "finish", "keep_settings",
+         "fault")
 
 
 def _step(name: str) -> Callable[..., Any]:

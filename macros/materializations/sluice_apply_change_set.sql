@@ -42,28 +42,37 @@
         {%- endif -%}
     {%- endfor -%}
     {%- do lake_columns.append(('_merged_at', 'timestamp')) -%}
+    {#- a Hudi lake with the bucket index is written by upsert: its deletes are rows flagged in
+        Hudi's delete column (always false in the table) -#}
+    {%- set bucket = sluice_lake_index(existing) -%}
+    {%- set table_columns = lake_columns + ([('_hoodie_is_deleted', 'boolean')] if bucket else []) -%}
 
     {%- if existing is none -%}
         {% call statement('create_target') -%}
             create table {{ target }} (
-                {%- for name, type in lake_columns %}
+                {%- for name, type in table_columns %}
                 `{{ name }}` {{ type }}{% if not loop.last %},{% endif %}
                 {%- endfor %}
             )
             using {{ table_format }}
             tblproperties (
-                {%- for key, value in sluice_lake_properties().items() %}
+                {%- for key, value in sluice_lake_properties(bucket).items() %}
                 '{{ key }}' = '{{ value }}'{% if not loop.last %},{% endif %}
                 {%- endfor %}
             )
         {%- endcall %}
+        {%- if bucket %}
+            {#- the bucket settings kept with the table, before its first commit: Hudi keeps
+                none of them, and every later process must write it the same way -#}
+            {%- do adapter.sluice_keep_settings(target | string, bucket) %}
+        {%- endif %}
         {%- if table_format == 'hudi' %}
             {#- a first, empty commit: Hudi 1.0 would take the files of a failed first merge
                 for committed once a later one completes (docs/formats.md) -#}
             {% call statement('first_commit') -%}
                 insert into {{ target }}
                 select
-                    {%- for name, type in lake_columns %}
+                    {%- for name, type in table_columns %}
                     cast(null as {{ type }}) as `{{ name }}`{% if not loop.last %},{% endif %}
                     {%- endfor %}
                 where false
@@ -129,6 +138,26 @@
     {% set merge_sql -%}
         {%- if 'lake' in skip %}
         select 1
+        {%- elif bucket %}
+        {#- the bucket lake: an upsert (the session's insert operation, set around it below);
+            each key's file group is its hash bucket, so nothing is looked up -#}
+        insert into {{ target }} (
+            {%- for name, type in table_columns %}
+            `{{ name }}`{% if not loop.last %},{% endif %}
+            {%- endfor %}
+        )
+        select
+            {%- for name, type in lake_columns %}
+            `{{ name }}`,
+            {%- endfor %}
+            _merge_action = 'delete' as `_hoodie_is_deleted`
+        from (
+            select *, current_timestamp() as _merged_at
+            from {{ changes_view }}
+            {# not a tombstone (a delete of a key the lake does not hold): Hudi 1.0.2 writes
+               a flagged delete into a bucket's new file group as a row #}
+            where _merge_action in ('insert', 'update', 'delete')
+        ) as batch
         {%- else %}
         merge into {{ target }} as lake
         using (
@@ -170,10 +199,29 @@
             )
         {%- endif %}
     {%- endset %}
+    {#- Hudi's SQL insert is a bulk insert in sluice's sessions (the append-only tables); the
+        bucket lake's is an upsert. sluice restores the setting after a failed statement too
+        (runtime/catalog.py insert_operation_kept) -#}
+    {%- set operation_conf = 'hoodie.spark.sql.insert.into.operation' -%}
+    {%- set upsert = 'set ' ~ operation_conf ~ '=upsert' if bucket and 'lake' not in skip
+                     else none -%}
+    {%- set previous_operation = run_query('set ' ~ operation_conf).rows[0][1]
+                                 if upsert else none -%}
+    {%- set restore = 'set ' ~ operation_conf ~ '=' ~ (previous_operation
+                      if previous_operation and previous_operation != '<undefined>'
+                      else 'bulk_insert') -%}
     {%- if job is none %}
+        {%- if upsert %}
+            {% call statement('upsert_on') -%} {{ upsert }} {%- endcall %}
+        {%- endif %}
         {% call statement('main') -%} {{ merge_sql }} {%- endcall %}
+        {%- if upsert %}
+            {% call statement('upsert_off') -%} {{ restore }} {%- endcall %}
+        {%- endif %}
     {%- elif 'lake' not in skip %}
+        {%- if upsert %}{% do committed.append(upsert) %}{% endif %}
         {%- do committed.append(merge_sql) %}
+        {%- if upsert %}{% do committed.append(restore) %}{% endif %}
     {%- endif %}
     {%- set counts = adapter.sluice_commit_merge(committed) if job is not none else none %}
 

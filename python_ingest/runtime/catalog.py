@@ -11,7 +11,8 @@ instead (docs/formats.md).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.exceptions import ConfigError
@@ -91,6 +92,18 @@ LAKE_WRITE = {
     "hoodie.clean.commits.retained": "10",
 }
 MOR_ONLY_WRITE = ("hoodie.compact.", "hoodie.clean.automatic")  # sluice's services' part
+# A lake table created with Hudi's bucket index (macros/sluice_lake_properties.sql): each key's
+# file group is its hash bucket, so a merge is an upsert with no index look-up and no metadata
+# table. Its index settings must never change (a key written to another bucket would be a
+# second row), but Hudi keeps none of them in hoodie.properties, so sluice keeps them there
+# itself, under this prefix (``keep_write_settings``, right after the table is created), and
+# ``register`` gives them back. A keyed table without them is a record-index lake (the lakes
+# sluice created before, a mart): the record index finds keys wherever they live, so a lake
+# whose creation stopped before its settings were kept falls back to it, rows intact.
+KEPT_PREFIX = "sluice_write."  # not "sluice.": Hudi copies those into every commit
+INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"  # what a SQL insert into Hudi is
+RECORD_INDEX_ONLY = ("hoodie.metadata.record.index.", "hoodie.index.type",
+                     "hoodie.metadata.index.")
 
 
 def register(spark: SparkSession, table: str, path: str) -> None:
@@ -99,6 +112,10 @@ def register(spark: SparkSession, table: str, path: str) -> None:
     config = table_config(spark, path)
     keyed = bool(config.get("hoodie.table.recordkey.fields"))
     write = LAKE_WRITE if keyed else APPEND_ONLY_WRITE
+    kept = kept_write_settings(config)
+    if keyed and kept:  # a bucket-index lake: its own index settings, no record index
+        write = {**{k: v for k, v in LAKE_WRITE.items() if not k.startswith(RECORD_INDEX_ONLY)},
+                 **kept}
     if config.get("hoodie.table.type") != "MERGE_ON_READ":  # a keyed copy-on-write table (a
         # mart dbt built): nothing to compact, and Hudi refuses compaction settings on it;
         # sluice's services do not clean it, so Hudi's automatic cleaning stays on
@@ -108,6 +125,45 @@ def register(spark: SparkSession, table: str, path: str) -> None:
               f"tblproperties ({props})")
     log.debug("registered Hudi table %s at %s (%s)", table, path,
               "keyed" if keyed else "append-only")
+
+
+@contextmanager
+def insert_operation_kept(spark: SparkSession) -> Iterator[None]:
+    """Hudi's SQL insert operation of ``spark`` as it was before the block, also when the
+    block fails: a bucket lake's merge sets it to upsert around its insert (the lake_merge
+    materialization), and a failed merge must not leave the job's session upserting into its
+    append-only tables."""
+    before = spark.conf.get(INSERT_OPERATION, None)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(INSERT_OPERATION)
+        else:
+            spark.conf.set(INSERT_OPERATION, before)
+
+
+def kept_write_settings(config: dict[str, str]) -> dict[str, str]:
+    """The write settings sluice kept in a table's hoodie.properties (``KEPT_PREFIX``)."""
+    return {k[len(KEPT_PREFIX):]: v for k, v in config.items() if k.startswith(KEPT_PREFIX)}
+
+
+def keep_write_settings(spark: SparkSession, path: str, settings: dict[str, str]) -> None:
+    """Keep ``settings`` in the Hudi table's hoodie.properties, for ``register`` in every later
+    process (Hudi rewrites the file with the keys it does not know kept, and its checksum)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(
+        spark._jsc.hadoopConfiguration())
+    client = (jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder().setConf(conf)
+              .setBasePath(path).build())
+    props = jvm.java.util.Properties()
+    for key, value in settings.items():
+        props.setProperty(KEPT_PREFIX + key, str(value))
+    jvm.org.apache.hudi.common.table.HoodieTableConfig.update(
+        client.getStorage(), client.getMetaPath(), props)
+    log.info("kept the write settings of Hudi table %s in its hoodie.properties: %s", path,
+             settings)
 
 
 def table_config(spark: SparkSession, path: str) -> dict[str, str]:

@@ -27,6 +27,7 @@ from python_ingest.runtime.catalog import (
     HUDI_COMMIT_PREFIX,
     HUDI_READ_CONF,
     HUDI_WRITE_CONF,
+    INSERT_OPERATION,
     WAREHOUSE_CONF,
     private_namespace,
     register_tables,
@@ -98,8 +99,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     conf.update(HUDI_WRITE_CONF)
     conf.update(HUDI_READ_CONF)
     # SQL appends (dbt's staging models, the merge's error and index rows) go to append-only
-    # tables: new files, no rewrite of earlier small files, no index look-up
-    conf["hoodie.spark.sql.insert.into.operation"] = "bulk_insert"
+    # tables: new files, no rewrite of earlier small files, no index look-up (a bucket lake's
+    # merge upserts: it sets the operation around its insert)
+    conf[INSERT_OPERATION] = "bulk_insert"
     conf.update(format_conf(settings, settings.table_format))
     conf.update(settings.spark.conf)
     return conf

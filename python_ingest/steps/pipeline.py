@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import PipelineError, SluiceError
-from python_ingest.runtime.catalog import drop_scratch
+from python_ingest.runtime.catalog import drop_scratch, insert_operation_kept
 from python_ingest.runtime.faults import fault_point
 from python_ingest.runtime.files import private_dir
 from python_ingest.runtime.session import active, for_job
@@ -298,8 +298,9 @@ def _merge_batch(spark: SparkSession, dbt: Dbt, tables: JobTables, batch_id: int
     variables = {"sluice_batch_id": batch_id, "sluice_skip": skip, **tables.dbt_vars()}
     check_held(tables.job)
     drop_scratch(spark, changes)  # an earlier process's, if it is still there
-    committing(spark, step_properties(MERGE_STEP, batch_id),
-               lambda: dbt.run(lake_model, variables, single_threaded=True))
+    with insert_operation_kept(spark):
+        committing(spark, step_properties(MERGE_STEP, batch_id),
+                   lambda: dbt.run(lake_model, variables, single_threaded=True))
     return merged_counts(spark, tables, batch_id, skip)
 
 

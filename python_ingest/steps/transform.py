@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import Settings, load_settings
 from python_ingest.exceptions import PipelineError
-from python_ingest.runtime.catalog import FORMAT_CONF, drop_scratch
+from python_ingest.runtime.catalog import (
+    FORMAT_CONF,
+    drop_scratch,
+    insert_operation_kept,
+    keep_write_settings,
+    location,
+)
 from python_ingest.runtime.faults import fault_point
 from python_ingest.steps.dbt import project_dir, thread_session
 from python_ingest.steps.pipeline import (
@@ -196,7 +202,7 @@ def commit_merge(statements: list[str]) -> dict[str, int]:
     spark = _spark()
     check_held(batch.tables.job)
     statements = [s for s in statements if s.strip()]
-    with _commit_lock:
+    with _commit_lock, insert_operation_kept(spark):
         committing(spark, step_properties(MERGE_STEP, batch.batch_id),
                    lambda: [spark.sql(s) for s in statements])
     counts = merged_counts(spark, batch.tables, batch.batch_id, list(batch.skip))
@@ -238,6 +244,15 @@ def _release_all() -> None:
         _jobs.clear()
     for held in left:
         held.lease.close()
+
+
+def keep_settings(table: str, settings: dict[str, str]) -> str:
+    """Keep a new Hudi lake table's bucket-index settings in its hoodie.properties (the
+    lake_merge materialization, right after it creates the table), so every later process
+    registers it with them (runtime/catalog.py)."""
+    spark = _spark()
+    keep_write_settings(spark, location(spark, table), dict(settings))
+    return ""
 
 
 def fault(name: str) -> str:

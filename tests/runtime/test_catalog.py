@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,9 @@ import pytest
 from python_ingest.runtime.catalog import (
     APPEND_ONLY_WRITE,
     HUDI_READ_CONF,
+    INSERT_OPERATION,
     LAKE_WRITE,
+    keep_write_settings,
     register,
 )
 from tests.conftest import REPO
@@ -55,6 +58,58 @@ def test_a_table_registered_by_another_process_keeps_its_write_settings(
               f"on {lake}.k = s.k when matched then update set * when not matched then insert *")
     assert sorted(map(tuple, spark.sql(f"select k, v from {lake}").collect())) == [("b", "y")]
     assert "record_index" in Path(lake_path, ".hoodie", "hoodie.properties").read_text()
+
+
+BUCKETS = {  # what macros/sluice_lake_index.sql gives a new lake with lake_buckets: 3
+    "hoodie.index.type": "BUCKET", "hoodie.index.bucket.engine": "SIMPLE",
+    "hoodie.bucket.index.num.buckets": "3", "hoodie.bucket.index.hash.field": "k",
+    "hoodie.metadata.enable": "false"}
+
+
+@pytest.mark.e2e
+@pytest.mark.reliability
+@pytest.mark.parametrize("table_format", ["hudi"])
+def test_a_bucket_lake_registered_by_another_process_keeps_one_file_group_per_bucket(
+        format_spark: Any, job_name: str) -> None:
+    """Hudi keeps none of a bucket index's settings on disk. Without the ones sluice keeps in
+    hoodie.properties, another process would write the lake with Hudi's default index: new
+    keys in new file groups, and a bucket holding two versions of a key once the bucket
+    index is used again. With them: upserts after registering land in the buckets' file
+    groups, deletes flagged in ``_hoodie_is_deleted`` remove rows, one row per key."""
+    spark = format_spark
+    lake = f"lake.{job_name}_bucket"
+    path = f"{spark.conf.get('spark.sluice.warehouse')}/lake/{job_name}_bucket"
+    props = {"type": "mor", "primaryKey": "k", "preCombineField": "r",
+             "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING", **BUCKETS}
+    spark.sql(f"create table {lake} (k string, r bigint, v string, _hoodie_is_deleted boolean) "
+              f"using hudi location '{path}' tblproperties ("
+              + ", ".join(f"'{k}'='{v}'" for k, v in props.items()) + ")")
+    keep_write_settings(spark, path, BUCKETS)
+    before = spark.conf.get(INSERT_OPERATION)
+    spark.conf.set(INSERT_OPERATION, "upsert")
+    try:
+        spark.sql(f"insert into {lake} select cast(id as string), 1, 'a', false from range(300)")
+        spark.sql(f"drop table {lake}")  # forgotten, as by a new process
+        register(spark, lake, path)
+        found = dict(spark.sql(f"show tblproperties {lake}").collect())
+        assert {k: found.get(k) for k in BUCKETS} == BUCKETS
+        assert found.get("hoodie.metadata.record.index.enable") is None
+        # updates of 0-99, deletes of 100-149, inserts of 300-399
+        spark.sql(f"""insert into {lake}
+            select cast(id as string), 2, if(id >= 300, 'new', 'b'), id between 100 and 149
+            from range(400) where id < 150 or id >= 300""")
+    finally:
+        spark.conf.set(INSERT_OPERATION, before)
+    rows = {r[0]: (r[1], r[2]) for r in spark.sql(f"select k, r, v from {lake}").collect()}
+    assert spark.table(lake).count() == len(rows) == 350
+    assert all(rows[str(i)] == (2, "b") for i in range(100))
+    assert not any(str(i) in rows for i in range(100, 150))
+    assert all(rows[str(i)] == (1, "a") for i in range(150, 300))
+    assert all(rows[str(i)] == (2, "new") for i in range(300, 400))
+    groups = {name.split("_")[0] for name in os.listdir(path)
+              if not name.startswith(".") and "-" in name}
+    assert len(groups) == 3 and len({g[:8] for g in groups}) == 3  # one file group a bucket
+    assert not Path(path, ".hoodie", "metadata").exists()
 
 
 @pytest.mark.e2e
