@@ -95,12 +95,13 @@ MOR_ONLY_WRITE = ("hoodie.compact.", "hoodie.clean.automatic")  # sluice's servi
 # A lake table created with Hudi's bucket index (macros/sluice_lake_properties.sql): each key's
 # file group is its hash bucket, so a merge is an upsert with no index look-up and no metadata
 # table. Its index settings must never change (a key written to another bucket would be a
-# second row), but Hudi keeps none of them in hoodie.properties, so sluice keeps them there
-# itself, under this prefix (``keep_write_settings``, right after the table is created), and
-# ``register`` gives them back. A keyed table without them is a record-index lake (the lakes
-# sluice created before, a mart): the record index finds keys wherever they live, so a lake
-# whose creation stopped before its settings were kept falls back to it, rows intact.
-KEPT_PREFIX = "sluice_write."  # not "sluice.": Hudi copies those into every commit
+# second row), but Hudi keeps none of them on disk, and a `create table` over an existing
+# table (``register``) rewrites hoodie.properties with the keys Hudi knows only. So sluice keeps
+# them in a file of its own beside it (``keep_write_settings``, right after the table is
+# created, before its first commit), and ``register`` gives them back. A keyed table without
+# it is a record-index lake (the lakes sluice created before, a mart); a lake whose creation
+# stopped before the file was written has no commit yet, so it becomes one, rows intact.
+KEPT_FILE = ".hoodie/sluice_write.properties"
 INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"  # what a SQL insert into Hudi is
 RECORD_INDEX_ONLY = ("hoodie.metadata.record.index.", "hoodie.index.type",
                      "hoodie.metadata.index.")
@@ -112,8 +113,8 @@ def register(spark: SparkSession, table: str, path: str) -> None:
     config = table_config(spark, path)
     keyed = bool(config.get("hoodie.table.recordkey.fields"))
     write = LAKE_WRITE if keyed else APPEND_ONLY_WRITE
-    kept = kept_write_settings(config)
-    if keyed and kept:  # a bucket-index lake: its own index settings, no record index
+    kept = kept_write_settings(spark, path) if keyed else {}
+    if kept:  # a bucket-index lake: its own index settings, no record index
         write = {**{k: v for k, v in LAKE_WRITE.items() if not k.startswith(RECORD_INDEX_ONLY)},
                  **kept}
     if config.get("hoodie.table.type") != "MERGE_ON_READ":  # a keyed copy-on-write table (a
@@ -143,34 +144,42 @@ def insert_operation_kept(spark: SparkSession) -> Iterator[None]:
             spark.conf.set(INSERT_OPERATION, before)
 
 
-def kept_write_settings(config: dict[str, str]) -> dict[str, str]:
-    """The write settings sluice kept in a table's hoodie.properties (``KEPT_PREFIX``)."""
-    return {k[len(KEPT_PREFIX):]: v for k, v in config.items() if k.startswith(KEPT_PREFIX)}
+def kept_write_settings(spark: SparkSession, path: str) -> dict[str, str]:
+    """The write settings sluice kept for the Hudi table at ``path`` (``KEPT_FILE``)."""
+    if not fs_exists(spark, f"{path}/{KEPT_FILE}"):
+        return {}
+    return _read_properties(spark, f"{path}/{KEPT_FILE}")
 
 
 def keep_write_settings(spark: SparkSession, path: str, settings: dict[str, str]) -> None:
-    """Keep ``settings`` in the Hudi table's hoodie.properties, for ``register`` in every later
-    process (Hudi rewrites the file with the keys it does not know kept, and its checksum)."""
+    """Keep ``settings`` for every later ``register`` of the Hudi table at ``path``: written
+    to a temporary file, then renamed into place (a reader sees all of them or none)."""
     jvm = spark._jvm
     assert jvm is not None
-    conf = jvm.org.apache.hudi.storage.hadoop.HadoopStorageConfiguration(
-        spark._jsc.hadoopConfiguration())
-    client = (jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder().setConf(conf)
-              .setBasePath(path).build())
-    props = jvm.java.util.Properties()
-    for key, value in settings.items():
-        props.setProperty(KEPT_PREFIX + key, str(value))
-    jvm.org.apache.hudi.common.table.HoodieTableConfig.update(
-        client.getStorage(), client.getMetaPath(), props)
-    log.info("kept the write settings of Hudi table %s in its hoodie.properties: %s", path,
-             settings)
+    final, fs = _hadoop_path(spark, f"{path}/{KEPT_FILE}")
+    temporary = jvm.org.apache.hadoop.fs.Path(f"{path}/{KEPT_FILE}.tmp")
+    text = "".join(f"{key}={value}\n" for key, value in sorted(settings.items()))
+    stream = fs.create(temporary, True)
+    try:
+        stream.write(bytearray(text.encode()))
+    finally:
+        stream.close()
+    if fs.exists(final):
+        fs.delete(final, False)
+    if not fs.rename(temporary, final):
+        raise OSError(f"could not rename {temporary} to {final}")
+    log.info("kept the write settings of Hudi table %s in %s: %s", path, KEPT_FILE, settings)
 
 
 def table_config(spark: SparkSession, path: str) -> dict[str, str]:
     """A Hudi table's own settings (``.hoodie/hoodie.properties``)."""
+    return _read_properties(spark, f"{path}/.hoodie/hoodie.properties")
+
+
+def _read_properties(spark: SparkSession, file: str) -> dict[str, str]:
     jvm = spark._jvm
     assert jvm is not None
-    hpath, fs = _hadoop_path(spark, f"{path}/.hoodie/hoodie.properties")
+    hpath, fs = _hadoop_path(spark, file)
     stream = fs.open(hpath)
     try:
         props = jvm.java.util.Properties()
