@@ -5,7 +5,8 @@
     fixed for the table's life). A lake with `keep_tombstones` keeps the record index: its
     deletes update the row in place, which the bucket lake's upsert cannot. An existing lake
     answers from its catalog entry (python_ingest/runtime/catalog.py register gives it the
-    settings kept in its hoodie.properties). docs/index.md, "The lake's index".
+    settings kept in its .hoodie/sluice_write.properties). docs/index.md, "The lake's own
+    index".
 #}
 {% macro sluice_lake_index(existing) -%}
     {%- if sluice_table_format() != 'hudi' -%}
