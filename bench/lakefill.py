@@ -55,10 +55,11 @@ def fill_lake(spark: Any, lake: str, first_id: int, count: int) -> float:
     sample = spark.table(lake).where("_row_key is not null").limit(1).collect()[0]
     columns = [f.name for f in spark.table(lake).schema.fields  # a bucket lake's delete flag too
                if not f.name.startswith("_hoodie_") or f.name == "_hoodie_is_deleted"]
-    values = copy_select(columns, sample, "id")
-    spark.createDataFrame([sample.asDict()]).select(*columns).createOrReplaceTempView("sample")
     hudi = spark.conf.get("spark.sluice.table_format", "hudi") == "hudi"
     bucket = hudi and "_hoodie_is_deleted" in columns  # a bucket-index lake
+    values = copy_select(columns, sample, "id", {"_hoodie_is_deleted": "false"} if bucket else None)
+    spark.createDataFrame([sample.asDict()]).select(
+        *[c for c in columns if c != "_hoodie_is_deleted"]).createOrReplaceTempView("sample")
     if hudi:
         # a bulk insert writes new file groups; a bucket lake has one per bucket already (its
         # first batch's), so its rows go in by a plain insert, each to its bucket's file group
