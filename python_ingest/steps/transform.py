@@ -247,9 +247,9 @@ def _release_all() -> None:
 
 
 def keep_settings(table: str, settings: dict[str, str]) -> str:
-    """Keep a new Hudi lake table's bucket-index settings in its hoodie.properties (the
+    """Keep a new Hudi lake table's bucket-index settings beside its hoodie.properties (the
     lake_merge materialization, right after it creates the table), so every later process
-    registers it with them (runtime/catalog.py)."""
+    registers it with them (runtime/catalog.py keep_write_settings)."""
     spark = _spark()
     keep_write_settings(spark, location(spark, table), dict(settings))
     return ""
