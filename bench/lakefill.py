@@ -58,7 +58,8 @@ def fill_lake(spark: Any, lake: str, first_id: int, count: int) -> float:
     hudi = spark.conf.get("spark.sluice.table_format", "hudi") == "hudi"
     bucket = hudi and "_hoodie_is_deleted" in columns  # a bucket-index lake
     values = copy_select(columns, sample, "id", {"_hoodie_is_deleted": "false"} if bucket else None)
-    spark.createDataFrame([sample.asDict()]).select(
+    # the lake's schema: a column the sample holds null in leaves nothing to infer a type from
+    spark.createDataFrame([sample], spark.table(lake).schema).select(
         *[c for c in columns if c != "_hoodie_is_deleted"]).createOrReplaceTempView("sample")
     if hudi:
         # a bulk insert writes new file groups; a bucket lake has one per bucket already (its
