@@ -200,13 +200,15 @@
         {%- endif %}
     {%- endset %}
     {#- Hudi's SQL insert is a bulk insert in sluice's sessions (the append-only tables); the
-        bucket lake's is an upsert. sluice restores the setting after a failed statement too
-        (runtime/catalog.py insert_operation_kept) -#}
+        bucket lake's is an upsert. Statements handed to sluice (a plain `dbt run`) get the
+        setting back from its commit, also after a failure (runtime/catalog.py
+        insert_operation_kept); run here (the runner), this macro sets it back after its
+        insert, and the runner's merge step once more after a failure -#}
     {%- set operation_conf = 'hoodie.spark.sql.insert.into.operation' -%}
     {%- set upsert = 'set ' ~ operation_conf ~ '=upsert' if bucket and 'lake' not in skip
                      else none -%}
     {%- set previous_operation = run_query('set ' ~ operation_conf).rows[0][1]
-                                 if upsert else none -%}
+                                 if upsert and job is none else none -%}
     {%- set restore = 'set ' ~ operation_conf ~ '=' ~ (previous_operation
                       if previous_operation and previous_operation != '<undefined>'
                       else 'bulk_insert') -%}
@@ -221,7 +223,6 @@
     {%- elif 'lake' not in skip %}
         {%- if upsert %}{% do committed.append(upsert) %}{% endif %}
         {%- do committed.append(merge_sql) %}
-        {%- if upsert %}{% do committed.append(restore) %}{% endif %}
     {%- endif %}
     {%- set counts = adapter.sluice_commit_merge(committed) if job is not none else none %}
 

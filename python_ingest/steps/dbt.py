@@ -184,7 +184,25 @@ class Dbt:
         if len(lake) > 1:
             names = ", ".join(sorted(n.name for n in lake))
             raise PipelineError(f"several lake models merge {converter.name} ({names})")
+        if lake:
+            _check_lake_config(lake[0])
         return JobModels(converter.name, lake[0].name if lake else None)
+
+
+def _check_lake_config(node: Any) -> None:
+    """A lake model's index settings, checked before any data moves (the materialization
+    checks them again for a plain `dbt run`: macros/sluice_lake_index.sql)."""
+    index = node.config.get("lake_index", "bucket")
+    buckets = node.config.get("lake_buckets", 4)
+    where = f"lake model {node.name} ({node.original_file_path})"
+    if index not in ("bucket", "record"):
+        raise PipelineError(f"{where}: lake_index is {index!r}; set it to 'bucket' (Hudi's "
+                            "bucket index, the default) or 'record' (Hudi's record-level index)")
+    if isinstance(buckets, bool) or not isinstance(buckets, (int, float)) or buckets < 1 \
+            or buckets != int(buckets):
+        raise PipelineError(f"{where}: lake_buckets is {buckets!r}; set it to a whole number "
+                            "of buckets, 1 or more (4 by default; about one per 1-2 GB of the "
+                            "table)")
 
 
 @contextmanager
