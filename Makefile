@@ -112,6 +112,9 @@ bench-formats: setup ## Hudi vs Iceberg: 500k events end to end, 10k changes int
 bench-hudi-merge: setup ## ways to apply 10k changes to a 1M-row Hudi lake: MERGE with the record index vs upsert, bucket index
 	$(BIN)/python bench/hudi_merge_paths.py
 
+bench-mor-scan: setup ## what one batch's log files cost a full scan of a 1M-row merge-on-read lake (vs compacted)
+	$(BIN)/python bench/mor_scan.py
+
 bench-merge: setup ## the merge: 10k changes into 1M and 10M rows through the index, vs a whole-table MERGE
 	$(BIN)/python bench/merge_bench.py
 
@@ -130,4 +133,4 @@ broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-profile bench-formats bench-hudi-merge bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal bench-cluster broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-profile bench-formats bench-hudi-merge bench-mor-scan bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal bench-cluster broker-stop clean
