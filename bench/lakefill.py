@@ -44,6 +44,19 @@ def run_child(command: list[str], what: str, cwd: Any) -> dict[str, Any]:
             sys.exit(f"the {what} run failed:\n{errors.read()[-4000:]}")
     return dict(found[0])
 
+SCAN = "select count(*), sum(hash(*)) from {table}"  # every column of every row, merged
+
+
+def full_scan(spark: Any, table: str, tries: int = 3) -> float:
+    """Best of ``tries`` full scans of ``table`` (``SCAN``), in seconds."""
+    best = float("inf")
+    for _ in range(tries):
+        start = time.perf_counter()
+        spark.sql(SCAN.format(table=table)).collect()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 CHUNK = 2_000_000  # rows per insert: Hudi collects each written row's location for the
 # record-level index on the driver (10M rows in one insert exhaust a 3 GiB driver)
 
@@ -52,14 +65,15 @@ def fill_lake(spark: Any, lake: str, first_id: int, count: int) -> float:
     """Append ``count`` rows with trip ids from ``first_id`` to the lake table ``lake`` (bulk
     inserts on Hudi, of CHUNK rows each), each a copy of one of its rows with a new key;
     seconds taken."""
-    sample = spark.table(lake).where("_row_key is not null").limit(1).collect()[0]
-    columns = [f.name for f in spark.table(lake).schema.fields  # a bucket lake's delete flag too
+    table = spark.table(lake)
+    sample = table.where("_row_key is not null").limit(1).collect()[0]
+    columns = [f.name for f in table.schema.fields  # a bucket lake's delete flag too
                if not f.name.startswith("_hoodie_") or f.name == "_hoodie_is_deleted"]
     hudi = spark.conf.get("spark.sluice.table_format", "hudi") == "hudi"
     bucket = hudi and "_hoodie_is_deleted" in columns  # a bucket-index lake
     values = copy_select(columns, sample, "id", {"_hoodie_is_deleted": "false"} if bucket else None)
     # the lake's schema: a column the sample holds null in leaves nothing to infer a type from
-    spark.createDataFrame([sample], spark.table(lake).schema).select(
+    spark.createDataFrame([sample], table.schema).select(
         *[c for c in columns if c != "_hoodie_is_deleted"]).createOrReplaceTempView("sample")
     if hudi:
         # a bulk insert writes new file groups; a bucket lake has one per bucket already (its

@@ -37,8 +37,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from lakefill import full_scan  # noqa: E402  (bench/, beside this file)
 
-SCAN = "select count(*), sum(hash(*)) from {}"
 COLUMNS = ("_row_key string, _ref_key bigint, d0 double, d1 double, d2 double, d3 double, "
            "d4 double, d5 double, s0 string, s1 string, s2 string, s3 string, s4 string, "
            "s5 string, b0 boolean, ts0 timestamp, m0 decimal(10,2), _hoodie_is_deleted boolean")
@@ -123,16 +123,11 @@ def _scan(spark: Any, table: str, file_group_reader: bool = False) -> float:
     before = spark.conf.get(READER, None)
     spark.conf.set(READER, str(file_group_reader).lower())
     spark.conf.set("hoodie.merge.use.record.positions", str(file_group_reader).lower())
-    best = float("inf")
     try:
-        for _ in range(3):
-            start = time.perf_counter()
-            spark.sql(SCAN.format(table)).collect()
-            best = min(best, time.perf_counter() - start)
+        return full_scan(spark, table)
     finally:
         spark.conf.set(READER, before or "false")
         spark.conf.unset("hoodie.merge.use.record.positions")
-    return best
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from lakefill import (  # noqa: E402  (bench/, beside this file)
     copy_select,
     fill_lake,
     free_port,
+    full_scan,
     report,
     run_child,
     trips_job,
@@ -51,7 +52,6 @@ FIRST_ID = 10_000_000  # filled keys start here, after the first batch's trips
 KEEP = "SLUICE_BENCH_KEEP"  # keep the warehouses (their folder is printed)
 VARIANTS = {"on": {}, "off": {"compact_every": 0, "index_compact_every": 0}}
 COMPACTED = "meta.bench_compacted_lake"
-SCAN = "select count(*), sum(hash(*)) from {table}"  # every column of every row, merged
 
 
 def one_variant(variant: str, bootstrap: str, workdir: Path, rows: int, batches: int,
@@ -121,11 +121,11 @@ def one_variant(variant: str, bootstrap: str, workdir: Path, rows: int, batches:
     if found != first_live + len(live):  # a bench that measured no-op merges would lie
         sys.exit(f"{variant}: the lake holds {found} rows, the changes leave "
                  f"{first_live + len(live)}")
-    figures = {"files": _data_files(spark, lake), "scan": _scan(spark, lake),
+    figures = {"files": _data_files(spark, lake), "scan": full_scan(spark, lake),
                "merge_mean": sum(merge_seconds) / len(merge_seconds)}
     if variant == "on":
         copy_lake(spark, lake, COMPACTED)
-        figures["scan_compacted"] = _scan(spark, COMPACTED)
+        figures["scan_compacted"] = full_scan(spark, COMPACTED)
     print(f"  {variant}: {found} lake rows (as the changes leave it), {figures}", flush=True)
     spark.stop()
     return figures
@@ -157,16 +157,6 @@ def _data_files(spark: Any, table: str) -> int:
                and ".hoodie" not in path.parts and "metadata" not in path.parts
                and not path.name.startswith(".hoodie_partition")
                and not path.name.endswith(".crc"))
-
-
-def _scan(spark: Any, table: str) -> float:
-    """Best of three full scans, in seconds."""
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        spark.sql(SCAN.format(table=table)).collect()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main() -> None:

@@ -207,18 +207,18 @@
     {%- set operation_conf = 'hoodie.spark.sql.insert.into.operation' -%}
     {%- set upsert = 'set ' ~ operation_conf ~ '=upsert' if bucket and 'lake' not in skip
                      else none -%}
-    {%- set previous_operation = run_query('set ' ~ operation_conf).rows[0][1]
-                                 if upsert and job is none else none -%}
-    {%- set restore = 'set ' ~ operation_conf ~ '=' ~ (previous_operation
-                      if previous_operation and previous_operation != '<undefined>'
-                      else 'bulk_insert') -%}
     {%- if job is none %}
         {%- if upsert %}
+            {%- set previous_operation = run_query('set ' ~ operation_conf).rows[0][1] -%}
             {% call statement('upsert_on') -%} {{ upsert }} {%- endcall %}
         {%- endif %}
         {% call statement('main') -%} {{ merge_sql }} {%- endcall %}
         {%- if upsert %}
-            {% call statement('upsert_off') -%} {{ restore }} {%- endcall %}
+            {% call statement('upsert_off') -%}
+                set {{ operation_conf }}={{ previous_operation
+                    if previous_operation and previous_operation != '<undefined>'
+                    else 'bulk_insert' }}
+            {%- endcall %}
         {%- endif %}
     {%- elif 'lake' not in skip %}
         {%- if upsert %}{% do committed.append(upsert) %}{% endif %}
