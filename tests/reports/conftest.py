@@ -4,7 +4,6 @@ Playwright, with the network cut off: every http(s) request fails and is recorde
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.servers import require_binary
 from tests.steps.conftest import project  # noqa: F401  (the pipeline tests' dbt project)
 
 CHROMIUM = "/usr/bin/chromium"
@@ -41,8 +41,7 @@ class Visit:
 
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
-        pytest.fail(f"no {CHROMIUM}: `make setup` installs Debian's chromium for these tests")
+    require_binary(CHROMIUM, "chromium")  # skipped without it, a failure under CI=true
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

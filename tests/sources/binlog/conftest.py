@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from python_ingest.sources.binlog.server import LocalServer, find_mariadbd
+from python_ingest.sources.binlog.server import LocalServer
+from tests.servers import require_mariadb
 
 _databases = itertools.count(1)
 
@@ -23,8 +24,7 @@ _databases = itertools.count(1)
 def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     """A private mariadbd on a free loopback port, with a tap user that has only the grants
     docs/binlog-tap.md asks for."""
-    if find_mariadbd() is None:
-        pytest.skip("no MariaDB server binary: run 'make system-deps'")
+    require_mariadb()  # skipped without it, a failure under CI=true (tests/servers.py)
     server = LocalServer(tmp_path_factory.mktemp("mariadb")).start()
     yield server
     server.stop()

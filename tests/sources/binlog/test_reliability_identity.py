@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from python_ingest.exceptions import TapError
-from python_ingest.sources.binlog.server import LocalServer, find_mariadbd
+from python_ingest.sources.binlog.server import LocalServer
+from tests.servers import require_mariadb
 from tests.sources.binlog.support import TapEnv
 
 
 @pytest.fixture(scope="module")
 def server_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     """A second private mariadbd (its own server_id, as servers in one topology have)."""
-    if find_mariadbd() is None:
-        pytest.skip("no MariaDB server binary: run 'make system-deps'")
+    require_mariadb()
     server = LocalServer(tmp_path_factory.mktemp("mariadb_b")).start(extra=["--server-id=2"])
     yield server
     server.stop()
