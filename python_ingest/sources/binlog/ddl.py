@@ -1,5 +1,5 @@
 """Table DDL in the binlog that changes rows or names: TRUNCATE, DROP TABLE, RENAME TABLE
-(issue #9.8).
+(issue #9.8), DROP DATABASE (issue #35.7).
 
 They come as query events, not row events, so the tap must act on them itself:
 
@@ -12,6 +12,8 @@ They come as query events, not row events, so the tap must act on them itself:
 - **DROP TABLE** stops the table's publishing (the lake table is kept as it was).
 - **RENAME TABLE a TO b** (or ``ALTER TABLE a RENAME TO b``) stops ``a``, whose changes now come
   under another name, and ``b``, whose lake table lacks the rows it had before (bootstrap it).
+- **DROP DATABASE** (or its synonym DROP SCHEMA) drops its tables with it, in one statement
+  that names none of them: it is a DROP TABLE of each of the database's tables the tap follows.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import io
 import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +38,8 @@ _COMMENT = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
 _TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{_TABLE}\s*$", re.IGNORECASE)
 _DROP = re.compile(r"^DROP\s+TABLES?\s+(?:IF\s+EXISTS\s+)?(.+?)(?:\s+(?:RESTRICT|CASCADE))?\s*$",
                    re.IGNORECASE | re.DOTALL)
+_DROP_DATABASE = re.compile(rf"^DROP\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?({_NAME})\s*$",
+                            re.IGNORECASE)
 _RENAME = re.compile(r"^RENAME\s+TABLES?\s+(.+)$", re.IGNORECASE | re.DOTALL)
 _ALTER_RENAME = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_TABLE}\s+RENAME\s+"
                            rf"(?:TO\s+|AS\s+)?{_TABLE}\s*$", re.IGNORECASE)
@@ -46,7 +51,8 @@ Table = tuple[str, str]
 
 @dataclass(frozen=True)
 class TableDdl:
-    """One table statement: ``what`` is truncate, drop or rename (then ``to`` is set)."""
+    """One table statement: ``what`` is truncate, drop, rename (then ``to`` is set) or
+    drop_database (``table`` is ``(db, "")``)."""
 
     what: str
     table: Table
@@ -72,6 +78,8 @@ def _split(text: str) -> list[str]:
 def parse(query: str, default_db: str) -> list[TableDdl]:
     """The table statements of one query event (empty for anything else)."""
     text = " ".join(_COMMENT.sub(" ", query).split()).rstrip(";")
+    if m := _DROP_DATABASE.match(text):
+        return [TableDdl("drop_database", (_unquote(m.group(1)), ""))]
     if m := _TRUNCATE.match(text):
         return [TableDdl("truncate", _table(m.group(1), default_db))]
     if (m := _DROP.match(text)) and not text.upper().startswith("DROP TEMPORARY"):
@@ -88,13 +96,18 @@ def parse(query: str, default_db: str) -> list[TableDdl]:
     return []
 
 
-def stops(statement: TableDdl, end: Any, source: str) -> list[tuple[str, str, str, bool]]:
-    """The tables ``statement`` stops: (db, table, reason, only if the tap published it)."""
+def stops(statement: TableDdl, end: Any, source: str, tables: Iterable[str] = ()
+          ) -> list[tuple[str, str, str, bool]]:
+    """The tables ``statement`` stops: (db, table, reason, only if the tap published it).
+    ``tables``: for DROP DATABASE, the names of the database's tables the tap follows."""
     if statement.what == "truncate":
         return []
     restart = ("Its lake table is kept as it was. To publish the table again, bootstrap it "
                f"(`sluice bootstrap {source} <db.table>`, which clears this stop), or exclude it")
     db, name = statement.table
+    if statement.what == "drop_database":
+        return [(db, table, f"DROP DATABASE {db} at {end} dropped the table with its database: "
+                 f"the table's publishing stops. {restart}", True) for table in sorted(tables)]
     if statement.what == "drop":
         return [(db, name, f"DROP TABLE at {end}: the table's publishing stops. {restart}", True)]
     assert statement.to is not None

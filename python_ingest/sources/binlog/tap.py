@@ -246,13 +246,26 @@ class Tap:
             self._rows(event, kind, file)
 
     def _ddl(self, event: Any, end: BinlogPosition) -> None:
-        """TRUNCATE publishes a delete per live row; DROP and RENAME stop tables (ddl.py)."""
+        """TRUNCATE publishes a delete per live row; DROP (TABLE or DATABASE) and RENAME stop
+        tables (ddl.py)."""
         schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
         for statement in ddl.parse(event.query, schema):
             if statement.what == "truncate":
                 self._truncate(*statement.table, end, event.timestamp)
-            for db, name, reason, known_only in ddl.stops(statement, end, self.source.name):
+            tables = (self._followed(statement.table[0]) if statement.what == "drop_database"
+                      else ())
+            for db, name, reason, known_only in ddl.stops(statement, end, self.source.name,
+                                                          tables):
                 self._stop_ddl(db, name, reason, known_only)
+
+    def _followed(self, db: str) -> set[str]:
+        """The tables of ``db`` the tap has registered (a folder ``<db>.<table>`` each)."""
+        prefix = f"{db}."
+        found = {name for d, name in self.tables if d == db}
+        if self.registry_root.is_dir():
+            found |= {p.name[len(prefix):] for p in self.registry_root.iterdir()
+                      if p.is_dir() and p.name.startswith(prefix) and len(p.name) > len(prefix)}
+        return found
 
     def _stop_ddl(self, db: str, name: str, reason: str, known_only: bool = True) -> None:
         qualified = f"{db}.{name}"

@@ -1,5 +1,6 @@
 """DDL the tap must not ignore (issue #9.8): TRUNCATE deletes every lake row through the topic,
-DROP TABLE and RENAME TABLE stop the table's publishing with a clear error."""
+DROP TABLE and RENAME TABLE stop the table's publishing with a clear error; DROP DATABASE (or
+SCHEMA) is a DROP TABLE of each of its tables the tap follows (issue #35.7)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,34 @@ def test_drop_table_stops_its_publishing_and_keeps_the_lake(tap_env) -> None:
 
 
 @pytest.mark.reliability
+def test_drop_database_stops_each_followed_table_and_keeps_the_lake(tap_env) -> None:
+    env = tap_env
+    db = env.database
+    env.sql("CREATE TABLE a (id INT PRIMARY KEY)", "CREATE TABLE b (id INT PRIMARY KEY, v TEXT)",
+            "CREATE TABLE quiet (id INT PRIMARY KEY)")  # registered by add_jobs, no changes
+    env.add_jobs()
+    env.tap_until_end()
+    env.sql("INSERT INTO a VALUES (1), (2)", "INSERT INTO b VALUES (1, 'x')",
+            # gone before the tap reads its rows: they are published, then it stops
+            "CREATE TABLE g (id INT PRIMARY KEY)", "INSERT INTO g VALUES (5)")
+    with env.server.root() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP SCHEMA IF EXISTS /* synonym */ `{db}`")
+        cur.execute(f"DROP DATABASE IF EXISTS `{db}`")  # gone already: nothing more to stop
+        cur.execute(f"CREATE DATABASE {db}")  # again under that name: its tables stay stopped
+        cur.execute(f"CREATE TABLE {db}.a (id INT PRIMARY KEY)")
+        cur.execute(f"INSERT INTO {db}.a VALUES (7)")
+    tap = env.tap_until_end()
+    for table in ("a", "b", "quiet", "g"):
+        stop = tap.stopped.get(f"{db}.{table}")
+        assert stop is not None, (table, tap.stopped)
+        assert f"DROP DATABASE {db}" in stop["error"] and "bootstrap" in stop["error"], stop
+        assert env.checkpoint()["stopped"][f"{db}.{table}"]["error"] == stop["error"]
+    assert sorted(env.oracle("a")) == ["1", "2"]  # kept as it was; the new table's row not
+    assert len(env.messages("a")) == 2 and sorted(env.oracle("b")) == ["1"]
+    assert len(env.messages("g")) == 1
+
+
+@pytest.mark.reliability
 def test_rename_table_stops_both_names_clearly(tap_env) -> None:
     env = tap_env
     env.sql("CREATE TABLE r (id INT PRIMARY KEY)")
@@ -101,7 +130,10 @@ def test_rename_table_stops_both_names_clearly(tap_env) -> None:
      [("rename", ("db", "a"), ("db", "a_old")), ("rename", ("x", "new"), ("db", "a"))]),
     ("ALTER TABLE a RENAME AS b", [("rename", ("db", "a"), ("db", "b"))]),
     ("ALTER TABLE a ADD COLUMN renamed INT", []),
-    ("DROP DATABASE db", []),
+    ("DROP DATABASE shop", [("drop_database", ("shop", ""), None)]),
+    ("drop schema if exists `we``ird` -- all of it", [("drop_database", ("we`ird", ""), None)]),
+    ("DROP DATABASE IF EXISTS/**/`a.b`", [("drop_database", ("a.b", ""), None)]),
+    ("DROP DATABASE a, b", []),
 ])
 def test_table_ddl_is_recognised(query: str, expected: list) -> None:
     found = [(s.what, s.table, s.to) for s in ddl.parse(query, "db")]
