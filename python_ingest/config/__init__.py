@@ -38,6 +38,7 @@ from python_ingest.config.files import (
     parse_files,
 )
 from python_ingest.config.runner import RunnerConfig, parse_priority, parse_runner
+from python_ingest.config.secrets import masked_repr
 from python_ingest.config.services import ServicesConfig, parse_services
 from python_ingest.config.sources import SourceConfig, parse_source
 from python_ingest.exceptions import ConfigError
@@ -54,17 +55,24 @@ DATA_LOSS_POLICIES = ("fail", "accept")
 # hex) or joined (before issue #9.7: texts joined with '|', bytes as UTF-8 text).
 ROW_KEY_ENCODINGS = ("json", "joined")
 TABLE_FORMATS = ("hudi", "iceberg")  # docs/formats.md
+# Who may read the warehouse's tables, which all hold source rows (docs/reliability.md,
+# #35.6): their owner alone (namespace folders 0700), or also the owner's group (0750)
+TABLE_PERMISSIONS = ("owner", "group")
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SparkConfig:
-    """Where Spark runs and any extra Spark conf."""
+    """Where Spark runs and any extra Spark conf (its repr masks the values of keys naming a
+    secret, as Spark does, and passwords in URLs: config/secrets.py)."""
 
     master: str = "local[2]"
     app_name: str = "sluice"
     conf: Mapping[str, str] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        return masked_repr(self)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class BrokerConfig:
     """The Kafka cluster; ``embedded`` means sluice starts a local Apache Kafka broker itself.
 
@@ -78,6 +86,9 @@ class BrokerConfig:
     heap: str = "512m"
     retention_ms: int = 7 * 24 * 3600 * 1000
     retention_bytes: int = -1
+
+    def __repr__(self) -> str:
+        return masked_repr(self)
 
 
 @dataclass(frozen=True)
@@ -121,6 +132,7 @@ class Settings:
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)
     table_format: str = "hudi"  # of every table sluice and dbt write (docs/formats.md)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
+    table_permissions: str = "owner"  # TABLE_PERMISSIONS: the warehouse's namespace folders
 
     def path(self, relative: str) -> Path:
         """Resolve a path from config against the project root."""
@@ -277,7 +289,7 @@ def load_settings(path: str | os.PathLike[str] | None = None,
         data = json.loads(json.dumps(loaded))  # deep copy with plain types
     _env_overrides(data, env)
     _check_keys(data, {"spark", "catalog", "broker", "jobs", "state_dir", "sources",
-                       "table_format", "runner"}, "config")
+                       "table_format", "runner", "table_permissions"}, "config")
 
     spark_raw = _mapping(data.get("spark"), "spark")
     _check_keys(spark_raw, {"master", "app_name", "conf"}, "spark")
@@ -315,4 +327,7 @@ def load_settings(path: str | os.PathLike[str] | None = None,
                     state_dir=str(data.get("state_dir", ".sluice")), sources=sources,
                     table_format=_choice(data.get("table_format", Settings.table_format),
                                          TABLE_FORMATS, "table_format"),
-                    runner=parse_runner(_mapping(data.get("runner"), "runner")))
+                    runner=parse_runner(_mapping(data.get("runner"), "runner")),
+                    table_permissions=_choice(
+                        data.get("table_permissions", Settings.table_permissions),
+                        TABLE_PERMISSIONS, "table_permissions"))

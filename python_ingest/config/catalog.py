@@ -22,6 +22,7 @@ from typing import Any
 
 from python_ingest import credentials
 from python_ingest.config.checks import NAME, check_keys, choice, mapping
+from python_ingest.config.secrets import masked_repr, redact
 from python_ingest.exceptions import ConfigError
 
 CATALOG_TYPES = ("hadoop", "jdbc", "hive", "rest")
@@ -29,9 +30,10 @@ PASSWORD_ENV = "SLUICE_CATALOG_PASSWORD"  # overrides the file's password fields
 _JDBC_SCHEMES = ("postgresql://", "jdbc:postgresql://")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class CatalogConfig:
-    """The Iceberg catalog all sluice tables live in (it becomes Spark's default catalog)."""
+    """The Iceberg catalog all sluice tables live in (it becomes Spark's default catalog);
+    its repr masks a password in ``uri`` or ``warehouse`` (config/secrets.py)."""
 
     name: str = "sluice"
     type: str = "hadoop"
@@ -41,6 +43,9 @@ class CatalogConfig:
     password: str | None = field(default=None, repr=False)  # credentials.py: never shown
     password_env: str | None = None
     password_file: str | None = None
+
+    def __repr__(self) -> str:
+        return masked_repr(self)
 
     def jdbc_url(self) -> str:
         """The JDBC URL of a jdbc catalog's database (``jdbc:postgresql://host:port/db``)."""
@@ -83,12 +88,16 @@ def parse_catalog(raw_value: Any, root: Path) -> CatalogConfig:
 
 
 def _check_jdbc_uri(uri: str) -> None:
-    if "@" in uri.split("://", 1)[-1].split("/", 1)[0]:  # before quoting it in a message
+    """The uri becomes Spark's ``...uri`` conf, whose value Spark and Iceberg log unmasked
+    (only keys naming a password are): it must hold no password, and a message quotes it
+    only masked (config/secrets.py)."""
+    if "@" in uri.split("://", 1)[-1].split("/", 1)[0] or redact(uri) != uri:
         raise ConfigError("catalog.uri", "the uri holds a user or password",
                           "give catalog.user and catalog.password_env (or password_file) "
                           "instead; the uri is logged, a password must not be")
     if not uri.startswith(_JDBC_SCHEMES):
-        raise ConfigError("catalog.uri", f"a jdbc catalog lives in PostgreSQL, got {uri!r}",
+        raise ConfigError("catalog.uri", f"a jdbc catalog lives in PostgreSQL, "
+                          f"got {redact(uri)!r}",
                           "e.g. uri: postgresql://127.0.0.1:5432/sluice")
 
 

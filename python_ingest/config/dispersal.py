@@ -23,6 +23,7 @@ from typing import Any
 
 from python_ingest import credentials
 from python_ingest.config.checks import NAME, check_keys, mapping, positive_int
+from python_ingest.config.secrets import masked_repr
 from python_ingest.exceptions import ConfigError
 
 TARGET_TYPES = ("postgres", "kafka")
@@ -32,13 +33,14 @@ KAFKA_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 DEFAULT_CHUNK_ROWS = 50_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PostgresTarget:
     """A PostgreSQL table kept equal to the lake table (upserts by row key, deletes).
 
     ``dsn`` is a libpq connection string or URL; ``dsn_env`` names an environment variable
     whose value replaces it (a DSN with its password, kept out of the config file); the
-    password alone may come from ``password_env`` / ``password_file`` (credentials.py)."""
+    password alone may come from ``password_env`` / ``password_file`` (credentials.py). The
+    repr masks the DSN's password and leaves ``password`` out (config/secrets.py)."""
 
     name: str
     table: str
@@ -49,6 +51,9 @@ class PostgresTarget:
     password_file: str | None = None
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     type: str = "postgres"
+
+    def __repr__(self) -> str:
+        return masked_repr(self)
 
     def conninfo(self, where: str) -> tuple[str, str | None]:
         """The DSN to connect with and the password (None: the DSN's own, or none)."""
@@ -66,7 +71,7 @@ class PostgresTarget:
         return dsn or "", password
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class KafkaTarget:
     """A topic keyed by row key with Avro values (null value: the row was deleted);
     ``bootstrap_servers`` None means the project's broker."""
@@ -76,6 +81,9 @@ class KafkaTarget:
     bootstrap_servers: str | None = None
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     type: str = "kafka"
+
+    def __repr__(self) -> str:
+        return masked_repr(self)
 
 
 DispersalTarget = PostgresTarget | KafkaTarget
@@ -118,7 +126,8 @@ def _parse_target(name: str, spec: Mapping[str, Any], at: str, root: Path) -> Di
     dsn = spec.get("dsn") or spec.get("url")
     dsn_env = spec.get("dsn_env")
     if dsn is not None and not isinstance(dsn, str):
-        raise ConfigError(f"{at}.dsn", f"expected a connection string, got {dsn!r}")
+        raise ConfigError(f"{at}.dsn", "expected a connection string (text), got a "
+                          f"{type(dsn).__name__}", "it is not quoted: it may hold a password")
     if dsn_env is not None and not isinstance(dsn_env, str):
         raise ConfigError(f"{at}.dsn_env", f"expected an environment variable name, "
                           f"got {dsn_env!r}")

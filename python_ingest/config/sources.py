@@ -9,15 +9,17 @@ from typing import Any
 
 from python_ingest import credentials
 from python_ingest.config.checks import NAME, check_keys, choice, mapping, positive_int
+from python_ingest.config.secrets import masked_repr
 from python_ingest.exceptions import ConfigError
 
 SOURCE_KINDS = ("mariadb", "mysql")
 START_FROM = ("current", "earliest")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SourceConfig:
-    """A MySQL-family server whose binlog ``sluice tap`` reads (see docs/binlog-tap.md)."""
+    """A MySQL-family server whose binlog ``sluice tap`` reads (see docs/binlog-tap.md); its
+    repr leaves the password out and masks one in a URL (config/secrets.py)."""
 
     name: str
     kind: str = "mariadb"
@@ -40,6 +42,9 @@ class SourceConfig:
     bootstrap_chunk_rows: int = 10_000
     bootstrap_workers: int = 2
     key_columns: Mapping[str, Any] = field(default_factory=dict)  # sources/binlog/keys.py
+
+    def __repr__(self) -> str:
+        return masked_repr(self)
 
     @property
     def topic_base(self) -> str:

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 FORMAT_CONF = "spark.sluice.table_format"  # which format the session writes
 WAREHOUSE_CONF = "spark.sluice.warehouse"  # where Hudi tables live
+PERMISSIONS_CONF = "spark.sluice.table_permissions"  # owner or group: the namespaces' mode
 HUDI_COMMIT_PREFIX = "sluice."  # settings and options with it become Hudi commit metadata
 # Hudi writes come in two kinds (docs/formats.md, "Several processes"):
 # - a job's own tables (raw, errors, staging, lake, tombstones) are written only by the holder
@@ -255,19 +256,26 @@ def fs_exists(spark: SparkSession, path: str) -> bool:
     return bool(fs.exists(hpath))
 
 
-def private_namespace(spark: SparkSession, namespace: str) -> None:
-    """Make ``<warehouse>/<namespace>`` an owner-only folder (0700; created when missing), on
-    any Hadoop file system: error tables hold source rows that failed (issue #9.13), and a
-    folder its owner alone may enter keeps every table below it private, whatever the
-    permissions of the files each format writes inside."""
+# The mode of every namespace folder holding source rows (#9.13, #35.6), by the project's
+# ``table_permissions``: its owner alone, or also its group (reading, never writing)
+NAMESPACE_MODES = {"owner": 0o700, "group": 0o750}
+
+
+def restrict_namespace(spark: SparkSession, namespace: str) -> None:
+    """Give ``<warehouse>/<namespace>`` the mode of ``table_permissions`` (``PERMISSIONS_CONF``:
+    0700, or 0750 for ``group``; created so when missing), on any Hadoop file system. Every
+    namespace holds source rows (raw, staging and lake tables, the rows that failed, the keys
+    of the index), and a folder no one else may enter keeps every table below it private,
+    whatever the permissions of the files each format writes inside."""
     jvm = spark._jvm
     assert jvm is not None
+    mode = NAMESPACE_MODES[str(spark.conf.get(PERMISSIONS_CONF, "owner"))]
     hpath, fs = _hadoop_path(spark, f"{spark.conf.get(WAREHOUSE_CONF)}/{namespace}")
-    owner_only = jvm.org.apache.hadoop.fs.permission.FsPermission(jvm.java.lang.Short(0o700))
+    wanted = jvm.org.apache.hadoop.fs.permission.FsPermission(jvm.java.lang.Short(mode))
     if not fs.exists(hpath):
-        fs.mkdirs(hpath, owner_only)
-    if fs.getFileStatus(hpath).getPermission().toShort() != 0o700:
-        fs.setPermission(hpath, owner_only)
+        fs.mkdirs(hpath, wanted)
+    if fs.getFileStatus(hpath).getPermission().toShort() != mode:
+        fs.setPermission(hpath, wanted)
 
 
 def _fs_children(spark: SparkSession, path: str) -> list[str]:

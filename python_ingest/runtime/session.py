@@ -22,15 +22,17 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from python_ingest.config import JobConfig, Settings
+from python_ingest.config.secrets import redact
 from python_ingest.runtime.catalog import (
     FORMAT_CONF,
     HUDI_COMMIT_PREFIX,
     HUDI_READ_CONF,
     HUDI_WRITE_CONF,
     INSERT_OPERATION,
+    PERMISSIONS_CONF,
     WAREHOUSE_CONF,
-    private_namespace,
     register_tables,
+    restrict_namespace,
 )
 
 if TYPE_CHECKING:
@@ -80,6 +82,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.avro.datetimeRebaseModeInWrite": "CORRECTED",
         "spark.sql.avro.datetimeRebaseModeInRead": "CORRECTED",
         WAREHOUSE_CONF: str(settings.path(cat.warehouse)),
+        PERMISSIONS_CONF: settings.table_permissions,
         "hoodie.datasource.write.commitmeta.key.prefix": HUDI_COMMIT_PREFIX,
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "4",
@@ -150,8 +153,8 @@ def build_session(settings: Settings, every_table: bool = False) -> SparkSession
     builder = SparkSession.builder
     for key, value in spark_conf(settings).items():
         builder = builder.config(key, value)
-    log.info("starting Spark (%s), catalog %s at %s", settings.spark.master,
-             settings.catalog.name, settings.catalog.warehouse)
+    log.info("starting Spark (%s), catalog %s at %s", redact(settings.spark.master),
+             settings.catalog.name, redact(settings.catalog.warehouse))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     # the JVM's own prints (a library's warnings) go to stderr: stdout is sluice's (--json)
@@ -163,8 +166,12 @@ def build_session(settings: Settings, every_table: bool = False) -> SparkSession
 
 
 def prepare_catalog(session: SparkSession, every_table: bool = False) -> None:
-    """Create sluice's namespaces (``errors`` owner-only) and, on Hudi, name the tables other
-    processes created: the shared ones, or with ``every_table`` all (``register_tables``)."""
+    """Create sluice's namespaces and, on Hudi, name the tables other processes created: the
+    shared ones, or with ``every_table`` all (``register_tables``). Every namespace holds
+    source rows: its folder is owner-only (or open to the group: ``table_permissions``),
+    created so before anything is written in it, and set so at every session start."""
+    for namespace in NAMESPACES:
+        restrict_namespace(session, namespace)
     if session.conf.get(FORMAT_CONF, "iceberg") == "hudi":
         found = register_tables(session, NAMESPACES, every_table)
         log.info("registered %d %sHudi tables of %s", found, "" if every_table else "shared ",
@@ -172,7 +179,6 @@ def prepare_catalog(session: SparkSession, every_table: bool = False) -> None:
     else:
         for namespace in NAMESPACES:
             create_namespace(session, namespace)
-    private_namespace(session, "errors")  # error tables quote source rows: owner-only
 
 
 def create_namespace(session: SparkSession, namespace: str) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config.dispersal import KafkaTarget
+from python_ingest.config.secrets import redact
 from python_ingest.exceptions import BrokerError, DispersalError, DispersalPositionError
 from python_ingest.runtime.faults import fault_point
 from python_ingest.sinks.changes import DELETE, OP, Position, changes, target_columns
@@ -152,10 +153,11 @@ def disperse_kafka(spark: SparkSession, tables: JobTables, target: KafkaTarget,
             (upserted, deleted + 1)
     remaining = producer.flush(FLUSH_TIMEOUT_S)
     if failures or remaining:
-        raise BrokerError(f"dispersal target {target.name}: the broker at {bootstrap} did not "
-                          f"acknowledge {remaining or len(failures)} message(s) "
-                          f"({failures[0] if failures else 'timed out'}); the position stays "
-                          "where it was, so the next dispersal sends them again")
+        why = failures[0] if failures else "timed out"
+        raise BrokerError(redact(  # a password in bootstrap_servers never shows (#35.5)
+            f"dispersal target {target.name}: the broker at {bootstrap} did not acknowledge "
+            f"{remaining or len(failures)} message(s) ({why}); the position stays where it "
+            "was, so the next dispersal sends them again"))
     fault_point("disperse_before_position")
     store.write(until, target.topic)
     seconds = time.monotonic() - started

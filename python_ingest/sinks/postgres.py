@@ -18,10 +18,12 @@ with the old rows, and the rerun sends the same range again.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config.dispersal import PostgresTarget
+from python_ingest.config.secrets import password_in, redact
 from python_ingest.exceptions import DispersalError, DispersalPositionError
 from python_ingest.runtime.faults import fault_point
 from python_ingest.sinks.changes import DELETE, OP, Position, changes, target_columns
@@ -53,7 +55,9 @@ def quoted(name: str) -> str:
 
 
 def connect(target: PostgresTarget, where: str) -> Any:
-    """A connection to the target's database (autocommit off: one transaction)."""
+    """A connection to the target's database (autocommit off: one transaction). A failure
+    is a DispersalError that never quotes the password (#35.5), nor chains the driver's
+    error (libpq's message on a DSN it cannot read quotes the piece it stumbled on)."""
     import psycopg
 
     dsn, password = target.conninfo(where)
@@ -62,7 +66,22 @@ def connect(target: PostgresTarget, where: str) -> Any:
             return psycopg.connect(dsn, password=password)
         return psycopg.connect(dsn)
     except psycopg.OperationalError as exc:
-        raise DispersalError(f"{where}: cannot connect to PostgreSQL: {exc}".strip()) from None
+        reason = redact(str(exc), password, password_in(dsn)).strip()
+        raise DispersalError(f"{where}: cannot connect to PostgreSQL: {reason}") from None
+    except psycopg.Error as exc:  # a connection string libpq cannot read
+        reason = _QUOTED.sub(_unquoted, redact(str(exc), password, password_in(dsn))).strip()
+        raise DispersalError(
+            f"{where}: PostgreSQL's client cannot read the connection string ({reason}); "
+            "give a libpq key=value string or a postgresql:// URL (a password in a URL "
+            "percent-encoded), or the password in password_env / password_file") from None
+
+
+_QUOTED = re.compile(r'"([^"]*)"')  # a piece of the connection string libpq quotes
+
+
+def _unquoted(found: re.Match[str]) -> str:
+    """A quoted piece of a connection string left out, but for a lone '=' (what is missing)."""
+    return found.group(0) if found.group(1) == "=" else '"…"'
 
 
 def stored_position(conn: Any, job: str, target: str) -> Position | None:
@@ -84,7 +103,8 @@ def disperse_postgres(spark: SparkSession, tables: JobTables, target: PostgresTa
     try:
         return _disperse(spark, tables, target, until, where)
     except psycopg.Error as exc:
-        reason = str(exc).strip().rstrip(".")
+        dsn = target.dsn or ""
+        reason = redact(str(exc), target.password, password_in(dsn)).strip().rstrip(".")
         raise DispersalError(
             f"{where}: PostgreSQL refused the dispersal into {target.table}: {reason}. Nothing "
             "was committed and the position did not move; fix the table or the database (a "

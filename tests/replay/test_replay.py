@@ -157,6 +157,7 @@ def test_replay_decodes_messages_once_their_schema_is_registered(
     assert replay(spark, settings, job, Selection()).selected == 0
 
 
+@pytest.mark.reliability
 def test_replay_killed_around_its_commit_resolves_nothing_or_everything(
         spark: Any, broker: str, make_settings: Any, project: Any, job_name: str,
         tmp_path: Path) -> None:

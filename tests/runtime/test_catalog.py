@@ -160,23 +160,65 @@ def test_sessions_read_a_lake_with_log_files_as_hudis_file_group_reader_does(
     assert read == sorted(expected.values())
 
 
+SOURCE_ROW_NAMESPACES = ("raw", "errors", "staging", "lake")  # lake: the tap's error tables too
+
+
 @pytest.mark.e2e
 @pytest.mark.reliability
-def test_the_error_tables_folder_is_owner_only(format_spark: Any, job_name: str) -> None:
-    """Error tables hold the source rows that failed (#9.13): their namespace folder is 0700
-    on both formats, created so and tightened when it was not, with tables below it."""
+def test_the_namespace_folders_are_owner_only_or_open_to_the_group(format_spark: Any,
+                                                                   job_name: str) -> None:
+    """Every namespace holding source rows (#9.13, #35.6): raw, errors, staging and lake
+    (where the tap's error tables live) are 0700 on both formats, created so and tightened
+    when they were not, with tables written below them; ``table_permissions: group`` makes
+    them 0750, and the default closes them again at the next session start."""
     import stat
 
+    from python_ingest.runtime.catalog import PERMISSIONS_CONF
     from python_ingest.runtime.session import prepare_catalog
     from python_ingest.tables.formats import ensure_table
 
     spark = format_spark
-    errors = Path(spark.conf.get("spark.sluice.warehouse").removeprefix("file:")) / "errors"
-    errors.chmod(0o755)  # as an older sluice, or the umask, left it
+    warehouse = Path(spark.conf.get("spark.sluice.warehouse").removeprefix("file:"))
+    folders = [warehouse / namespace for namespace in SOURCE_ROW_NAMESPACES]
+    for folder in folders:
+        if folder.is_dir():
+            folder.chmod(0o755)  # as an older sluice, or the umask, left it
+
+    def modes() -> dict[str, int]:
+        return {f.name: stat.S_IMODE(f.stat().st_mode) for f in folders}
+
     prepare_catalog(spark)
-    ensure_table(spark, f"errors.{job_name}", [("k", "string")])
-    assert (errors / job_name).is_dir()
-    assert stat.S_IMODE(errors.stat().st_mode) == 0o700
+    for namespace in SOURCE_ROW_NAMESPACES:
+        ensure_table(spark, f"{namespace}.{job_name}", [("k", "string")])
+        spark.sql(f"insert into {namespace}.{job_name} values ('a source value')")
+        assert (warehouse / namespace / job_name).is_dir()
+    assert modes() == dict.fromkeys(SOURCE_ROW_NAMESPACES, 0o700)
+    configured = spark.conf.get(PERMISSIONS_CONF)
+    spark.conf.set(PERMISSIONS_CONF, "group")  # a session of a project with the group setting
+    try:
+        prepare_catalog(spark)
+        assert modes() == dict.fromkeys(SOURCE_ROW_NAMESPACES, 0o750)
+    finally:
+        spark.conf.set(PERMISSIONS_CONF, configured)
+        prepare_catalog(spark)
+    assert modes() == dict.fromkeys(SOURCE_ROW_NAMESPACES, 0o700)
+
+
+def test_table_permissions_is_read_from_the_config_and_handed_to_spark(tmp_path: Path) -> None:
+    from python_ingest.config import load_settings
+    from python_ingest.exceptions import ConfigError
+    from python_ingest.runtime.catalog import PERMISSIONS_CONF
+    from python_ingest.runtime.session import spark_conf
+
+    config = tmp_path / "sluice.yml"
+    config.write_text("table_permissions: group\n")
+    assert spark_conf(load_settings(config, env={}))[PERMISSIONS_CONF] == "group"
+    config.write_text("state_dir: .sluice\n")
+    assert spark_conf(load_settings(config, env={}))[PERMISSIONS_CONF] == "owner"
+    config.write_text("table_permissions: world\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(config, env={})
+    assert err.value.field == "table_permissions" and "owner, group" in str(err.value)
 
 
 @pytest.mark.e2e

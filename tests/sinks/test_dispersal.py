@@ -79,6 +79,7 @@ def topic_state(spark: Any, tables: JobTables, bootstrap: str,
     return last
 
 
+@pytest.mark.reliability
 def test_postgres_and_kafka_equal_the_lake_after_batches_kills_and_a_failed_dispersal(
         spark: Any, broker: str, postgres: LocalPostgres, make_settings: Any, project: Any,
         job_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

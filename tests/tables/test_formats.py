@@ -90,6 +90,7 @@ def _fail_some_tasks(rows: Any) -> Any:
 
 
 @pytest.mark.e2e
+@pytest.mark.reliability
 def test_a_failed_first_write_stays_invisible_after_the_next_commit(
         format_spark: Any, table_format: str, job_name: str) -> None:
     """Hudi 1.0 takes files of an instant older than a table's first completed commit for
