@@ -112,6 +112,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             "last_error": entry.get("last_error"), "next_retry_at": entry.get("next_retry_at"),
             "cost": entry.get("cost"), "checkpoint": checkpoint,
             "services": entry.get("services"),
+            "late_partitions": entry.get("late_partitions") if job.files else None,
             "held_by": entry.get("held_by") if state == "elsewhere" else None}
     if args.json:
         print(json.dumps(out, indent=2, default=str))
@@ -193,6 +194,9 @@ def _print_status(out: dict[str, Any]) -> None:
               f"{_dash(counts.get('read')):>7} {_dash(counts.get('valid')):>7} "
               f"{errors if counts else '-':>7} {merged if counts else '-':>7} "
               f"{_dash(cost):>8}")
+        if job["late_partitions"]:
+            print(f"  {job['late_partitions']} late partition(s) skipped: below the watermark, "
+                  "never read (the run's log names them; docs/files-source.md)")
         if job["held_by"]:
             print(f"  run by the runner pid {job['held_by'].get('pid')} on "
                   f"{job['held_by'].get('host')} (its own state dir has its figures)")

@@ -63,16 +63,34 @@ def write_dashboard(spark: SparkSession, settings: Settings, names: list[str] | 
         "<title>sluice: runs</title>"
         f'<script src="{ASSETS}/{plotly_js}"></script><style>{_STYLE}</style></head><body>'
         "<h1>sluice: runs</h1>"
-        f'<p class="muted">Written {now:%Y-%m-%d %H:%M:%S} from <code>meta.runs</code> (the '
-        f"{runs} newest runs per job), the tables' Iceberg metadata and the broker "
-        f"<code>{html.escape(settings.broker.bootstrap_servers)}</code>. Freshness: how old the "
-        "newest landed message was; backlog: messages waiting in Kafka. "
-        "<code>sluice report</code> rewrites this page.</p>"
+        + _intro(reports, settings, runs, now)
         + _jobs_table(reports, path.parent, settings, now) + "".join(sections)
         + "</body></html>\n")
     write_private(path, page)
     log.info("dashboard of %d jobs: %s", len(reports), path)
     return path
+
+
+def _intro(reports: list[JobReport], settings: Settings, runs: int, now: datetime) -> str:
+    """Where the figures come from and what backlog means, for the jobs shown (neutral about
+    the table format: Hudi and Iceberg tables both keep commit metadata; the broker only when
+    a Kafka job is shown)."""
+    kafka = [r for r in reports if not r.files]
+    files = [r for r in reports if r.files]
+    sources = ["<code>meta.runs</code> (the "
+               f"{runs} newest runs per job)", "the tables' commit metadata"]
+    backlog = []
+    if kafka:
+        sources.append("the broker "
+                       f"<code>{html.escape(settings.broker.bootstrap_servers)}</code>")
+        backlog.append("messages waiting in Kafka")
+    if files:
+        sources.append("the landing dirs")
+        backlog.append("a files job's ready partitions not taken yet")
+    return (f'<p class="muted">Written {now:%Y-%m-%d %H:%M:%S} from {", ".join(sources[:-1])} '
+            f"and {sources[-1]}. Freshness: how old the newest landed record was"
+            + (f"; backlog: {'; '.join(backlog)}" if backlog else "")
+            + ". <code>sluice report</code> rewrites this page.</p>")
 
 
 def _plotly_js(folder: Path) -> str:
@@ -127,6 +145,10 @@ def _jobs_table(reports: list[JobReport], root: Path, settings: Settings, now: d
         state = last.outcome if last else "no runs"
         backlog = (f"{r.backlog:,}" if r.backlog is not None
                    else f'<span class="muted" title="{e(r.backlog_error or "")}">?</span>')
+        if r.late_partitions:  # skipped, never read: docs/files-source.md
+            backlog += (f'<div class="late failed" title="partitions that arrived after the '
+                        f'watermark passed their keys: skipped">{r.late_partitions:,} late, '
+                        "skipped</div>")
         fresh = _age((now - r.newest_data).total_seconds()) if r.newest_data else "–"
         when = (f"{last.finished_at:%Y-%m-%d %H:%M:%S} ({last.duration_s:.1f} s)" if last
                 else "–")
@@ -152,8 +174,12 @@ def _jobs_table(reports: list[JobReport], root: Path, settings: Settings, now: d
 
 def _job_section(report: JobReport, root: Path, settings: Settings, now: datetime) -> str:
     e = html.escape
-    head = (f'<section id="job-{e(report.name)}"><h2>{e(report.name)}</h2><p>topic '
-            f"<code>{e(report.topic)}</code> · {report.error_rows:,} rows in "
+    late = (f' · <span class="late failed">{report.late_partitions:,} late partition(s) '
+            "skipped (below the watermark, never read: the run's log names them)</span>"
+            if report.late_partitions else "")
+    head = (f'<section id="job-{e(report.name)}"><h2>{e(report.name)}</h2><p>'
+            f"{'landing dir' if report.files else 'topic'} <code>{e(report.topic)}</code>{late}"
+            f" · {report.error_rows:,} rows in "
             f"<code>{e(report.tables.errors)}</code>, {report.raw_error_rows:,} in "
             f"<code>{e(report.tables.raw_errors)}</code> · {_links(report, root, settings)}</p>")
     if report.last and report.last.error:
@@ -161,6 +187,18 @@ def _job_section(report: JobReport, root: Path, settings: Settings, now: datetim
     if not report.runs:
         return head + '<p class="muted">no runs yet</p></section>'
     return head + _plots(report) + "</section>"
+
+
+def _titles(report: JobReport) -> tuple[str, ...]:
+    """The six panels' titles: a files job reads records from partitions, not messages."""
+    if report.files:
+        return ("freshness (s, age of newest landed record)",
+                "backlog (ready partitions waiting)", "throughput (records read / s of run)",
+                "error rate (errors / records read, %)", "step durations (s)",
+                "cost (core-seconds per run)")
+    return ("freshness (s, age of newest landed message)", "backlog (messages waiting in Kafka)",
+            "throughput (messages read / s of run)", "error rate (errors / messages read, %)",
+            "step durations (s)", "cost (core-seconds per run)")
 
 
 def _plots(report: JobReport) -> str:
@@ -172,11 +210,7 @@ def _plots(report: JobReport) -> str:
     x = [run.finished_at for run in runs]  # lines on a time axis, bars one per run
     labels = [f"{run.finished_at:%m-%d %H:%M:%S}" for run in runs]
     fig = make_subplots(rows=2, cols=3, horizontal_spacing=0.07, vertical_spacing=0.16,
-                        subplot_titles=("freshness (s, age of newest landed message)",
-                                        "backlog (messages waiting in Kafka)",
-                                        "throughput (messages read / s of run)",
-                                        "error rate (errors / messages read, %)",
-                                        "step durations (s)", "cost (core-seconds per run)"))
+                        subplot_titles=_titles(report))
     hover = [f"run {run.run_id} · batch {run.batch_id} · {run.outcome}" for run in runs]
 
     def line(y: list[Any], row: int, col: int, name: str, color: str) -> None:

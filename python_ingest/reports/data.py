@@ -1,16 +1,18 @@
-"""What the dashboard shows, read from ``meta.runs``, the tables' Iceberg metadata and Kafka.
+"""What the dashboard shows, read from ``meta.runs``, the tables' commit metadata (Hudi's
+timeline or Iceberg's snapshots), and Kafka or a files job's landing dir.
 
 Per run: counts (``meta.runs``), cost (core-seconds), throughput, error rate, and three
 figures the runs do not record (yet) but that can be computed from what exists:
 
-* step durations: each step ends with an Iceberg commit (ingest: ``errors.<job>__raw``, staging:
+* step durations: each step ends with a table commit (ingest: ``errors.<job>__raw``, staging:
   ``staging.<model>``, fork: ``staging.<model>__valid``, merge: the lake, error and index
-  tables), so the snapshots committed inside a run's time window mark where its steps ended;
+  tables), so the commits made inside a run's time window mark where its steps ended;
   a step that committed nothing adds its time to the next step that did, and what follows the
   last commit (reports, bookkeeping, table services) is "services". A run whose details hold
   ``durations`` (seconds per step) is shown as recorded.
 * backlog after the run: Kafka's offset of the first message produced after the run finished
-  (``offsets_for_times``) minus the run's checkpoint, summed over partitions.
+  (``offsets_for_times``) minus the run's checkpoint, summed over partitions; a files job's:
+  the ready partitions its run left for later (beyond its caps, leased, or changed while read).
 * freshness: how old the newest landed message (its Kafka timestamp) was when the run finished;
   the newest timestamp per batch comes from the raw table's file metrics, not a data scan.
 """
@@ -99,6 +101,12 @@ class JobReport:
     newest_data: datetime | None = None
     error_rows: int = 0
     raw_error_rows: int = 0
+    source: str = "kafka"  # or "files": its backlog counts partitions, not messages
+    late_partitions: int = 0  # a files job's late partitions skipped so far
+
+    @property
+    def files(self) -> bool:
+        return self.source == "files"
 
     @property
     def last(self) -> RunPoint | None:
@@ -125,7 +133,8 @@ def collect(spark: SparkSession, settings: Settings, names: list[str], runs: int
             except SluiceError as exc:  # no converter yet: the ingest figures still show
                 log.info("job %s: no dbt models (%s)", name, exc)
                 known[name] = JobTables(name)
-        report = JobReport(name, job.topic, known[name], recent.get(name, []))
+        report = JobReport(name, job.files.path if job.files else job.topic, known[name],
+                           recent.get(name, []), source=job.source)
         with active(for_job(spark, settings, job)) as session:
             _fill(session, settings, job, report)
         reports.append(report)
@@ -180,14 +189,29 @@ def _fill(spark: SparkSession, settings: Settings, job: JobConfig, report: JobRe
         from python_ingest.sources.files.partitions import ready_backlog
 
         checkpoint = read_checkpoint(spark, tables.raw)
-        report.backlog = ready_backlog(job.files, checkpoint.files if checkpoint
-                                       and checkpoint.files else ProcessedPartitions())
+        processed = checkpoint.files if checkpoint and checkpoint.files else ProcessedPartitions()
+        report.backlog = ready_backlog(job.files, processed)
+        _files_per_run(report, processed)
     else:
         _kafka_backlog(spark, settings, job, report)
     for name, attr in ((tables.errors if tables.models else None, "error_rows"),
                        (tables.raw_errors, "raw_error_rows")):
         if name and table_exists(spark, name):
             setattr(report, attr, int(spark.table(name).count()))
+
+
+def _files_per_run(report: JobReport, processed: ProcessedPartitions) -> None:
+    """A files job's backlog per run (the ready partitions it left) and its late partitions
+    skipped so far: the newest run's count (an up-to-date run counts what it found without a
+    commit) or the checkpoint's, whichever is larger."""
+    late = len(processed.late)
+    for run in report.runs:
+        if "partitions_left" in run.details:
+            run.backlog = len(run.details["partitions_left"]) + len(
+                run.details.get("partitions_changed_while_read") or [])
+        if "late_partitions" in run.counts:
+            late = int(run.counts["late_partitions"])
+    report.late_partitions = max(late, len(processed.late))
 
 
 def _kafka_backlog(spark: SparkSession, settings: Settings, job: JobConfig,

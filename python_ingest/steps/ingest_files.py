@@ -31,7 +31,13 @@ from python_ingest.config import JobConfig, Settings
 from python_ingest.config.files import FileSourceConfig
 from python_ingest.runtime.faults import fault_point
 from python_ingest.sources.files.leases import PartitionLeases, commit_lock, lease_dir
-from python_ingest.sources.files.partitions import Partition, discover, select
+from python_ingest.sources.files.partitions import (
+    Partition,
+    discover,
+    is_late,
+    newest_arrival,
+    select,
+)
 from python_ingest.sources.files.reader import FileReader, ParsedFile
 from python_ingest.sources.kafka.workunits import Plan
 from python_ingest.steps.outcome import IngestResult
@@ -91,6 +97,7 @@ def files_ingest(spark: SparkSession, settings: Settings, job: JobConfig,
         taken = [p for p in chosen.take if leases.take(p.key)]
         run.details["partitions_waiting"] = list(chosen.waiting)
         run.details["partitions_left"] = list(chosen.left)
+        _report_late(job, run, processed, chosen.late)
         if not taken:
             log.info("job %s: up to date (no ready partition in %s; %d still settling)",
                      job.name, source.path, len(chosen.waiting))
@@ -118,8 +125,10 @@ def files_ingest(spark: SparkSession, settings: Settings, job: JobConfig,
             run.batch_id = batch_id
             now = time.time()
             pending = [*chosen.pending, *(p.key for p in chosen.take if p.key not in batch)]
-            files_state = done.adding(batch, now).compacted(pending, now,
-                                                            source.lateness_seconds)
+            found_late = [*chosen.late, *(p.key for p in listed if is_late(p, done))]
+            files_state = done.adding(batch, now).compacted(
+                pending, now, source.lateness_seconds, newest_arrival(listed),
+            ).with_late(found_late)
             new_checkpoint = Checkpoint(f"files:{source.path}", {}, batch_id,
                                         row_key_encoding=schema.row_key_encoding,
                                         files=files_state)
@@ -147,10 +156,26 @@ def files_ingest(spark: SparkSession, settings: Settings, job: JobConfig,
     run.details["partitions"] = sorted(batch)
     run.details["files"] = len(ordered)
     run.details["checkpoint_to"] = files_state.to_dict()
+    run.count("late_partitions", len(files_state.late))
     log.info("job %s batch %d: %d partitions, %d files: read %d, landed %d in %s, %d errors "
              "in %s", job.name, batch_id, len(batch), len(ordered), read, read - errors,
              tables.raw, errors, tables.raw_errors)
     return IngestResult(batch_id, read, read - errors, errors, size, _NO_PLAN, new_checkpoint)
+
+
+def _report_late(job: JobConfig, run: Run, processed: ProcessedPartitions,
+                 late: Sequence[str]) -> None:
+    """Say which partitions are skipped as late: the run's details and log, and the count of
+    late partitions found so far (``late_partitions``, which `sluice status` shows)."""
+    run.details["partitions_late"] = list(late)
+    run.count("late_partitions", len({*processed.late, *late}))
+    if late:
+        log.warning("job %s: %d late partition(s) skipped, never to be read: %s (they sort at or "
+                    "below the watermark %s but arrived after the listing behind it; "
+                    "lateness_seconds is %g; to land one, move its files to a new partition "
+                    "whose key sorts above the watermark: docs/files-source.md)", job.name,
+                    len(late), list(late), processed.watermark,
+                    source_of(job).lateness_seconds)
 
 
 def _read(reader: FileReader, partitions: Sequence[Partition]) -> tuple[

@@ -43,11 +43,18 @@ CHECKPOINT_PROPERTY = "sluice.checkpoint"
 class ProcessedPartitions:
     """The partitions of a files job's landing dir that are in the raw table: every key up to
     ``watermark`` (key order), and the keys above it in ``done`` (with when they committed,
-    epoch seconds). Keys are partition paths relative to the landing dir."""
+    epoch seconds). Keys are partition paths relative to the landing dir.
+
+    ``seen_until``: the newest arrival (inode change time, epoch seconds, on the landing dir's
+    own clock) that the listing behind the watermark saw: a partition at or below the
+    watermark that arrived later was never seen, let alone taken: it is *late*, skipped and
+    reported; ``late`` holds the late keys found so far (docs/files-source.md)."""
 
     watermark: str | None = None
     done: Mapping[str, float] = field(default_factory=dict)
     batch: tuple[str, ...] = ()  # the keys of the last batch (its error rows, if lost, re-read)
+    seen_until: float | None = None
+    late: tuple[str, ...] = ()
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and (key in self.done or self.below_watermark(key))
@@ -60,10 +67,16 @@ class ProcessedPartitions:
         batch = tuple(sorted(keys))
         return replace(self, done={**self.done, **{k: at for k in batch}}, batch=batch)
 
-    def compacted(self, pending: Iterable[str], now: float,
-                  lateness_s: float) -> ProcessedPartitions:
+    def with_late(self, keys: Iterable[str]) -> ProcessedPartitions:
+        """These late partitions recorded too (skipped: below the watermark)."""
+        return replace(self, late=tuple(sorted({*self.late, *keys})))
+
+    def compacted(self, pending: Iterable[str], now: float, lateness_s: float,
+                  seen_until: float | None = None) -> ProcessedPartitions:
         """Fold the oldest done keys into the watermark: those committed more than
-        ``lateness_s`` ago with no unprocessed partition (``pending``) at or below them."""
+        ``lateness_s`` ago with no unprocessed partition (``pending``) at or below them.
+        ``seen_until``: the newest arrival the listing that found ``pending`` saw; once the
+        watermark moves, a partition below it that arrived after that is late."""
         first_pending = min(pending, default=None)
         watermark = self.watermark
         for key in sorted(self.done):
@@ -71,24 +84,30 @@ class ProcessedPartitions:
                                                      and first_pending <= key):
                 break
             watermark = key
-        if watermark == self.watermark:
-            return self
+        if watermark == self.watermark:  # the caller recorded the late keys its listing saw
+            seen = max((t for t in (self.seen_until, seen_until) if t is not None), default=None)
+            return replace(self, seen_until=seen)
         return ProcessedPartitions(watermark, {k: t for k, t in self.done.items()
                                                if watermark is None or k > watermark},
-                                   self.batch)
+                                   self.batch, seen_until, self.late)
 
     def to_dict(self) -> dict[str, object]:
         return {"watermark": self.watermark, "done": dict(sorted(self.done.items())),
-                "batch": list(self.batch)}
+                "batch": list(self.batch), "seen_until": self.seen_until,
+                "late": list(self.late)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> ProcessedPartitions:
         done = data.get("done") or {}
         batch = data.get("batch") or []
-        assert isinstance(done, Mapping) and isinstance(batch, list)
+        late = data.get("late") or []
+        seen = data.get("seen_until")
+        assert isinstance(done, Mapping) and isinstance(batch, list) and isinstance(late, list)
+        assert seen is None or isinstance(seen, int | float)
         watermark = data.get("watermark")
         return cls(None if watermark is None else str(watermark),
-                   {str(k): float(v) for k, v in done.items()}, tuple(map(str, batch)))
+                   {str(k): float(v) for k, v in done.items()}, tuple(map(str, batch)),
+                   None if seen is None else float(seen), tuple(map(str, late)))
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ Entry per job: ``state`` (running, maintaining, idle, failing, retrying, stopped
 outcome, counts, duration, core-seconds), ``newest_event_at`` (Kafka timestamp of the newest
 event merged into the lake), ``failing_since``/``failures``/``last_error``/``next_retry_at``
 while failing, ``services`` (a runner's last table services apart from a batch: when, seconds,
-what ran, error), and ``cost`` (runs and core-seconds since the file began). The file is
-owner-only: errors may quote data.
+what ran, error), ``cost`` (runs and core-seconds since the file began), and for a files job
+``late_partitions`` (the late partitions it skipped so far, as its newest run counted them:
+docs/files-source.md). The file is owner-only: errors may quote data.
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ class StatusFile:
                                  "duration_s": round(duration_s, 3)}
             if checkpoint is not None:
                 entry["checkpoint"] = dict(checkpoint)
+            if "late_partitions" in counts:  # a files job's: kept whatever the outcome
+                entry["late_partitions"] = int(counts["late_partitions"])
             if outcome == "failed":
                 entry["failures"] = int(entry.get("failures", 0)) + 1
                 entry.setdefault("failing_since", now_iso())

@@ -5,16 +5,22 @@ the error table's."""
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from python_ingest.cli.main import main
+from python_ingest.config import Settings
 from python_ingest.demo.trips import TripsGenerator, produce, trips_schema
 from python_ingest.kafka import broker as broker_mod
+from python_ingest.reports.dashboard import _intro, _job_section, _jobs_table
+from python_ingest.reports.data import JobReport, RunPoint, _files_per_run
 from python_ingest.steps.fork import error_query
 from python_ingest.steps.pipeline import report_dir, run_job
+from python_ingest.tables.checkpoints import ProcessedPartitions
+from python_ingest.tables.names import JobTables
 from tests.conftest import REPO, trips_job
 from tests.reports.conftest import external_assets
 
@@ -84,3 +90,36 @@ def test_dashboard_and_report_offline_in_chromium(spark: Any, broker: str, make_
     listed = {r.get_attribute("data-failure"): int(r.get_attribute("data-rows") or -1)
               for r in summary_page.page.locator("tr.failure").all()}
     assert listed == {f: n for f, n in shown.items() if n}
+
+
+def test_a_files_jobs_figures_speak_of_partitions_and_late_ones(tmp_path: Path) -> None:
+    """#34: no Iceberg words on a Hudi lake, no Kafka words for a files job; #35.3: its late
+    partitions skipped so far, in its row and its section."""
+    settings = Settings(root=tmp_path)
+    now = datetime.now()
+    run = RunPoint("r1", now - timedelta(seconds=5), now, 5.0, 10.0, "up-to-date", None, None,
+                   {"read": 0, "late_partitions": 1},
+                   {"partitions_left": ["dt=1/hour=09"], "partitions_late": ["dt=1/hour=05"]})
+    files = JobReport("trips_files", "/srv/landing/trips", JobTables("trips_files"), [run],
+                      backlog=1, source="files")
+    _files_per_run(files, ProcessedPartitions(watermark="dt=1/hour=08"))
+    assert (run.backlog, files.late_partitions) == (1, 1)  # the partition that run left
+    _files_per_run(files, ProcessedPartitions(late=("dt=1/hour=03", "dt=1/hour=05")))
+    assert files.late_partitions == 2  # the checkpoint knows more than the run counted
+
+    intro = _intro([files], settings, 50, now)
+    assert "Iceberg" not in intro and "Kafka" not in intro
+    assert "commit metadata" in intro and "ready partitions" in intro
+    section = _job_section(files, tmp_path, settings, now)
+    assert "backlog (ready partitions waiting)" in section and "Kafka" not in section
+    assert "landing dir <code>/srv/landing/trips</code>" in section
+    assert "2 late partition(s) skipped" in section
+    row = _jobs_table([files], tmp_path, settings, now)
+    assert re.search(r"<td>1<div class=\"late failed\"[^>]*>2 late, skipped</div></td>", row)
+
+    kafka = JobReport("trips", "trips", JobTables("trips"), [run])
+    intro = _intro([kafka, files], settings, 50, now)
+    assert "messages waiting in Kafka" in intro and settings.broker.bootstrap_servers in intro
+    assert "Iceberg" not in intro
+    assert "backlog (messages waiting in Kafka)" in _job_section(kafka, tmp_path, settings, now)
+    assert "late" not in _jobs_table([kafka], tmp_path, settings, now)

@@ -37,3 +37,19 @@ def test_a_state_folder_of_a_live_runner_is_refused(tmp_path: Path) -> None:
     _record(tmp_path / "c", pid=other.pid).check_free()  # its process is gone: free
     _record(tmp_path / "d", pid=os.getpid()).check_free()  # this process's own entry
     StatusFile(tmp_path / "never").check_free()  # no file yet
+
+
+def test_a_files_jobs_late_partitions_count_is_kept_whatever_the_outcome(tmp_path: Path) -> None:
+    """#35.3: the late partitions a files job's run counted stay in its entry for `sluice
+    status`, also after an up-to-date run (no batch) or a failure that counted none."""
+    status = StatusFile(tmp_path)
+
+    def record(outcome: str, counts: dict[str, int]) -> dict[str, Any]:
+        return status.record_run("trips_files", "r1", outcome, counts, 1.0, 2.0, None, None,
+                                 None, "boom" if outcome == "failed" else None)
+
+    assert "late_partitions" not in record("up-to-date", {"read": 0})  # a Kafka job: none
+    assert record("up-to-date", {"read": 0, "late_partitions": 2})["late_partitions"] == 2
+    assert record("failed", {})["late_partitions"] == 2  # failed before counting: kept
+    assert record("succeeded", {"read": 5, "late_partitions": 3})["late_partitions"] == 3
+    assert status.read()["jobs"]["trips_files"]["late_partitions"] == 3

@@ -9,6 +9,13 @@ temporary copies) are never data.
 A partition is ready when it is complete: it holds a ``_SUCCESS`` marker, or neither it nor
 any of its files changed (size, mtime) for ``settle_seconds``. Listing is plain ``os.scandir``
 (no Spark), so a runner can ask cheaply whether a files job has work.
+
+A partition is late when it sorts at or below the watermark of the processed partitions but
+arrived after every partition the listing behind that watermark saw: no run ever saw it, and
+none will take it. Arrival is the inode change time (ctime) of its directory or a data file:
+copying tools can set mtimes, not that; and it is the landing dir's own clock on both sides of
+the comparison, whatever the hosts' clocks. Selection reports a late partition
+(``Selection.late``) instead of skipping it in silence.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ class Partition:
     files: tuple[DataFile, ...]
     has_success: bool
     changed_ns: int  # the newest mtime of the directory and its files
+    arrived_ns: int = 0  # the newest ctime of the directory and its data files
 
     @property
     def bytes(self) -> int:
@@ -86,7 +94,8 @@ def discover(landing: str | Path) -> list[Partition]:
         files: list[DataFile] = []
         success = False
         try:
-            newest = folder.stat().st_mtime_ns
+            stat = folder.stat()
+            newest, arrived = stat.st_mtime_ns, stat.st_ctime_ns
             entries = list(os.scandir(folder))
         except FileNotFoundError:  # removed while listing
             continue
@@ -104,10 +113,11 @@ def discover(landing: str | Path) -> list[Partition]:
                     continue
                 files.append(DataFile(entry.path, st.st_size, st.st_mtime_ns))
                 newest = max(newest, st.st_mtime_ns)
+                arrived = max(arrived, st.st_ctime_ns)
         if files or (success and folder != root):
             key = folder.relative_to(root).as_posix()
             found.append(Partition(key, tuple(sorted(files, key=lambda f: f.path)), success,
-                                   newest))
+                                   newest, arrived))
     return sorted(found, key=lambda p: p.key)
 
 
@@ -118,6 +128,7 @@ class Selection:
     take: tuple[Partition, ...]
     waiting: tuple[str, ...]  # unprocessed, not ready yet (still being written)
     left: tuple[str, ...]  # ready and unprocessed, beyond this run's caps or leased
+    late: tuple[str, ...] = ()  # below the watermark, never taken, newly found (not reported yet)
 
     @property
     def pending(self) -> tuple[str, ...]:
@@ -130,15 +141,19 @@ def select(partitions: Iterable[Partition], processed: ProcessedPartitions,
            busy: Iterable[str] = ()) -> Selection:
     """Pick the partitions a run takes: ready, not processed, not leased by another run
     (``busy``), oldest first, at most ``max_partitions`` and ``max_bytes`` (the first
-    partition is taken whatever its size, so that a huge one cannot block the job)."""
+    partition is taken whatever its size, so that a huge one cannot block the job). Late
+    partitions are skipped too, but listed in ``late`` when not reported before."""
     now = time.time() if now is None else now
     busy = set(busy)
     take: list[Partition] = []
     waiting: list[str] = []
     left: list[str] = []
+    late: list[str] = []
     total = 0
     for partition in partitions:
         if partition.key in processed:
+            if is_late(partition, processed):
+                late.append(partition.key)
             continue
         if not partition.ready(config.settle_seconds, now):
             waiting.append(partition.key)
@@ -148,7 +163,21 @@ def select(partitions: Iterable[Partition], processed: ProcessedPartitions,
         else:
             take.append(partition)
             total += partition.bytes
-    return Selection(tuple(take), tuple(waiting), tuple(left))
+    return Selection(tuple(take), tuple(waiting), tuple(left), tuple(late))
+
+
+def is_late(partition: Partition, processed: ProcessedPartitions) -> bool:
+    """At or below the watermark, yet arrived after all the listing behind it saw, and not
+    reported before: skipped, never read (docs/files-source.md, "Late partitions")."""
+    return (processed.seen_until is not None and partition.key not in processed.done
+            and processed.below_watermark(partition.key) and partition.key not in processed.late
+            and partition.arrived_ns / 1e9 > processed.seen_until)
+
+
+def newest_arrival(partitions: Iterable[Partition]) -> float:
+    """The newest arrival among listed partitions (epoch seconds; 0 when none): what a
+    checkpoint records as ``seen_until``."""
+    return max((p.arrived_ns for p in partitions), default=0) / 1e9
 
 
 def ready_backlog(config: FileSourceConfig, processed: ProcessedPartitions) -> int:

@@ -73,6 +73,7 @@ def done_keys(spark: Any, job: JobConfig) -> set[str]:
     return set(checkpoint.files.done)
 
 
+@pytest.mark.reliability
 def test_late_partition_lands_once_and_nothing_twice(spark: Any, make_settings: Any,
                                                      job_name: str, tmp_path: Path) -> None:
     landing = tmp_path / "landing"
@@ -100,6 +101,57 @@ def test_late_partition_lands_once_and_nothing_twice(spark: Any, make_settings: 
     assert coords.count() == coords.distinct().count() == 15
 
 
+@pytest.mark.reliability
+def test_late_partition_below_the_watermark_is_reported_never_silently_skipped(
+        spark: Any, make_settings: Any, job_name: str, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    """#35.3: a partition that lands after the watermark passed its key is skipped, and said
+    so: a warning naming it, and a count in the run, the checkpoint and `sluice status`."""
+    from python_ingest.cli.main import main
+    from python_ingest.steps.pipeline import record_status
+
+    landing = tmp_path / "landing"
+    drop(landing, 7, 200)
+    settings = make_settings({job_name: files_job(landing, lateness_seconds=0)})
+    job = settings.job(job_name)
+    first = run_ingest(spark, settings, job)  # lateness 0: hour=07 is folded at once
+    assert first.batch_id == 1
+    first_files = read_checkpoint(spark, JobTables(job.name).raw)
+    assert first_files is not None and first_files.files is not None
+    assert first_files.files.watermark == f"{DAY}/hour=07"
+    late = f"{DAY}/hour=05"
+    drop(landing, 5, 300)  # older than the watermark: too late to be taken
+
+    caplog.set_level("WARNING", logger="python_ingest")
+    run = Run(job=job.name)
+    skipped = ingest(spark, settings, job, run)
+    assert skipped.up_to_date  # skipped, as documented ...
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(late in m and "late" in m for m in warned), warned  # ... but never silently
+    assert run.counts["late_partitions"] == 1 and run.details["partitions_late"] == [late]
+    run.outcome = "up-to-date"
+    record_status(spark, settings, run, skipped.checkpoint, None)
+    capsys.readouterr()
+    assert main(["--config", str(tmp_path / "sluice.yml"), "status", job_name, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["jobs"][job_name]
+    assert shown["late_partitions"] == 1 and shown["backlog"] == 0
+    assert main(["--config", str(tmp_path / "sluice.yml"), "status", job_name]) == 0
+    assert "1 late partition" in capsys.readouterr().out
+
+    drop(landing, 8, 400)  # the next batch records the late one in its checkpoint
+    caplog.clear()
+    landed = run_ingest(spark, settings, job)
+    assert (landed.batch_id, landed.landed) == (2, 5)
+    assert raw_refs(spark, job) == Counter(range(200, 205)) + Counter(range(400, 405))
+    assert landed.checkpoint is not None and landed.checkpoint.files is not None
+    assert landed.checkpoint.files.late == (late,)
+    again = Run(job=job.name)
+    assert ingest(spark, settings, job, again).up_to_date
+    assert again.counts["late_partitions"] == 1  # still counted, no longer news
+    assert again.details["partitions_late"] == []
+
+
+@pytest.mark.reliability
 def test_settling_partition_waits_until_stable_or_marked(spark: Any, make_settings: Any,
                                                          job_name: str, tmp_path: Path) -> None:
     landing = tmp_path / "landing"
@@ -138,6 +190,7 @@ def test_backlog_is_taken_oldest_first_within_max_partitions(
     assert batch_refs(spark, job) == {1: {100, 101, 200, 201}, 2: {300, 301}}
 
 
+@pytest.mark.reliability
 def test_bad_file_goes_to_errors_with_its_path_and_the_rest_lands(
         spark: Any, make_settings: Any, job_name: str, tmp_path: Path) -> None:
     landing = tmp_path / "landing"
@@ -185,6 +238,7 @@ def test_partition_lease_of_another_run_is_respected_then_retaken_after_expiry(
     assert list(folder.glob("*" + LEASE_SUFFIX)) == []  # released after its commit
 
 
+@pytest.mark.reliability
 def test_two_concurrent_runs_land_each_partition_exactly_once(
         spark: Any, make_settings: Any, job_name: str, tmp_path: Path) -> None:
     """Two runs of the job at once, without the job lease (as after a job lease take-over):
@@ -221,6 +275,7 @@ def test_two_concurrent_runs_land_each_partition_exactly_once(
     assert len(done_keys(spark, job)) == 8
 
 
+@pytest.mark.reliability
 def test_killed_between_read_and_commit_then_rerun_lands_each_partition_once(
         spark: Any, make_settings: Any, job_name: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ from python_ingest.config.files import FILES_MAX_BYTES, FileSourceConfig
 from python_ingest.demo.files import trip_records, write_demo_partitions, write_file
 from python_ingest.exceptions import ConfigError
 from python_ingest.sources.files.leases import PartitionLeases, commit_lock
-from python_ingest.sources.files.partitions import discover, select
+from python_ingest.sources.files.partitions import discover, newest_arrival, select
 from python_ingest.sources.files.reader import FileReader
 from python_ingest.tables.checkpoints import Checkpoint, ProcessedPartitions
 from tests.conftest import REPO
@@ -145,6 +145,38 @@ def test_processed_partitions_compact_into_a_watermark_and_round_trip() -> None:
     kafka = Checkpoint("t", {0: 5}, 2)
     assert "files" not in json.loads(kafka.to_json())  # Kafka checkpoints are unchanged
     assert Checkpoint.from_json(kafka.to_json()) == kafka
+
+
+def test_a_partition_arriving_below_the_watermark_is_late_and_reported_once(
+        tmp_path: Path) -> None:
+    """#35.3: once the watermark passed its key, a new partition is skipped as late (named in
+    ``Selection.late``), never taken, and not mistaken for one the watermark covers."""
+    landing = tmp_path / "landing"
+    for hour in (6, 7):
+        write_file(landing / f"dt=2026-11-23/hour={hour:02d}/part-0.json",
+                   trip_records(hour * 10, 2, hour * 10), SCHEMA)
+    config = FileSourceConfig(str(landing), settle_seconds=0, lateness_seconds=0)
+    listed = discover(landing)
+    state = ProcessedPartitions().adding([p.key for p in listed], time.time())
+    state = state.compacted([], time.time(), 0, newest_arrival(listed))
+    assert state.watermark == "dt=2026-11-23/hour=07" and state.done == {}
+    time.sleep(0.05)  # a clock tick of the file system later
+    write_file(landing / "dt=2026-11-23/hour=05/part-0.json", trip_records(50, 2, 50), SCHEMA)
+    write_file(landing / "dt=2026-11-23/hour=08/part-0.json", trip_records(80, 2, 80), SCHEMA)
+    chosen = select(discover(landing), state, config, 10**9)
+    assert [p.key for p in chosen.take] == ["dt=2026-11-23/hour=08"]
+    assert chosen.late == ("dt=2026-11-23/hour=05",)  # not 06 or 07: they were seen
+    recorded = state.with_late(chosen.late)
+    assert select(discover(landing), recorded, config, 10**9).late == ()  # reported once
+    assert ProcessedPartitions.from_dict(recorded.to_dict()) == recorded
+    legacy = ProcessedPartitions.from_dict({"watermark": state.watermark, "done": {}})
+    assert legacy.seen_until is None and select(discover(landing), legacy, config,
+                                                10**9).late == ()  # unknown: nothing claimed
+    # a commit that does not move the watermark keeps the newest listing's arrivals
+    kept = recorded.compacted(["dt=2026-11-23/hour=08"], time.time(), 0,
+                              newest_arrival(discover(landing)))
+    assert kept.watermark == state.watermark and kept.late == recorded.late
+    assert kept.seen_until is not None and kept.seen_until > (state.seen_until or 0)
 
 
 # -- leases --------------------------------------------------------------------------------
