@@ -34,7 +34,14 @@ from python_ingest.sources.binlog import keys, server
 from python_ingest.sources.binlog.columns import select_sql
 from python_ingest.sources.binlog.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.binlog.events import Envelope, TappedTable, snapshot_change
-from python_ingest.sources.binlog.identity import foreign_server, identify, start_gtid
+from python_ingest.sources.binlog.identity import (
+    ServerIdentity,
+    binlog_state,
+    by_gtid,
+    foreign_server,
+    identify,
+    start_gtid,
+)
 from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
     BinlogCheckpointStore,
@@ -165,10 +172,12 @@ def chunk_predicate(primary_key: tuple[str, ...], chunk: Chunk) -> tuple[str, li
 
 
 def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: Chunk,
-               registry: str | None = None) -> tuple[int, str, int, dict[str, int]]:
+               registry: str | None = None, generation: int = 0
+               ) -> tuple[int, str, int, dict[str, int]]:
     """Publish one chunk's rows; returns (rows, snapshot file, snapshot position, copies per
     row digest of a full-row-identity table). Error records go to the source's error topic
-    when ``registry`` (the source's registry root) is given."""
+    when ``registry`` (the source's registry root) is given; ``generation``: the failover
+    generation of the tap's ref keys on this server (position.py)."""
     import pymysql
 
     if "producer" not in _worker:
@@ -188,7 +197,7 @@ def read_chunk(source: SourceConfig, bootstrap: str, table: TappedTable, chunk: 
         position = _snapshot_position(conn, source.kind)
         env = Envelope(f"{source.kind}-bootstrap", int(datetime.now(UTC).timestamp() * 1000),
                        source.data_center)
-        ref = position.ref_key()
+        ref = position.ref_key(generation)
         with conn.cursor(pymysql.cursors.SSDictCursor) as cur:
             cur.execute(f"SELECT {cols} FROM {name} WHERE {where}{order}", params)
             for raw in cur:
@@ -229,12 +238,13 @@ def _hand_over(store: BinlogCheckpointStore, locked: bool, qualified: str,
         since, counts = copies
         rows[qualified] = {"since": {"file": since.file, "pos": since.pos},
                            "counts": dict(sorted(counts.items()))}
+    generation = checkpoint.generation if checkpoint else 0  # of this server's ref keys
     if checkpoint is None or checkpoint.position > p0:
-        store.save(BinlogCheckpoint(p0, p0_gtid, stopped, rows, server_identity))
+        store.save(BinlogCheckpoint(p0, p0_gtid, stopped, rows, server_identity, generation))
         return f"the tap's checkpoint is now {p0}: it continues from the snapshot"
     if stopped != checkpoint.stopped or rows != checkpoint.rows:
         store.save(BinlogCheckpoint(checkpoint.position, checkpoint.gtid, stopped, rows,
-                                    checkpoint.server or server_identity))
+                                    checkpoint.server or server_identity, generation))
     return f"the tap's checkpoint {checkpoint.position} is before the snapshot: it stays"
 
 
@@ -260,10 +270,8 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
         identity = identify(conn)
         existing = store.load()
         if existing is not None:  # a checkpoint of another server: start over first
-            error = foreign_server(source.name, f"{source.host}:{source.port}", existing,
-                                   identity, store.path)
-            if error is not None:
-                raise error
+            _check_server(conn, source, existing, identity, store.path)
+        generation = existing.generation if existing is not None else 0
         root = registry_root(settings, source)
         latest = Registry(root / qualified).latest()
         shape = server.table_shape(conn, db, name, source, latest and latest[1])
@@ -292,7 +300,7 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
         last_report = time.monotonic()
         copies: tuple[BinlogPosition, dict[str, int]] | None = None
         if workers == 1 or len(chunks) == 1:
-            results = (read_chunk(source, bootstrap_servers, table, c, str(root))
+            results = (read_chunk(source, bootstrap_servers, table, c, str(root), generation)
                        for c in chunks)
             for count, file, pos, counted in results:
                 rows, done = rows + count, done + 1
@@ -302,8 +310,8 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
             _worker.pop("producer", None)  # read in this process: its producer is done
         else:
             with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-                futures = [pool.submit(read_chunk, source, bootstrap_servers, table, c, str(root))
-                           for c in chunks]
+                futures = [pool.submit(read_chunk, source, bootstrap_servers, table, c, str(root),
+                                       generation) for c in chunks]
                 for future in as_completed(futures):
                     count, _f, _p, _c = future.result()
                     rows, done = rows + count, done + 1
@@ -319,6 +327,24 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
     progress(f"bootstrap {qualified}: {rows} rows in {seconds:.1f}s "
              f"({rows / seconds if seconds else 0:.0f} rows/s); {handover}")
     return BootstrapResult(qualified, rows, len(chunks), seconds, p0, schema_id)
+
+
+def _check_server(conn: Any, source: SourceConfig, checkpoint: BinlogCheckpoint,
+                  identity: ServerIdentity, checkpoint_path: Path) -> None:
+    """Refuse a tap checkpoint of another server: its positions (the hand-over compares them
+    with this server's) mean nothing here. After a failover the tap moves it first."""
+    where = f"{source.host}:{source.port}"
+    state = binlog_state(conn) if by_gtid(checkpoint, identity) else None
+    error = foreign_server(source.name, where, checkpoint, identity, checkpoint_path, state)
+    if error is not None:
+        raise error
+    if checkpoint.server is not None and ServerIdentity.from_json(checkpoint.server) != identity:
+        raise SluiceError(f"source {source.name}: the tap's checkpoint {checkpoint_path} is "
+                          f"still on the server it was written against ({checkpoint.server}); "
+                          f"the server at {where} ({identity}) holds its GTID "
+                          f"{checkpoint.gtid}, so the tap fails over to it: start the tap "
+                          f"(`sluice tap {source.name}`) so it moves its checkpoint here, then "
+                          "run the bootstrap")
 
 
 def _report(progress: Callable[[str], None], qualified: str, done: int, total: int, rows: int,

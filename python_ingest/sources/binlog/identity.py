@@ -15,6 +15,13 @@ holds the server's identity, and resuming checks it and the position first:
 
 Either way the fix is the same: start the source over (delete the checkpoint, bootstrap the
 tables). A checkpoint written before identities were recorded is accepted once and gets one.
+
+**Failover** (issue #35.8): on MariaDB, when the checkpoint has a GTID position, another server
+is accepted when its binlog history holds that position (``@@gtid_binlog_state``, gtid.py): a
+replica that applied every transaction the checkpoint covers, whatever its server_id. The tap
+then resumes there by GTID, in a new ref-key generation (position.py). A server whose history
+does not hold it is refused, naming the GTIDs it lacks and the fix. Without a GTID (MySQL, or a
+checkpoint that has none) another server is refused as before.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from python_ingest.exceptions import TapError
+from python_ingest.sources.binlog import gtid
 from python_ingest.sources.binlog.position import BinlogCheckpoint, BinlogPosition
 
 
@@ -53,6 +61,17 @@ class ServerIdentity:
         if self.gtid_domain_id is not None:
             text += f", gtid_domain_id {self.gtid_domain_id}"
         return text
+
+
+@dataclass(frozen=True)
+class Resume:
+    """How the tap resumes from a checkpoint on the server it is connected to: by the GTID
+    position ``gtid`` (MariaDB) or, when None, by the checkpoint's file and position;
+    ``failover``: the server is another than the checkpoint's (its history holds the GTID)."""
+
+    identity: ServerIdentity
+    gtid: str | None = None
+    failover: bool = False
 
 
 def identify(conn: Any) -> ServerIdentity:
@@ -86,6 +105,20 @@ def gtid_state_at(conn: Any, position: BinlogPosition) -> str | None:
     return _UNKNOWN if size is not None and size >= position.pos else None
 
 
+def binlog_state(conn: Any) -> str:
+    """The server's ``@@gtid_binlog_state``: the last GTID per domain and server_id its binlog
+    ever held ('' when it cannot say)."""
+    import pymysql
+
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SELECT @@GLOBAL.gtid_binlog_state")
+        except pymysql.err.MySQLError:
+            return ""
+        row = cur.fetchone()
+    return str(row[0] or "") if row else ""
+
+
 def start_gtid(conn: Any, position: BinlogPosition) -> str | None:
     """The GTID state to record with a checkpoint made at ``position`` (None: none known)."""
     state = gtid_state_at(conn, position)
@@ -98,29 +131,54 @@ def _start_over(source: str, checkpoint_path: Path) -> str:
             "(docs/binlog-tap.md, \"Checkpoints and restarts\")")
 
 
+def by_gtid(checkpoint: BinlogCheckpoint, current: ServerIdentity) -> bool:
+    """Whether the tap can resume ``checkpoint`` by GTID on ``current``: a MariaDB server and
+    a checkpoint holding a MariaDB GTID position."""
+    return current.gtid_domain_id is not None and bool(gtid.parse(checkpoint.gtid))
+
+
 def foreign_server(source: str, where: str, checkpoint: BinlogCheckpoint, current: ServerIdentity,
-                   checkpoint_path: Path) -> TapError | None:
-    """The error when ``checkpoint`` was written against another server than ``current``."""
+                   checkpoint_path: Path, state: str | None = None) -> TapError | None:
+    """The error when ``checkpoint`` was written against another server than ``current``.
+    ``state``: the server's ``@@gtid_binlog_state``, when the tap could resume there by GTID
+    (then the error names the GTIDs its history lacks, None when it holds them all)."""
     if checkpoint.server is None:
         return None
     saved = ServerIdentity.from_json(checkpoint.server)
     if saved == current:
         return None
+    fix = ("If the source really moved to this server: " + _start_over(source, checkpoint_path)
+           + "; otherwise point the source back at its server")
+    if state is not None and checkpoint.gtid and by_gtid(checkpoint, current):
+        lacking = gtid.missing(checkpoint.gtid, state)
+        if not lacking:
+            return None
+        return TapError(f"source {source}: the checkpoint {checkpoint_path} was written against "
+                        f"another server ({saved}) than the one at {where} ({current}), and "
+                        f"this server's binlog history (gtid_binlog_state '{state}') does not "
+                        f"hold the checkpoint's GTID {checkpoint.gtid} (it lacks "
+                        f"{', '.join(lacking)}): it is not a replica that applied every "
+                        "transaction the tap published, so the tap cannot go on from the same "
+                        "transaction here. Point the source at a replica that has them (the "
+                        "tap resumes there by GTID). " + fix)
     return TapError(f"source {source}: the checkpoint {checkpoint_path} belongs to another "
                     f"server ({saved}) than the one at {where} ({current}); its position "
-                    f"{checkpoint.position} means nothing in this server's binlog. If the "
-                    "source really moved to this server: " + _start_over(source, checkpoint_path)
-                    + "; otherwise point the source back at its server")
+                    f"{checkpoint.position} means nothing in this server's binlog, and without "
+                    "a MariaDB GTID in the checkpoint the tap cannot resume by GTID. " + fix)
 
 
 def check_resume(conn: Any, source: str, where: str, checkpoint: BinlogCheckpoint,
-                 checkpoint_path: Path) -> ServerIdentity:
+                 checkpoint_path: Path) -> Resume:
     """Raise TapError unless ``checkpoint`` is a position of this server's current binlog
-    history; returns the server's identity."""
+    history, or (failover) a GTID position its history holds; returns how to resume."""
     current = identify(conn)
-    error = foreign_server(source, where, checkpoint, current, checkpoint_path)
+    gtids = by_gtid(checkpoint, current)
+    error = foreign_server(source, where, checkpoint, current, checkpoint_path,
+                           binlog_state(conn) if gtids else None)
     if error is not None:
         raise error
+    if checkpoint.server is not None and ServerIdentity.from_json(checkpoint.server) != current:
+        return Resume(current, checkpoint.gtid, failover=True)
     state = gtid_state_at(conn, checkpoint.position)
     last = f" (last GTID {checkpoint.gtid})" if checkpoint.gtid else ""
     if state is None:
@@ -136,4 +194,5 @@ def check_resume(conn: Any, source: str, where: str, checkpoint: BinlogCheckpoin
                            f"({current}) is at GTID {state or 'none'}, not at the checkpoint's "
                            f"{checkpoint.gtid}: the binlog was reset (RESET MASTER) or "
                            "replaced. " + _start_over(source, checkpoint_path))
-    return current
+    # by GTID: the position's whole GTID state (every domain), as this server says it is
+    return Resume(current, state if gtids and state and state != _UNKNOWN else None)

@@ -8,6 +8,12 @@ below everything after it. A snapshot taken at a transaction boundary ``P`` gets
 itself: rows events before ``P`` end at or below it (their refs are < P) and rows events after it
 start after the GTID/BEGIN event at ``P`` (their refs are > P).
 
+After a failover (the tap resumed by GTID on another server, identity.py) positions are those
+of another binlog, which may lie below the old server's: every failover starts a new
+*generation*, kept in the checkpoint, and the ref key's file index becomes ``generation << 20 |
+file index``. So every ref key of a later generation is above every ref key of an earlier one
+(for binlog file suffixes below 2^20), and generation 0 is the layout above, unchanged.
+
 The checkpoint file (``<state_dir>/tap/<source>.json``) names the position after the last
 transaction whose events the broker acknowledged, the tables stopped by incompatible schema
 changes, and for tables with a full-row identity the copies of each distinct row at that
@@ -31,6 +37,8 @@ from python_ingest.exceptions import SluiceError
 from python_ingest.runtime.files import private_dir
 
 OFFSET_BITS = 32
+GENERATION_SHIFT = 20  # bits of the binlog file index inside a ref key's file part
+MAX_GENERATION = (1 << (31 - GENERATION_SHIFT)) - 1
 _FILE_INDEX = re.compile(r"\.(\d+)$")
 
 
@@ -48,12 +56,24 @@ class BinlogPosition:
             raise SluiceError(f"binlog file name {self.file!r} has no numeric suffix")
         return int(m.group(1))
 
-    def ref_key(self) -> int:
+    def ref_key(self, generation: int = 0) -> int:
         """The ref key of a snapshot taken at this (transaction boundary) position."""
-        return pack_ref(self.file_index, self.pos)
+        return pack_ref(ref_file_index(self.file_index, generation), self.pos)
 
     def __str__(self) -> str:
         return f"{self.file}:{self.pos}"
+
+
+def ref_file_index(file_index: int, generation: int) -> int:
+    """The file part of a ref key: the binlog file index, above every earlier generation's."""
+    if not generation:
+        return file_index
+    if not 0 < generation <= MAX_GENERATION or file_index >= 1 << GENERATION_SHIFT:
+        raise SluiceError(f"binlog file index {file_index} in failover generation {generation} "
+                          f"does not fit a ref key (at most {MAX_GENERATION} failovers and "
+                          f"{(1 << GENERATION_SHIFT) - 1} binlog files): start the source over "
+                          "(docs/binlog-tap.md, \"Checkpoints and restarts\")")
+    return generation << GENERATION_SHIFT | file_index
 
 
 def pack_ref(file_index: int, offset: int) -> int:
@@ -75,14 +95,16 @@ def unpack_ref(ref: int) -> tuple[int, int]:
 @dataclass(frozen=True)
 class BinlogCheckpoint:
     """Where the tap resumes, which tables it stopped (table → position and reason), the
-    row copies of full-row-identity tables (table → since, counts), and the identity of the
-    server whose binlog the position is in (identity.py)."""
+    row copies of full-row-identity tables (table → since, counts), the identity of the
+    server whose binlog the position is in (identity.py), and the failover generation of the
+    ref keys published from that server (0 until the first failover)."""
 
     position: BinlogPosition
     gtid: str | None = None
     stopped: dict[str, dict[str, Any]] = field(default_factory=dict)
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     server: dict[str, Any] | None = None
+    generation: int = 0
 
     def to_json(self) -> dict[str, Any]:
         data = {"file": self.position.file, "pos": self.position.pos, "gtid": self.gtid,
@@ -91,13 +113,15 @@ class BinlogCheckpoint:
             data["rows"] = self.rows
         if self.server is not None:
             data["server"] = self.server
+        if self.generation:
+            data["generation"] = self.generation
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BinlogCheckpoint:
         return cls(BinlogPosition(str(data["file"]), int(data["pos"])), data.get("gtid"),
                    dict(data.get("stopped") or {}), dict(data.get("rows") or {}),
-                   data.get("server"))
+                   data.get("server"), int(data.get("generation") or 0))
 
 
 class BinlogCheckpointStore:

@@ -1,7 +1,10 @@
 """The tap's main loop: binlog → changelog events → Kafka, checkpointed at transaction ends.
 
-Reading resumes by file/position (``is_mariadb=False`` with ``resume_stream=True``, which
-works for MariaDB and MySQL alike). A checkpoint is the position right after a transaction's
+On MariaDB, when the checkpoint has a GTID position, reading resumes by GTID (``is_mariadb=True``
+with ``auto_position``, as a replica with ``MASTER_USE_GTID``): the same on the checkpoint's
+server and, after a failover, on a replica whose history holds it (identity.py, issue #35.8).
+Otherwise (MySQL, no GTID) it resumes by file/position (``is_mariadb=False`` with
+``resume_stream=True``). A checkpoint is the position right after a transaction's
 commit (XID event, COMMIT query, or a DDL statement); it is saved only once the broker has
 acknowledged every event produced before it, at most every ``checkpoint_interval_s`` and on
 a clean stop. A crash therefore replays at most the transactions after the last saved
@@ -26,7 +29,7 @@ from python_ingest.exceptions import (
     UnsupportedColumn,
 )
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog import ddl, decoding, keys, server
+from python_ingest.sources.binlog import ddl, decoding, gtid, keys, server
 from python_ingest.sources.binlog.charsets import Charsets
 from python_ingest.sources.binlog.columns import from_binlog
 from python_ingest.sources.binlog.errors import ErrorSink, check_topic_limit, error_topic, publish
@@ -44,6 +47,7 @@ from python_ingest.sources.binlog.position import (
     BinlogCheckpointStore,
     BinlogPosition,
     pack_ref,
+    ref_file_index,
 )
 from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
 from python_ingest.sources.binlog.registry import (
@@ -112,8 +116,14 @@ class Tap:
         self._last_end: BinlogPosition | None = None
         self._saved: BinlogPosition | None = None
         self._last_save = 0.0
-        self._gtid: str | None = None
+        self._gtid: str | None = None  # MariaDB: the GTID position (every domain)
         self._server: dict[str, Any] | None = None  # identity.py: saved with each checkpoint
+        self._resume_gtid: str | None = None  # identity.py: resume by GTID (else file/pos)
+        self._failing_over = False  # till the first event read from the new server
+        self._generation = 0  # of the ref keys (position.py): one more after each failover
+        self._boundary: BinlogPosition | None = None  # the last GTID list event's position
+        self._connects = 0  # stream (re)connections seen (a fake rotate event each)
+        self._in_transaction = False
         self._known_topics: set[str] = set()
         self._conn: Any = None
         self._charsets: Charsets | None = None
@@ -138,13 +148,22 @@ class Tap:
 
     def _start_position(self) -> BinlogPosition:
         checkpoint = self.store.load()
-        if checkpoint is not None:  # of this server's binlog as it is now, else TapError
+        if checkpoint is not None:  # of this server's binlog (or GTID history), else TapError
             where = f"{self.source.host}:{self.source.port}"
-            self._server = check_resume(self._conn, self.source.name, where, checkpoint,
-                                        self.store.path).to_json()
+            resume = check_resume(self._conn, self.source.name, where, checkpoint,
+                                  self.store.path)
+            self._server = resume.identity.to_json()
             self.stopped = dict(checkpoint.stopped)
             self.rows = keys.RowCounts(checkpoint.rows)
-            self._gtid = checkpoint.gtid
+            self._gtid = resume.gtid or checkpoint.gtid
+            self._resume_gtid = resume.gtid
+            self._failing_over = resume.failover
+            self._generation = checkpoint.generation + (1 if resume.failover else 0)
+            if resume.failover:
+                log.warning("source %s: the checkpoint is of another server (%s); this one "
+                            "(%s) holds its GTID %s: failing over, resuming by GTID",
+                            self.source.name, checkpoint.server, resume.identity,
+                            checkpoint.gtid)
             return checkpoint.position
         start = (server.master_position(self._conn) if self.source.start_from == "current"
                  else server.first_position(self._conn))
@@ -161,6 +180,7 @@ class Tap:
             GtidEvent,
             HeartbeatLogEvent,
             MariadbGtidEvent,
+            MariadbGtidListEvent,
             QueryEvent,
             RotateEvent,
             XAPrepareEvent,
@@ -179,16 +199,18 @@ class Tap:
         broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, error_topic(self.source),
                                 self.source.partitions)
         self.errors = ErrorSink(self.producer, self.source, self.registry_root)
+        by_gtid = self._resume_gtid is not None
         log.info("tapping source %s from %s into topics %s.<db>.<table>", self.source.name,
-                 start, self.source.topic_base)
+                 f"GTID {self._resume_gtid}" if by_gtid else start, self.source.topic_base)
         stream = BinLogStreamReader(
             connection_settings=server.connection_settings(self.source),
             server_id=self.source.server_id, resume_stream=True, blocking=not until_end,
-            log_file=start.file, log_pos=start.pos, is_mariadb=False,
+            log_file=start.file, log_pos=start.pos, is_mariadb=by_gtid,
+            auto_position=self._resume_gtid,
             slave_heartbeat=self.source.heartbeat_s, ignored_schemas=list(server.SYSTEM_SCHEMAS),
             only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
                          RotateEvent, HeartbeatLogEvent, MariadbGtidEvent, GtidEvent,
-                         XAPrepareEvent],
+                         XAPrepareEvent, MariadbGtidListEvent],
             enable_logging=False)
         kinds = {WriteRowsEvent: INSERT, UpdateRowsEvent: UPDATE, DeleteRowsEvent: DELETE}
         file = start.file
@@ -201,6 +223,9 @@ class Tap:
                 if event is None:  # until_end: the server reached the binlog's end
                     break
                 self.stats.events += 1
+                if self._failing_over and not isinstance(event, RotateEvent |
+                                                         MariadbGtidListEvent):
+                    self._failed_over()  # before anything of the new server is published
                 kind = kinds.get(type(event))
                 if kind is not None:
                     if not self.xa.hold(event, kind, file):
@@ -216,18 +241,66 @@ class Tap:
                 elif isinstance(event, XAPrepareEvent):
                     self._publish_held(self.xa.prepare(event.one_phase))
                     self._commit(BinlogPosition(file, event.packet.log_pos))
-                elif isinstance(event, MariadbGtidEvent | GtidEvent):
-                    self._gtid = event.gtid
-                    if isinstance(event, MariadbGtidEvent) and event.flags & FL_PREPARED_XA:
+                elif isinstance(event, MariadbGtidEvent):
+                    self._gtid = gtid.advance(self._gtid, event.gtid)
+                    self._in_transaction = True
+                    if event.flags & FL_PREPARED_XA:
                         assert self._last_end is not None
                         self.xa.begin(self._last_end)
+                elif isinstance(event, GtidEvent):
+                    self._gtid = event.gtid  # MySQL: resumes by file and position
+                elif isinstance(event, MariadbGtidListEvent):
+                    # at a binlog's start, and where a GTID start skipped to: a boundary
+                    self._boundary = BinlogPosition(file, event.packet.log_pos)
                 elif isinstance(event, RotateEvent):
                     file = event.next_binlog
+                    if not event.timestamp:  # the server's first event on each connection
+                        self._reconnected(by_gtid)
+                if by_gtid and not self._in_transaction:
+                    stream.auto_position = self._gtid  # a reconnect goes on from here
                 self._maybe_save()
         finally:
             stream.close()
+        if self._failing_over:
+            self._failed_over()  # the new server had nothing after the GTID yet
         self._finish()
         return self.stats
+
+    def _failed_over(self) -> None:
+        """The first event of the new server after a failover: from here on ref keys are of
+        the next generation (position.py), and the checkpoint moves to this server's binlog
+        at the position the GTID start resumed at, before anything of it is published."""
+        self._failing_over = False
+        at = self._boundary
+        if at is None:  # no boundary seen: the first transaction's checkpoint moves it
+            log.warning("source %s: failed over by GTID %s; no binlog position known yet",
+                        self.source.name, self._gtid)
+            return
+        self._saved = self._last_end = at
+        for table in sorted(self.rows.since):  # a snapshot position on the old server
+            self.rows.since.pop(table)
+            db, name = table.split(".", 1)
+            self._stop_table(db, name, "the source failed over to another server "
+                             "before the tap passed the table's bootstrap snapshot, whose "
+                             "position is in the old server's binlog. Bootstrap the table "
+                             f"again (`sluice bootstrap {self.source.name} {table}`)")
+        self.store.save(BinlogCheckpoint(at, self._gtid, dict(self.stopped),
+                                         self.rows.to_json(at), self._server, self._generation))
+        self.stats.checkpoints_saved += 1
+        log.warning("source %s: failed over to the server at %s:%s (%s): resumed by GTID %s at "
+                    "%s, ref keys of failover generation %d", self.source.name,
+                    self.source.host, self.source.port, self._server, self._gtid, at,
+                    self._generation)
+
+    def _reconnected(self, by_gtid: bool) -> None:
+        """The stream connected again (mysql-replication reconnects when the connection is
+        lost): by GTID it goes on after the last transaction read, so a transaction read in
+        part would be read again; the tap stops instead and restarts from its checkpoint."""
+        self._connects += 1
+        if by_gtid and self._connects > 1 and self._in_transaction:
+            raise TapError(f"source {self.source.name}: the connection to the server was lost "
+                           f"inside a transaction (after GTID {self._gtid}); start the tap "
+                           f"again: it resumes from its checkpoint {self._saved}")
 
     def _xa_statement(self, query: str) -> None:
         """XA START holds row events (MySQL), XA COMMIT publishes, XA ROLLBACK drops (xa.py)."""
@@ -289,7 +362,8 @@ class Tap:
         assert self.producer is not None
         published = ddl.truncate(self.producer, self.settings.broker.bootstrap_servers,
                                  topic_for(self.source, db, name), registry.versions(),
-                                 pack_ref(end.file_index, end.pos - 1),
+                                 pack_ref(ref_file_index(end.file_index, self._generation),
+                                          end.pos - 1),
                                  Envelope(self.source.kind, timestamp * 1000,
                                           self.source.data_center))
         if isinstance(published, str):
@@ -303,6 +377,12 @@ class Tap:
 
     def _stream_error(self, exc: Exception) -> SluiceError:
         text = str(exc)
+        if ("1236" in text or "log file" in text.lower()) and self._resume_gtid is not None:
+            return TapError(f"source {self.source.name}: the server cannot continue the binlog "
+                            f"from the checkpoint's GTID {self._resume_gtid} ({text}). Its "
+                            "binlog was purged past it, or lacks it: point the source at a "
+                            "server that holds it, or start the source over: bootstrap the "
+                            "tables again (docs/binlog-tap.md)")
         if "1236" in text or "log file" in text.lower():
             return TapError(f"source {self.source.name}: the server cannot continue the binlog "
                             f"from the checkpoint {self._saved} ({text}). The binlog was "
@@ -316,6 +396,7 @@ class Tap:
         """A transaction ended at ``position``: a checkpoint once its events are acked."""
         assert self.producer is not None
         self.stats.transactions += 1
+        self._in_transaction = False
         self._last_end = position
         self._pending.append((self.producer.acks.next_seq, position, self._gtid,
                               self.rows.take_delta()))
@@ -336,7 +417,8 @@ class Tap:
         self._last_save = now
         if safe is not None and safe[1] != self._saved:
             self.store.save(BinlogCheckpoint(safe[1], safe[2], dict(self.stopped),
-                                             self.rows.to_json(safe[1]), self._server))
+                                             self.rows.to_json(safe[1]), self._server,
+                                             self._generation))
             self._saved = safe[1]
             self.stats.checkpoints_saved += 1
 
@@ -372,7 +454,8 @@ class Tap:
         env = Envelope(self.source.kind, event.timestamp * 1000, self.source.data_center)
         reported = self.errors.reported
         try:
-            found = changes(table, kind, rows, end.file_index, end.pos, env)
+            found = changes(table, kind, rows,
+                            ref_file_index(end.file_index, self._generation), end.pos, env)
         except IncompatibleSchemaChange as exc:  # a '|' in a joined composite key (#9.7)
             self._stop_table(db, name, str(exc))
             return

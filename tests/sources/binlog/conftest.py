@@ -46,3 +46,31 @@ def tap_env(tmp_path: Path, workdir: Path, broker: str, mariadb: LocalServer,
     from tests.sources.binlog.support import TapEnv
 
     return TapEnv(tmp_path, workdir, broker, mariadb, database)
+
+
+@pytest.fixture
+def replicated_pair(tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[tuple[LocalServer, LocalServer]]:
+    """A private primary and its replica by GTID (``MASTER_USE_GTID=slave_pos``), both in GTID
+    domain 0 with their own server_id (1 and 2); the replica logs what it applies in its own
+    binlog (``--log-slave-updates``). The primary's binlog is rotated three times first, so
+    the same transactions lie under other file names and positions on each server."""
+    require_mariadb()
+    primary = LocalServer(tmp_path_factory.mktemp("primary")).start()
+    replica = LocalServer(tmp_path_factory.mktemp("replica"))
+    try:
+        replica.start(extra=["--server-id=2", "--log-slave-updates"])
+        with primary.root() as conn, conn.cursor() as cur:
+            for _ in range(3):
+                cur.execute("FLUSH BINARY LOGS")
+        with replica.root() as conn, conn.cursor() as cur:
+            cur.execute("RESET MASTER")  # its own start-up statements: not the primary's history
+            cur.execute("SET GLOBAL gtid_slave_pos = ''")
+            cur.execute("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%s, "
+                        "MASTER_USER=%s, MASTER_PASSWORD=%s, MASTER_USE_GTID=slave_pos",
+                        (primary.port, primary.tap_user, primary.tap_password))
+            cur.execute("START SLAVE")
+        yield primary, replica
+    finally:
+        replica.stop()
+        primary.stop()

@@ -269,3 +269,23 @@ class TapEnv:
             got = {k: actual[key].get(k) for k in row}
             assert got == row, f"{table} row {key}: topic says {got}, MariaDB says {row}"
         return len(expected)
+
+
+def gtid_binlog_pos(server: LocalServer) -> str:
+    with server.root() as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@gtid_binlog_pos")
+        return str(cur.fetchone()[0])
+
+
+def wait_replicated(primary: LocalServer, replica: LocalServer, timeout_s: float = 60) -> str:
+    """Wait until ``replica`` has applied (and logged) every transaction of ``primary``."""
+    want = gtid_binlog_pos(primary)
+    deadline = time.monotonic() + timeout_s
+    while gtid_binlog_pos(replica) != want:
+        if time.monotonic() > deadline:
+            with replica.root() as conn, conn.cursor() as cur:
+                cur.execute("SHOW SLAVE STATUS")
+                status = cur.fetchone()
+            raise AssertionError(f"the replica did not catch up with {want}: {status}")
+        time.sleep(0.1)
+    return want

@@ -1,5 +1,7 @@
 """Resume against the server of the checkpoint only (issue #9.9): another server, or the same
-server after RESET MASTER, is refused with an error naming both and the fix."""
+server after RESET MASTER, is refused with an error naming both and the fix. Another server is
+accepted only when its GTID history holds the checkpoint's GTID (a failover, issue #35.8:
+test_reliability_failover.py); B's does not, and the error names that GTID."""
 
 from __future__ import annotations
 
@@ -51,6 +53,8 @@ def test_resuming_against_another_server_is_refused(tap_env, server_b: LocalServ
         env.tap_until_end()
     message = str(err.value)
     assert "server_id 1" in message and "server_id 2" in message, message
+    # failover goes by GTID (#35.8): B's history does not hold the checkpoint's GTID
+    assert checkpoint["gtid"] and f"GTID {checkpoint['gtid']}" in message, message
     assert "bootstrap" in message and f"{env.source}.json" in message, message
     assert _published(env) == 5 and env.checkpoint() == checkpoint
 

@@ -41,6 +41,37 @@ def test_ref_keys_increase_across_rows_events_files_and_snapshots() -> None:
     assert unpack_ref(first[0]) == (3, 995)
 
 
+@pytest.mark.reliability
+def test_ref_keys_of_a_later_failover_generation_are_above_every_earlier_one() -> None:
+    from python_ingest.exceptions import SluiceError
+    from python_ingest.sources.binlog.position import ref_file_index
+
+    old = BinlogPosition("binlog.999999", 4_000_000_000).ref_key()  # generation 0: unchanged
+    assert old == row_refs(999999, 4_000_000_001, 1)[0]
+    new = [BinlogPosition("binlog.000001", 4).ref_key(1), *row_refs(ref_file_index(1, 1), 300, 2),
+           BinlogPosition("binlog.000001", 4).ref_key(2)]
+    assert [old, *new] == sorted([old, *new]) and len(set(new)) == len(new)
+    with pytest.raises(SluiceError, match="failover"):
+        ref_file_index(1 << 20, 1)  # would reach into the next generation
+    data = BinlogCheckpoint(BinlogPosition("binlog.000001", 4), "0-2-7", generation=1).to_json()
+    assert BinlogCheckpoint.from_json(json.loads(json.dumps(data))).generation == 1
+    assert "generation" not in BinlogCheckpoint(BinlogPosition("binlog.000001", 4)).to_json()
+
+
+@pytest.mark.reliability
+def test_gtid_positions_advance_per_domain_and_histories_hold_them() -> None:
+    from python_ingest.sources.binlog import gtid
+
+    assert gtid.advance("0-1-9,1-5-3", "0-2-10") == "0-2-10,1-5-3"
+    assert gtid.advance(None, "2-1-1") == "2-1-1" and gtid.advance("", "0-1-1") == "0-1-1"
+    assert gtid.parse("3E11FA47-71CA-11E1-9E33-C80AA9429562:23") is None  # MySQL's
+    state = "0-1-981,0-2-12,1-7-4"  # @@gtid_binlog_state: per domain and server_id
+    assert gtid.missing("0-1-981", state) == [] and gtid.missing("0-2-12,1-7-3", state) == []
+    assert gtid.missing("0-1-982", state) == ["0-1-982"]  # a replica that lags behind
+    assert gtid.missing("0-3-5", state) == ["0-3-5"]  # another history
+    assert gtid.missing("0-1-5", "") == ["0-1-5"]
+
+
 def test_transaction_ends_are_commits_and_ddl_not_savepoints() -> None:
     from python_ingest.sources.binlog.tap import ends_transaction
 
