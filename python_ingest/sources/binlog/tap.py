@@ -122,8 +122,7 @@ class Tap:
         self._failing_over = False  # till the first event read from the new server
         self._generation = 0  # of the ref keys (position.py): one more after each failover
         self._boundary: BinlogPosition | None = None  # the last GTID list event's position
-        self._connects = 0  # stream (re)connections seen (a fake rotate event each)
-        self._in_transaction = False
+        self._in_transaction = False  # between a MariaDB GTID event and its commit
         self._known_topics: set[str] = set()
         self._conn: Any = None
         self._charsets: Charsets | None = None
@@ -253,9 +252,9 @@ class Tap:
                     # at a binlog's start, and where a GTID start skipped to: a boundary
                     self._boundary = BinlogPosition(file, event.packet.log_pos)
                 elif isinstance(event, RotateEvent):
+                    if by_gtid and self._in_transaction:  # files hold whole transactions
+                        raise self._reconnected()
                     file = event.next_binlog
-                    if not event.timestamp:  # the server's first event on each connection
-                        self._reconnected(by_gtid)
                 if by_gtid and not self._in_transaction:
                     stream.auto_position = self._gtid  # a reconnect goes on from here
                 self._maybe_save()
@@ -272,11 +271,8 @@ class Tap:
         at the position the GTID start resumed at, before anything of it is published."""
         self._failing_over = False
         at = self._boundary
-        if at is None:  # no boundary seen: the first transaction's checkpoint moves it
-            log.warning("source %s: failed over by GTID %s; no binlog position known yet",
-                        self.source.name, self._gtid)
-            return
-        self._saved = self._last_end = at
+        if at is not None:
+            self._saved = self._last_end = at
         for table in sorted(self.rows.since):  # a snapshot position on the old server
             self.rows.since.pop(table)
             db, name = table.split(".", 1)
@@ -284,6 +280,10 @@ class Tap:
                              "before the tap passed the table's bootstrap snapshot, whose "
                              "position is in the old server's binlog. Bootstrap the table "
                              f"again (`sluice bootstrap {self.source.name} {table}`)")
+        if at is None:  # no boundary seen: the first transaction's checkpoint moves it
+            log.warning("source %s: failed over by GTID %s; no binlog position known yet",
+                        self.source.name, self._gtid)
+            return
         self.store.save(BinlogCheckpoint(at, self._gtid, dict(self.stopped),
                                          self.rows.to_json(at), self._server, self._generation))
         self.stats.checkpoints_saved += 1
@@ -292,15 +292,14 @@ class Tap:
                     self.source.host, self.source.port, self._server, self._gtid, at,
                     self._generation)
 
-    def _reconnected(self, by_gtid: bool) -> None:
-        """The stream connected again (mysql-replication reconnects when the connection is
-        lost): by GTID it goes on after the last transaction read, so a transaction read in
-        part would be read again; the tap stops instead and restarts from its checkpoint."""
-        self._connects += 1
-        if by_gtid and self._connects > 1 and self._in_transaction:
-            raise TapError(f"source {self.source.name}: the connection to the server was lost "
-                           f"inside a transaction (after GTID {self._gtid}); start the tap "
-                           f"again: it resumes from its checkpoint {self._saved}")
+    def _reconnected(self) -> TapError:
+        """A rotate event inside a transaction: the stream connected again (mysql-replication
+        reconnects by itself when the connection is lost) and, by GTID, goes on after the last
+        transaction read, so the one read in part would be read again; the tap stops instead
+        and restarts from its checkpoint."""
+        return TapError(f"source {self.source.name}: the connection to the server was lost "
+                        f"inside a transaction (after GTID {self._gtid}); start the tap again: "
+                        f"it resumes from its checkpoint {self._saved}")
 
     def _xa_statement(self, query: str) -> None:
         """XA START holds row events (MySQL), XA COMMIT publishes, XA ROLLBACK drops (xa.py)."""
