@@ -1,9 +1,11 @@
 """Where a warm small batch's time goes: one job on a private broker and warehouse, warmed up,
-then ``--batches`` batches of ``--events`` events each run through ``run_job`` with every step
-and every Spark SQL statement timed (dbt's statements included: dbt-spark runs them through
-the same session). Prints a table per step and the slowest statements, then one line:
+then ``--batches`` batches of ``--events`` events each run through ``run_job`` as the runner
+runs them (the fork's Data Docs page deferred, run records written together afterwards: both
+timed apart, off the batch), with every step and every Spark SQL statement timed (dbt's
+statements included: dbt-spark runs them through the same session). Prints a table per step
+and the slowest statements, then one line:
 
-    profile: events=100 batches=5 median=<s> ingest=<s> staging=<s> fork=<s> merge=<s> record=<s>
+    profile: events=100 batches=5 median=<s> ingest=<s> staging=<s> fork=<s> merge=<s> ...
 
     .venv/bin/python bench/batch_profile.py [--events 100 --batches 5 --format hudi]
                                             [--cprofile out.prof]
@@ -30,13 +32,18 @@ from python_ingest.demo import trips as demo  # noqa: E402
 from python_ingest.demo.fleet import topic_of  # noqa: E402
 
 STEPS = {"ingest": ("python_ingest.steps.pipeline", "ingest"),
+         # the step tables' path (a job's first batch, keep_step_tables, Iceberg)
          "staging": ("python_ingest.steps.pipeline", "_staging"),
          "fork": ("python_ingest.steps.pipeline", "fork_staged"),
          "merge": ("python_ingest.steps.pipeline", "_merge"),
+         # the batch path (steps/batch.py): converter + fork in one pass, then the merge
+         "convert_fork": ("python_ingest.steps.batch", "split"),
+         "apply": ("python_ingest.steps.batch", "_merge"),
+         "compile": ("python_ingest.steps.batch", "compile_job"),
          "status": ("python_ingest.steps.pipeline", "record_status"),
          "record": ("python_ingest.tables.runs.Run", "finish"),
          "dbt": ("python_ingest.steps.dbt.Dbt", "run"),
-         "validate": ("python_ingest.steps.fork", "_validate")}
+         "validate": ("python_ingest.steps.fork", "_validate_fallback")}
 
 
 class Timer:
@@ -52,7 +59,8 @@ class Timer:
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             outer, t0 = timer.current, time.perf_counter()
-            if label in ("ingest", "staging", "fork", "merge", "status", "record"):
+            if label in ("ingest", "staging", "fork", "merge", "status", "record",
+                         "convert_fork", "apply"):
                 timer.current = label
             try:
                 return original(*args, **kwargs)
@@ -154,13 +162,19 @@ def main() -> int:
             import cProfile
             profiler = cProfile.Profile()
         totals = []
+        docs: list[Any] = []
+        from python_ingest.tables.runs import records_deferred
+
+        deferred = records_deferred(spark, every_s=3600.0)  # as the runner: together, later
+        deferred.__enter__()
         for n in range(args.batches):
             assert demo.produce(bench.bootstrap, topic_of(name), gen.events(args.events))
             before = dict(timer.steps)
             t0 = time.perf_counter()
             if profiler:
                 profiler.enable()
-            result = run_job(spark, bench.settings, job, dbt=dbt, inline_services=False)
+            result = run_job(spark, bench.settings, job, dbt=dbt, inline_services=False,
+                             defer=docs.append)
             if profiler:
                 profiler.disable()
             totals.append(time.perf_counter() - t0)
@@ -168,6 +182,15 @@ def main() -> int:
             steps = {k: v - before.get(k, 0.0) for k, v in timer.steps.items()}
             print(f"batch {n + 1}: {totals[-1]:.2f}s " + " ".join(
                 f"{k}={v:.2f}" for k, v in steps.items()), flush=True)
+        t0 = time.perf_counter()
+        deferred.__exit__(None, None, None)
+        records_s = (time.perf_counter() - t0) / args.batches
+        t0 = time.perf_counter()
+        for page in docs:
+            page.build()
+        docs_s = (time.perf_counter() - t0) / max(1, len(docs))
+        print(f"off the batches: run records {records_s:.2f}s per batch (written together), "
+              f"Data Docs page {docs_s:.2f}s per batch (the runner's services thread)")
         if profiler:
             profiler.dump_stats(args.cprofile)
         per = {k: v / args.batches for k, v in timer.steps.items()}
@@ -188,8 +211,9 @@ def main() -> int:
         print(f"profile: events={args.events} batches={args.batches} "
               f"median={statistics.median(totals):.2f} " + " ".join(
                   f"{k}={per.get(k, 0.0):.2f}"
-                  for k in ("ingest", "staging", "fork", "validate", "merge", "dbt", "status",
-                            "record")))
+                  for k in ("ingest", "staging", "fork", "validate", "merge", "convert_fork",
+                            "apply", "dbt", "status", "record"))
+              + f" records_off={records_s:.2f} docs_off={docs_s:.2f}")
     finally:
         bench.close()
     return 0

@@ -7,6 +7,7 @@ Heavy libraries (pyspark, dbt, great_expectations) are imported inside the comma
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -136,6 +137,13 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         from python_ingest.cli.runner import run_continuously
 
         return run_continuously(args, settings, names)
+    if len(names) > 1:  # in parallel, by priority, as the runner runs them
+        from python_ingest.runner.scheduler import fair_scheduler_conf
+
+        conf = {**fair_scheduler_conf(settings, [settings.job(n) for n in names]),
+                **settings.spark.conf}
+        settings = dataclasses.replace(settings, spark=dataclasses.replace(settings.spark,
+                                                                           conf=conf))
     spark = _session(settings)
     results = run_all(spark, settings, names, accept_data_loss=args.accept_data_loss,
                       keep_going=len(names) > 1)

@@ -117,6 +117,10 @@ class JobConfig:
     dispersal: Mapping[str, DispersalTarget] = field(default_factory=dict)  # config/dispersal.py
     services: ServicesConfig = field(default_factory=ServicesConfig)  # config/services.py
     table_format: str | None = None  # this job's tables' format; None: the project's
+    # write the converter's and the fork's output to staging.<model> and its __valid table
+    # every batch (debugging; a plain `dbt run` always does); off: the runner's batch path
+    # converts and forks in one pass on the way to the lake (steps/batch.py)
+    keep_step_tables: bool = False
 
 
 @dataclass(frozen=True)
@@ -229,8 +233,15 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
         services=parse_services(raw.get("services"), f"{where}.services"),
         table_format=None if raw.get("table_format") is None else _choice(
             str(raw["table_format"]).strip().lower(), TABLE_FORMATS, f"{where}.table_format"),
+        keep_step_tables=_flag(raw.get("keep_step_tables", False), f"{where}.keep_step_tables"),
     )
     return job
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(where, f"expected true or false, got {value!r}")
+    return value
 
 
 def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:

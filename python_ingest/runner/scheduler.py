@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from python_ingest.steps.dbt import Dbt
+    from python_ingest.steps.fork import DocsJob
     from python_ingest.steps.pipeline import PipelineResult
     from python_ingest.tables.names import JobTables
 
@@ -135,6 +136,7 @@ class Runner:
         self._shown: dict[str, str] = {}  # what the status file says of each job's claim
         self._signals = 0
         self._lock = threading.Lock()
+        self._services_pool: ThreadPoolExecutor | None = None
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -178,6 +180,7 @@ class Runner:
                  self.config.max_parallel_jobs, self.config.poll_interval_s)
         pool = ThreadPoolExecutor(self.config.max_parallel_jobs, thread_name_prefix="sluice-job")
         services = ThreadPoolExecutor(1, thread_name_prefix="sluice-services")
+        self._services_pool = services
         inflight: dict[Future[None], JobSlot] = {}
         servicing: dict[Future[None], JobSlot] = {}
         try:
@@ -312,7 +315,7 @@ class Runner:
             if slot.failures:
                 self.dbt.reload_if_changed()  # the fix may be an edited model
             result = run_job(session, self.settings, slot.job, self.accept_data_loss, self.dbt,
-                             inline_services=False)
+                             inline_services=False, defer=self._defer_docs)
             if result.outcome == "succeeded":
                 slot.batches += 1
                 self._services_due(slot, result)
@@ -340,6 +343,24 @@ class Runner:
             slot.checkpoint = {"offsets": {}}
         slot.results.append(result)
         self.status.update_job(name, state="idle", running_since=None)
+
+    def _defer_docs(self, docs: DocsJob) -> None:
+        """A fork's Data Docs page, built on the services thread, off the batch's path."""
+        pool = self._services_pool
+        if pool is None:
+            docs.build()
+            return
+
+        def build() -> None:
+            try:
+                docs.build()
+            except Exception:  # a report must never fail a batch that committed
+                log.exception("the expectation report of %s could not be built", docs.staging)
+
+        try:
+            pool.submit(build)
+        except RuntimeError:  # shutting down: build it here
+            build()
 
     # -- table services, apart from the batches --------------------------------------------
 

@@ -65,6 +65,7 @@ class Dbt:
         self.project = project or project_dir(settings)
         self._manifest: Manifest | None = None
         self._parsed_files: tuple[tuple[str, int, int], ...] = ()
+        self.batch_sql: dict[str, Any] = {}  # the batch path's compiled SQL per job (batch.py)
 
     def _env(self) -> dict[str, str]:
         """Profile variables so that profiles.yml describes the session we already run."""
@@ -129,6 +130,16 @@ class Dbt:
         return [NodeResult(r.node.unique_id, str(r.status), r.message or "")
                 for r in getattr(result, "results", [])]
 
+    def compiled(self, select: str, variables: Mapping[str, Any] | None = None) -> str:
+        """The SQL dbt compiles for one model with ``variables`` (``dbt compile``, on the
+        parsed project: nothing written, nothing run but dbt's own look-ups)."""
+        result = self.invoke(["compile", "--select", select], variables, single_threaded=True,
+                             parsed=True)
+        for node in getattr(result, "results", []):
+            if node.node.name == select:
+                return str(node.node.compiled_code)
+        raise PipelineError(f"dbt compile --select {select} compiled no model {select}")
+
     def manifest(self) -> Manifest:
         """The parsed project (cached until ``reload_if_changed`` finds an edit)."""
         if self._manifest is None:
@@ -136,6 +147,12 @@ class Dbt:
             self._manifest = cast("Manifest", self.invoke(["parse"]))
             self._parsed_files = files
         return self._manifest
+
+    @property
+    def parsed_files(self) -> tuple[tuple[str, int, int], ...]:
+        """The project's files as the manifest was parsed from them (path, mtime, size)."""
+        self.manifest()
+        return self._parsed_files
 
     def _project_files(self) -> tuple[tuple[str, int, int], ...]:
         """Path, mtime and size of every file dbt parses (models, macros, the project)."""

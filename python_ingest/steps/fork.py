@@ -1,25 +1,32 @@
-"""The fork (Marmaray's ForkOperator): a staging batch → valid rows and error rows.
+"""The fork (Marmaray's ForkOperator): converted rows → valid rows and error rows.
 
-The staging model's Great Expectations suite (``expectations/<staging model>.json``) runs on
-the new staging rows; each row failing any expectation becomes one row of ``errors.<job>``
-listing every failed expectation and column, with the row as JSON; all other rows go to
-``staging.<staging model>__valid``, the merge's input. The batch is computed once and
-persisted, not re-read per output, so staging rows = valid rows + error rows exactly.
+The staging model's Great Expectations suite (``expectations/<staging model>.json``) judges
+the new converted rows in one Spark pass: the suite is compiled to SQL predicates
+(steps/expectations.py), every row is tagged with the expectations it failed, and one
+aggregate counts them. Each row failing any expectation becomes one row of ``errors.<job>``
+listing every failed expectation and column, with the row as JSON; all other rows are valid:
+the merge's input. The tagged batch is computed once and persisted, so converted rows = valid
+rows + error rows exactly, and no row id is collected on the driver. An expectation type
+without a SQL form is validated by Great Expectations itself (a warning names it), its
+failing rows matched by (``_batch_id``, ``_kafka_partition``, ``_kafka_offset``), unique across
+batches for every source.
 
 Which failures count: full rows are checked on every column; a partial update only on the
 columns it changes (the others are NULL by design) and on sluice's ``_`` columns; a delete only
-on sluice's ``_`` columns. Great Expectations validates exactly those rows (each column
-expectation gets the ``row_condition`` of ``judged_rows``), so its counts and Data Docs say
-what the fork did; each batch's validation page also gets a summary of the fork's own figures
-(rows judged and rows routed per expectation, and the query listing them in the error table).
+on sluice's ``_`` columns.
 
-The Data Docs pages load their scripts, styles and fonts from the report folder itself: the
+The report stays Great Expectations' Data Docs: a validation page per fork, rendered by Great
+Expectations from the fork's own figures (``DocsJob``), off the batch's path when the caller
+defers it (the runner builds it on its services thread), with a summary of what the fork did
+on top (rows judged and rows routed per expectation, and the query listing them in the error
+table). The pages load their scripts, styles and fonts from the report folder itself: the
 copies vendored at set-up (``python_ingest.reports.assets``) are copied into
 ``<report dir>/static/vendor`` and the pages point there (``localize_pages``).
 
-Both outputs commit with the checkpoint ``sluice.fork.batch_id``. The error table commits
-first; on a rerun after a crash between the two commits, error rows of batches it already
-holds are not written again.
+On the step tables' path (``fork``) both outputs commit with the checkpoint
+``sluice.fork.batch_id``; the error table commits first, and on a rerun after a crash between
+the two commits, error rows of batches it already holds are not written again. On the
+runner's path (steps/batch.py) the valid rows go straight on to the merge.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +46,17 @@ from urllib.parse import unquote, urlparse
 
 from python_ingest.exceptions import PipelineError
 from python_ingest.runtime.jars import repo_root
+from python_ingest.steps.expectations import (
+    Compiled,
+    compile_suite,
+    failure_name,
+    judged_rows,  # noqa: F401 (the fork's rows, named here too)
+    judged_suite,
+    label,
+    quoted,
+    sql_string,
+)
+from python_ingest.steps.expectations import load_suite as parse_suite
 from python_ingest.tables.checkpoints import step_checkpoint, step_properties
 from python_ingest.tables.formats import append, ensure_table, read_table
 
@@ -47,7 +66,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STEP = "fork"
-ROW_ID = ("_kafka_partition", "_kafka_offset")  # unique per raw row, kept by converters
+# unique per raw row across batches (a files job's partition and offset repeat in every
+# batch: its file index and record number), kept by converters
+ROW_ID = ("_batch_id", "_kafka_partition", "_kafka_offset")
 # errors.<job>: rows the fork or the merge rejected (the raw step's are in errors.<job>__raw)
 ERROR_COLUMNS: tuple[tuple[str, str], ...] = (
     ("_row_key", "string"),
@@ -90,38 +111,7 @@ def suite_path(root: Path, staging_model: str) -> Path:
 
 def load_suite(path: Path) -> dict[str, Any]:
     """The suite as JSON (GE's own format: name, expectations[type, kwargs], meta)."""
-    try:
-        suite = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise PipelineError(f"expectation suite {path} is not valid JSON: {exc}") from exc
-    if not isinstance(suite, dict) or not isinstance(suite.get("expectations"), list):
-        raise PipelineError(f"expectation suite {path} needs a list 'expectations' of "
-                            "{type, kwargs} objects (Great Expectations' suite format)")
-    return suite
-
-
-def judged_rows(column: str) -> str | None:
-    """The rows the fork judges on ``column`` (Spark SQL), or None for every row: partial
-    updates only on their changed columns, deletes only on sluice's ``_`` columns."""
-    if not column or column.startswith("_"):
-        return None
-    return (f"NOT `_is_deleted` AND (`_changed_columns` IS NULL OR "
-            f"array_contains(`_changed_columns`, {_sql_string(column)}))")
-
-
-def judged_suite(expectations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The suite's expectations, each restricted to the rows the fork judges on its column."""
-    judged = []
-    for expectation in expectations:
-        kwargs = dict(expectation.get("kwargs") or {})
-        condition = judged_rows(str(kwargs.get("column") or ""))
-        own = kwargs.get("row_condition")
-        if condition and own is None:
-            kwargs.update(row_condition=condition, condition_parser="spark")
-        elif condition and isinstance(own, str) and kwargs.get("condition_parser") == "spark":
-            kwargs["row_condition"] = f"({own}) AND {condition}"
-        judged.append({**expectation, "kwargs": kwargs})
-    return judged
+    return parse_suite(path.read_text(), str(path))
 
 
 def error_query(error_table: str, batch_from: int, batch_to: int, failure: str) -> str:
@@ -129,11 +119,7 @@ def error_query(error_table: str, batch_from: int, batch_to: int, failure: str) 
     (``column: expectation`` as in ``error_exception``)."""
     items = f"split(regexp_replace(error_exception, '^{ERROR_PREFIX}', ''), '; ')"
     return (f"select * from {error_table}\nwhere error_step = '{STEP}' and _batch_id between "
-            f"{batch_from} and {batch_to}\n  and array_contains({items}, {_sql_string(failure)})")
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+            f"{batch_from} and {batch_to}\n  and array_contains({items}, {sql_string(failure)})")
 
 
 def report_assets_home() -> Path:
@@ -143,10 +129,147 @@ def report_assets_home() -> Path:
     return Path(override).expanduser() if override else repo_root() / ".sluice" / "report-assets"
 
 
-def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table: str,
-         suite_file: Path, report_dir: Path) -> ForkResult:
-    """Fork the staging rows the valid table has not seen yet into valid and error rows."""
+@dataclass
+class Split:
+    """One pass of the suite over a batch: its valid rows and its error rows, two explicit
+    outputs (both lazy over one persisted, tagged batch: ``release`` when written)."""
+
+    valid: DataFrame
+    errors: DataFrame  # ERROR_COLUMNS
+    rows: int
+    error_count: int
+    quality: list[dict[str, Any]]
+    docs: DocsJob | None
+    _persisted: list[DataFrame] = field(default_factory=list)
+    batches: list[int] = field(default_factory=list)  # with valid rows (``per_batch``)
+    partial_batches: set[int] = field(default_factory=set)  # with valid partial updates
+
+    def release(self) -> None:
+        for frame in self._persisted:
+            frame.unpersist()
+        self._persisted.clear()
+
+
+@dataclass
+class DocsJob:
+    """The Data Docs page of one fork, built from its figures off the batch's path
+    (``build``): Great Expectations renders it, the fork's own summary goes on top."""
+
+    suite: dict[str, Any]
+    quality: list[dict[str, Any]]
+    fallback_results: list[Any]  # Great Expectations' own results of the fallback ones
+    report_dir: Path
+    run_name: str
+    staging: str
+    valid_table: str
+    error_table: str
+    result: ForkResult | None = None
+
+    def build(self) -> str | None:
+        """Write the page and the site's index; returns the page's path."""
+        assert self.result is not None
+        with _GX_LOCK:
+            page = _render(self)
+        if page:
+            _summarize(Path(page), self.result, self.staging, self.valid_table,
+                       self.error_table)
+        localize_pages(self.report_dir)
+        return page
+
+
+def split(spark: SparkSession, batch: DataFrame, suite_file: Path, report_dir: Path,
+          run_name: str, staging: str, valid_table: str, error_table: str,
+          per_batch: bool = False) -> Split:
+    """Judge ``batch`` (converted rows) by the suite in one Spark pass: each row tagged with
+    the expectations it failed (steps/expectations.py), the counts in one aggregate, the
+    failing rows made error rows by the executors (nothing collected on the driver).
+    ``per_batch``: the same aggregate says which batches have valid rows, and which of them
+    valid partial updates (the merge's look-up of current rows)."""
     from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    suite = load_suite(suite_file) if suite_file.is_file() else None
+    if suite is None:
+        log.warning("no expectation suite %s: every row of %s is valid", suite_file, staging)
+        suite = {"name": suite_file.stem, "expectations": []}
+        compiled = Compiled()
+    else:
+        compiled = compile_suite(suite, batch.columns)
+    tagged = batch
+    fallback_results: list[Any] = []
+    if compiled.fallback:
+        names = ", ".join(str(e.get("type")) for e in compiled.fallback)
+        log.warning("expectation suite %s: %s %s no SQL form in sluice; Great Expectations "
+                    "validates %s on its own (slower: a Spark job or more each)", suite_file,
+                    names, "has" if len(compiled.fallback) == 1 else "have",
+                    "it" if len(compiled.fallback) == 1 else "them")
+        with _GX_LOCK:
+            tagged, fallback_results = _validate_fallback(spark, batch, suite, compiled)
+    for rule in compiled.rules:
+        if rule.kind == "expect_column_values_to_be_unique":
+            window = Window.partitionBy(F.col(quoted(rule.column)), F.expr(rule.judged))
+            tagged = tagged.withColumn(f"__sluice_count_{rule.index}",
+                                       F.count(F.lit(1)).over(window))
+    failed = [F.when(F.expr(f"({r.judged}) AND ({r.unexpected})"), F.lit(r.failure))
+              for r in compiled.rules]
+    failures = F.array_sort(F.array_distinct(F.filter(
+        F.concat(F.array(*failed, F.lit(None).cast("string")),
+                 F.col("__sluice_fallback") if compiled.fallback
+                 else F.array().cast("array<string>")),
+        lambda x: x.isNotNull())))
+    tagged = tagged.withColumn("__sluice_failed", failures)
+    tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+    figures = [F.count(F.lit(1)).alias("rows"),
+               F.count_if(F.size("__sluice_failed") > 0).alias("errors")]
+    for r in compiled.rules:
+        figures += [F.count_if(F.expr(r.judged)).alias(f"checked_{r.index}"),
+                    F.count_if(F.expr(f"({r.judged}) AND ({r.unexpected})"))
+                    .alias(f"unexpected_{r.index}")]
+    for t in compiled.table_rules:
+        figures.append(F.expr(t.ok).alias(f"ok_{t.index}"))
+    if per_batch:
+        is_valid = F.size("__sluice_failed") == 0
+        partial = is_valid & F.col("_changed_columns").isNotNull() \
+            & ~F.coalesce(F.col("_is_deleted"), F.lit(False))
+        figures += [F.array_sort(F.collect_set(F.when(is_valid, F.col("_batch_id"))))
+                    .alias("batches"),
+                    F.collect_set(F.when(partial, F.col("_batch_id"))).alias("partial")]
+    counted = tagged.agg(*figures).collect()[0]
+    quality: list[dict[str, Any]] = []
+    for r in compiled.rules:
+        quality.append({"index": r.index, "expectation": r.label, "column": r.column,
+                        "checked": int(counted[f"checked_{r.index}"]),
+                        "unexpected": int(counted[f"unexpected_{r.index}"])})
+    for t in compiled.table_rules:
+        quality.append({"index": t.index, "expectation": t.label, "column": "",
+                        "checked": int(counted["rows"]),
+                        "unexpected": 0 if counted[f"ok_{t.index}"] else 1, "table": True})
+    for result in fallback_results:
+        quality.append(result["figures"])
+    quality.sort(key=lambda q: q["index"])
+    columns = list(batch.columns)
+    valid = tagged.where(F.size("__sluice_failed") == 0).select(*columns)
+    errors = tagged.where(F.size("__sluice_failed") > 0).select(
+        F.col("_row_key"), F.col("_ref_key"), F.col("_batch_id"), F.col("_kafka_partition"),
+        F.col("_kafka_offset"), F.lit(STEP).alias("error_step"),
+        F.concat(F.lit(ERROR_PREFIX), F.array_join("__sluice_failed", "; "))
+        .alias("error_exception"),
+        F.to_json(F.struct(*[F.col(quoted(c)) for c in columns])).alias("error_source_data"),
+        F.current_timestamp().alias("_errored_at"))
+    docs = DocsJob(suite, quality, [r["result"] for r in fallback_results], report_dir,
+                   run_name, staging, valid_table, error_table) if suite_file.is_file() else None
+    return Split(valid, errors, int(counted["rows"]), int(counted["errors"]), quality, docs,
+                 [tagged], [int(b) for b in counted["batches"]] if per_batch else [],
+                 {int(b) for b in counted["partial"]} if per_batch else set())
+
+
+def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table: str,
+         suite_file: Path, report_dir: Path, defer: Callable[[DocsJob], None] | None = None
+         ) -> ForkResult:
+    """Fork the staging rows the valid table has not seen yet into valid and error rows
+    (the step tables' path: ``keep_step_tables``, a plain ``dbt run``). The Data Docs page is
+    built at once, or handed to ``defer``."""
     from pyspark.sql import functions as F
 
     ensure_table(spark, error_table, ERROR_COLUMNS)
@@ -158,117 +281,97 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
     if target is None:
         return ForkResult(done, done)
     batch = staging.where((F.col("_batch_id") > done) & (F.col("_batch_id") <= target))
-    batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+    parts = split(spark, batch, suite_file, report_dir, f"batch-{done + 1}-{target}",
+                  staging_table, valid_table, error_table)
     try:
-        rows = batch.count()
-        suite = load_suite(suite_file) if suite_file.is_file() else None
-        if suite is None:
-            log.warning("no expectation suite %s: every row of %s is valid", suite_file,
-                        staging_table)
-            failures, report, page = None, None, None
-            quality: list[dict[str, Any]] = []
-        else:
-            with _GX_LOCK:
-                failures, quality, report, page = _validate(spark, batch, suite, report_dir,
-                                                            f"batch-{done + 1}-{target}")
         valid_columns = read_table(spark, valid_table).columns
-        if failures is None:  # no row failed (the usual batch): no routing to compute
-            routed, errors = {}, 0
-            append(batch.select(*valid_columns), valid_table, step_properties(STEP, target))
-        else:
-            routed = _routed(batch, failures)
-            error_rows = _error_rows(batch, failures)
-            error_rows = error_rows.persist(StorageLevel.MEMORY_AND_DISK)
-            errors = error_rows.count()
-            valid_rows = batch.join(error_rows.select(*ROW_ID), list(ROW_ID), "left_anti")
-            if errors:
-                errors_done = step_checkpoint(spark, error_table, STEP)
-                pending = error_rows.where(F.col("_batch_id") > errors_done)
-                append(pending.select(*[n for n, _ in ERROR_COLUMNS]), error_table,
-                       step_properties(STEP, target))
-            append(valid_rows.select(*valid_columns), valid_table,
-                   step_properties(STEP, target))
-            error_rows.unpersist()
+        if parts.error_count:
+            errors_done = step_checkpoint(spark, error_table, STEP)
+            pending = parts.errors.where(F.col("_batch_id") > errors_done)
+            append(pending, error_table, step_properties(STEP, int(target)))
+        append(parts.valid.select(*valid_columns), valid_table,
+               step_properties(STEP, int(target)))
     finally:
-        batch.unpersist()
-    for figures in quality:
+        parts.release()
+    return finish_fork(parts, done, int(target), staging_table, error_table, defer)
+
+
+def finish_fork(parts: Split, done: int, target: int, staging: str, error_table: str,
+                defer: Callable[[DocsJob], None] | None = None) -> ForkResult:
+    """The fork's result (per expectation: rows checked, failing, routed), its report built
+    now or handed to ``defer``."""
+    for figures in parts.quality:
         figures["passed"] = figures["checked"] - figures["unexpected"]
-        figures["routed"] = routed.get(_failure(figures["column"], figures["expectation"]), 0)
-    result = ForkResult(done, int(target), rows, rows - errors, errors, quality, report, page)
-    if page:
-        _summarize(Path(page), result, staging_table, valid_table, error_table)
-    if report:
-        localize_pages(report_dir)
-    log.info("fork of %s batches %d..%d: %d rows, %d valid, %d errors in %s", staging_table,
-             done + 1, target, rows, rows - errors, errors, error_table)
+        figures["routed"] = 0 if figures.get("table") else figures["unexpected"]
+    report = str(parts.docs.report_dir / "index.html") if parts.docs else None
+    result = ForkResult(done, target, parts.rows, parts.rows - parts.error_count,
+                        parts.error_count, parts.quality, report)
+    if parts.docs is not None:
+        parts.docs.result = result
+        if defer is not None:
+            defer(parts.docs)
+        else:
+            page = parts.docs.build()
+            result = ForkResult(done, target, parts.rows, parts.rows - parts.error_count,
+                                parts.error_count, parts.quality, report, page)
+    log.info("fork of %s batches %d..%d: %d rows, %d valid, %d errors in %s", staging,
+             done + 1, target, parts.rows, parts.rows - parts.error_count, parts.error_count,
+             error_table)
     return result
 
 
-def _validate(spark: SparkSession, batch: DataFrame, suite: dict[str, Any], report_dir: Path,
-              run_name: str
-              ) -> tuple[DataFrame | None, list[dict[str, Any]], str | None, str | None]:
-    """Run the suite on the batch; failing (row id, expectation, column) rows (None when no
-    row failed), figures, the docs' index and this validation's page."""
+def _validate_fallback(spark: SparkSession, batch: DataFrame, suite: dict[str, Any],
+                       compiled: Compiled) -> tuple[DataFrame, list[dict[str, Any]]]:
+    """Great Expectations' own validation of the expectations without a SQL form: the batch
+    with ``__sluice_fallback`` (their failures per row, by the row's batch, partition and
+    offset: unique across batches), and their results for the report."""
+    from pyspark.sql import functions as F
+
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no phoning home
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     import great_expectations as gx
-    from great_expectations.checkpoint import UpdateDataDocsAction
-    from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    report_dir.mkdir(parents=True, exist_ok=True)
-    context.add_data_docs_site(site_name="sluice", site_config={
-        "class_name": "SiteBuilder",
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend",
-                          "base_directory": str(report_dir)},
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-    })
     name = str(suite.get("name") or "suite")
     asset = context.data_sources.add_spark(name="sluice").add_dataframe_asset(name=name)
     definition = asset.add_batch_definition_whole_dataframe("new staging rows")
     try:
         gx_suite = context.suites.add(gx.ExpectationSuite(
-            name=name, expectations=judged_suite(suite["expectations"]),
-            meta=suite.get("meta") or {}))
+            name=name, expectations=compiled.fallback, meta=suite.get("meta") or {}))
     except Exception as exc:  # GE raises several types for a bad expectation
         raise PipelineError(f"expectation suite '{name}' is invalid: {exc}") from exc
     validation = context.validation_definitions.add(
         gx.ValidationDefinition(name=name, data=definition, suite=gx_suite))
-    checkpoint = context.checkpoints.add(gx.Checkpoint(
-        name=f"{name} fork", validation_definitions=[validation],
-        actions=[UpdateDataDocsAction(name="data docs", site_names=["sluice"])],
-        result_format={"result_format": "COMPLETE",
-                       "unexpected_index_column_names": list(ROW_ID)}))
-    outcome = checkpoint.run(batch_parameters={"dataframe": batch},
-                             run_id=RunIdentifier(run_name=run_name))
-    failures: list[tuple[int, int, str, str]] = []
-    quality: list[dict[str, Any]] = []
-    for run_result in outcome.run_results.values():
-        for result in run_result.results:
-            config = result.expectation_config
-            if config is None:
-                continue
-            column = str(config.kwargs.get("column", ""))
-            label = _label(config.type, config.kwargs)
-            figures = result.result or {}
-            if result.exception_info and result.exception_info.get("raised_exception"):
-                raise PipelineError(f"expectation {label} could not run: "
-                                    f"{result.exception_info.get('exception_message')}")
-            quality.append({"expectation": label, "column": column,
-                            "checked": int(figures.get("element_count") or 0),
-                            "unexpected": int(figures.get("unexpected_count") or 0)})
-            for index in figures.get("unexpected_index_list") or []:
-                failures.append((int(index["_kafka_partition"]), int(index["_kafka_offset"]),
-                                 label, column))
-    report, page = _site_url(context), None
-    for key in outcome.run_results:
-        url = _site_url(context, key)
-        page = unquote(urlparse(url).path) if url else None
-    schema = "_kafka_partition int, _kafka_offset bigint, expectation string, column string"
-    rows = spark.createDataFrame(failures, schema) if failures else None  # None: all passed
-    return rows, quality, report, page
+    outcome = validation.run(batch_parameters={"dataframe": batch}, result_format={
+        "result_format": "COMPLETE", "unexpected_index_column_names": list(ROW_ID)})
+    failures: list[tuple[int, int, int, str]] = []
+    results: list[dict[str, Any]] = []
+    for index, result in zip(compiled.fallback_index, outcome.results, strict=True):
+        config = result.expectation_config
+        column = str(config.kwargs.get("column", "")) if config else ""
+        name_ = label(config.type, config.kwargs) if config else "expectation"
+        figures = result.result or {}
+        if result.exception_info and result.exception_info.get("raised_exception"):
+            raise PipelineError(f"expectation {name_} could not run: "
+                                f"{result.exception_info.get('exception_message')}")
+        results.append({"result": result, "figures": {
+            "index": index, "expectation": name_, "column": column, "ge": True,
+            "checked": int(figures.get("element_count") or 0),
+            "unexpected": int(figures.get("unexpected_count") or 0)}})
+        failure = failure_name(column, name_)
+        for row in figures.get("unexpected_index_list") or []:
+            failures.append((int(row["_batch_id"]), int(row["_kafka_partition"]),
+                             int(row["_kafka_offset"]), failure))
+    schema = "_batch_id bigint, _kafka_partition int, _kafka_offset bigint, failure string"
+    if not failures:
+        return batch.withColumn("__sluice_fallback", F.array().cast("array<string>")), results
+    failed = spark.createDataFrame(failures, schema).groupBy(*ROW_ID).agg(
+        F.collect_set("failure").alias("__sluice_fallback"))
+    tagged = batch.join(F.broadcast(failed), list(ROW_ID), "left").withColumn(
+        "__sluice_fallback", F.coalesce("__sluice_fallback", F.array().cast("array<string>")))
+    return tagged, results
 
 
 def _site_url(context: Any, resource: Any = None) -> str | None:
@@ -276,56 +379,84 @@ def _site_url(context: Any, resource: Any = None) -> str | None:
     return str(sites[0].get("site_url") or "") or None if sites else None
 
 
-def _label(kind: str, kwargs: dict[str, Any]) -> str:
-    hidden = ("column", "batch_id", "result_format", "row_condition", "condition_parser")
-    shown = {k: v for k, v in kwargs.items() if k not in hidden}
-    args = ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items()))
-    return f"{kind}({args})" if args else kind
-
-
-def _failure(column: str, expectation: str) -> str:
-    """A failure as ``error_exception`` lists it."""
-    return f"{column}: {expectation}" if column else expectation
-
-
-def _counted(batch: DataFrame, failures: DataFrame) -> DataFrame:
-    """The failures that count (see the module doc), as ``failure`` strings per row id."""
-    from pyspark.sql import functions as F
-
-    rows = batch.alias("row").join(F.broadcast(failures.alias("failure")), list(ROW_ID))
-    is_sluice_column = F.col("failure.column").startswith("_") | (F.col("failure.column") == "")
-    counts = (
-        is_sluice_column
-        | (~F.col("row._is_deleted")
-           & (F.col("row._changed_columns").isNull()
-              | F.array_contains(F.col("row._changed_columns"), F.col("failure.column"))))
+def _render(job: DocsJob) -> str | None:
+    """Great Expectations' validation page of a fork from the fork's figures (no Spark)."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    import great_expectations as gx
+    from great_expectations.core import (
+        ExpectationSuiteValidationResult,
+        ExpectationValidationResult,
     )
-    return rows.where(counts).select(*ROW_ID, F.when(
-        F.col("failure.column") == "", F.col("failure.expectation")).otherwise(F.concat(
-            F.col("failure.column"), F.lit(": "), F.col("failure.expectation"))).alias("failure"))
-
-
-def _routed(batch: DataFrame, failures: DataFrame) -> dict[str, int]:
-    """Error rows per failure (``column: expectation``): what the fork routed for each."""
-    counted = _counted(batch, failures).distinct().groupBy("failure").count().collect()
-    return {str(r["failure"]): int(r["count"]) for r in counted}
-
-
-def _error_rows(batch: DataFrame, failures: DataFrame) -> DataFrame:
-    """One error row per staging row with a failure that counts (see the module doc)."""
-    from pyspark.sql import functions as F
-
-    failed = _counted(batch, failures).groupBy(*ROW_ID).agg(
-        F.array_sort(F.collect_set("failure")).alias("failed"))
-    return batch.join(failed, list(ROW_ID)).select(
-        F.col("_row_key"), F.col("_ref_key"), F.col("_batch_id"), F.col("_kafka_partition"),
-        F.col("_kafka_offset"), F.lit(STEP).alias("error_step"),
-        F.concat(F.lit(ERROR_PREFIX), F.array_join("failed", "; "))
-        .alias("error_exception"),
-        F.to_json(F.struct(*[F.col(c) for c in batch.columns if c != "failed"]))
-        .alias("error_source_data"),
-        F.current_timestamp().alias("_errored_at"),
+    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+    from great_expectations.data_context.types.resource_identifiers import (
+        ExpectationSuiteIdentifier,
+        ValidationResultIdentifier,
     )
+    from great_expectations.expectations.expectation_configuration import (
+        ExpectationConfiguration,
+    )
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    job.report_dir.mkdir(parents=True, exist_ok=True)
+    context.add_data_docs_site(site_name="sluice", site_config={
+        "class_name": "SiteBuilder",
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend",
+                          "base_directory": str(job.report_dir)},
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+    })
+    name = str(job.suite.get("name") or "suite")
+    expectations = judged_suite(job.suite.get("expectations") or [])
+    fallback = iter(job.fallback_results)
+    results = []
+    for figures in job.quality:
+        index = figures["index"]
+        if figures.get("ge"):  # Great Expectations' own result (the fallback)
+            continue
+        expectation = expectations[index]
+        kind = str(expectation.get("type") or expectation.get("expectation_type"))
+        config = ExpectationConfiguration(type=kind, kwargs=dict(expectation.get("kwargs") or {}),
+                                          meta=expectation.get("meta"))
+        checked, unexpected = figures["checked"], figures["unexpected"]
+        share = 100.0 * unexpected / checked if checked else 0.0
+        if figures.get("table"):
+            result = ExpectationValidationResult(success=not unexpected,
+                                                 expectation_config=config,
+                                                 result={"observed_value": checked})
+        else:
+            result = ExpectationValidationResult(
+                success=not unexpected, expectation_config=config,
+                result={"element_count": checked, "unexpected_count": unexpected,
+                        "unexpected_percent": share, "unexpected_percent_total": share,
+                        "unexpected_percent_nonmissing": share, "missing_count": 0,
+                        "missing_percent": 0.0, "partial_unexpected_list": []})
+        results.append((index, result))
+    by_index = dict(results)
+    ordered = []
+    for figures in job.quality:
+        if figures["index"] in by_index:
+            ordered.append(by_index[figures["index"]])
+        else:
+            ordered.append(next(fallback))
+    passed = sum(1 for r in ordered if r.success)
+    run_id = RunIdentifier(run_name=job.run_name)
+    validation = ExpectationSuiteValidationResult(
+        success=passed == len(ordered), results=ordered, suite_name=name,
+        statistics={"evaluated_expectations": len(ordered), "successful_expectations": passed,
+                    "unsuccessful_expectations": len(ordered) - passed,
+                    "success_percent": 100.0 * passed / len(ordered) if ordered else 100.0},
+        meta={"run_id": run_id, "great_expectations_version": gx.__version__,
+              "batch_spec": {"data_asset_name": job.staging},
+              "batch_markers": {}, "validation_time": run_id.to_json_dict()["run_time"]})
+    key = ValidationResultIdentifier(
+        expectation_suite_identifier=ExpectationSuiteIdentifier(name=name), run_id=run_id,
+        batch_identifier="new staging rows")
+    context.validation_results_store.set(key, validation)
+    context.build_data_docs(site_names=["sluice"], resource_identifiers=[key])
+    url = _site_url(context, key)
+    return unquote(urlparse(url).path) if url else None
 
 
 def _summarize(page: Path, result: ForkResult, staging: str, valid: str, errors: str) -> None:
@@ -335,7 +466,7 @@ def _summarize(page: Path, result: ForkResult, staging: str, valid: str, errors:
                else f"batches {result.batch_from + 1}..{result.batch_to}")
     rows, queries = [], []
     for n, q in enumerate(result.quality, 1):
-        failure = _failure(q["column"], q["expectation"])
+        failure = failure_name(q["column"], q["expectation"])
         link = "0"
         if q["routed"]:
             link = f'<a href="#sluice-query-{n}">{q["routed"]}</a>'

@@ -3,11 +3,13 @@
 A run plans its work units from the raw table's checkpoint and reads them in one pass: Spark
 tasks read and decode their ranges (each task talks to Kafka itself) and the raw rows go
 straight into the raw table, whose commit carries the new checkpoint. Error rows come back to
-the driver with the tasks' counts and go into the error table in a second commit, made every
-run (empty if the batch had no errors), carrying the same checkpoint. If the process dies
-between the two commits, the error table's checkpoint is a batch behind the raw table's, and
-the next run first re-reads that batch's range (the raw checkpoint records where the batch
-began) for its error rows. So neither table gets duplicates or gaps.
+the driver with the tasks' counts and go into the error table in a second commit carrying the
+same checkpoint. A batch without error rows makes no empty commit: a small file
+(``<warehouse>/meta/.sluice_settled/<job>.json``, written whole or not at all) says that its
+errors are settled, with the checkpoint the error commit would have carried. If the process
+dies between the raw commit and either, the error table (or the file) is a batch behind the raw
+table's checkpoint, and the next run first re-reads that batch's range (the raw checkpoint
+records where the batch began) for its error rows. So neither table gets duplicates or gaps.
 """
 
 from __future__ import annotations
@@ -229,7 +231,10 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
              dict(new_checkpoint.offsets), time.monotonic() - timer)
     fault_point("after_raw_commit")
     check_held(job.name)
-    _commit_errors(spark, settings, job, schema, spec, totals, new_checkpoint)
+    if totals.error_rows or totals.overflowed or totals.errors:
+        _commit_errors(spark, settings, job, schema, spec, totals, new_checkpoint)
+    else:  # no empty commit: the batch's errors are settled, the file says so
+        _mark_settled(spark, job.name, new_checkpoint)
     fault_point("after_error_commit")
     landed = totals.read - totals.errors
     run.count("read", totals.read)
@@ -329,6 +334,50 @@ def _commit_errors(spark: SparkSession, settings: Settings, job: JobConfig,
     append_with_checkpoint(rows, JobTables(job.name).raw_errors, checkpoint)
 
 
+SETTLED_DIR = "meta/.sluice_settled"  # a dot folder: no catalog takes it for a namespace
+
+
+def _settled_path(spark: SparkSession, job: str) -> str:
+    from python_ingest.runtime.catalog import WAREHOUSE_CONF
+
+    return f"{spark.conf.get(WAREHOUSE_CONF)}/{SETTLED_DIR}/{job}.json"
+
+
+def _settled(spark: SparkSession, job: str) -> Checkpoint | None:
+    """The checkpoint of the last batch whose errors were settled without a commit."""
+    jvm = spark._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(_settled_path(spark, job))
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return None
+    stream = fs.open(path)
+    try:
+        text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+    return Checkpoint.from_json(str(text))
+
+
+def _mark_settled(spark: SparkSession, job: str, checkpoint: Checkpoint) -> None:
+    """Say that ``checkpoint``'s batch has no error rows: a temporary file renamed into place
+    (a reader sees the old file or the new one)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    final = jvm.org.apache.hadoop.fs.Path(_settled_path(spark, job))
+    fs = final.getFileSystem(spark._jsc.hadoopConfiguration())
+    temporary = jvm.org.apache.hadoop.fs.Path(f"{_settled_path(spark, job)}.tmp")
+    stream = fs.create(temporary, True)
+    try:
+        stream.write(bytearray(checkpoint.to_json().encode()))
+    finally:
+        stream.close()
+    if fs.exists(final):
+        fs.delete(final, False)
+    if not fs.rename(temporary, final):
+        raise OSError(f"could not rename {temporary} to {final}")
+
+
 def _error_frame(spark: SparkSession, rows: list[tuple[Any, ...]]) -> DataFrame:
     """Error rows collected from the tasks (timestamps as µs) as a DataFrame."""
     ddl = ", ".join(f"`{n}` {t}" for n, t in RAW_ERROR_COLUMNS)
@@ -349,6 +398,13 @@ def _catch_up_errors(spark: SparkSession, settings: Settings, job: JobConfig,
     """
     raw_errors = JobTables(job.name).raw_errors
     error_checkpoint = read_checkpoint(spark, raw_errors)
+    settled = _settled(spark, job.name)
+    # the file speaks for the raw table's own last batch only (a job started over keeps it)
+    if settled is not None and checkpoint is not None \
+            and (settled.batch_id, dict(settled.offsets)) == (checkpoint.batch_id,
+                                                              dict(checkpoint.offsets)) \
+            and (error_checkpoint is None or settled.batch_id > error_checkpoint.batch_id):
+        error_checkpoint = settled
     if checkpoint is None or (error_checkpoint is not None
                               and error_checkpoint.batch_id >= checkpoint.batch_id):
         return error_checkpoint

@@ -31,8 +31,9 @@ from python_ingest.runtime.catalog import drop_scratch, insert_operation_kept
 from python_ingest.runtime.faults import fault_point
 from python_ingest.runtime.files import private_dir
 from python_ingest.runtime.session import active, for_job
+from python_ingest.steps.batch import run_batches, why_not
 from python_ingest.steps.dbt import Dbt
-from python_ingest.steps.fork import ERROR_COLUMNS, fork, suite_path
+from python_ingest.steps.fork import ERROR_COLUMNS, DocsJob, fork, suite_path
 from python_ingest.steps.index import MERGE_STEP, ensure_index
 from python_ingest.steps.ingest import ingest
 from python_ingest.steps.services import due_services
@@ -87,7 +88,8 @@ Lander = Callable[[Run], "Checkpoint | None"]
 def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
             accept_data_loss: bool = False, dbt: Dbt | None = None,
             raise_failure: bool = True, land: tuple[str, Lander] | None = None,
-            inline_services: bool = True) -> PipelineResult:
+            inline_services: bool = True,
+            defer: Callable[[DocsJob], None] | None = None) -> PipelineResult:
     """Ingest, convert, fork, merge and report one job, recorded as one run in meta.runs.
 
     ``land`` replaces the ingestion step by another named one that lands a raw batch (the
@@ -95,18 +97,24 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
     raised; with ``raise_failure`` false it is returned as the result (outcome ``failed``,
     ``error`` saying why) so that the caller can go on. With ``inline_services`` false the
     table services due after the merge are left to the caller (the continuous runner runs them
-    apart from the batch: ``result.merged`` says after which batches).
+    apart from the batch: ``result.merged`` says after which batches). ``defer`` takes the
+    fork's Data Docs page to build off the batch's path (the runner's services thread); without
+    it the page is built before the run is recorded.
+
+    A job whose Hudi lake exists takes the batch path (steps/batch.py: converter and fork in
+    one pass, no step tables, no dbt invocation); the others, and jobs with
+    ``keep_step_tables``, the step tables' path (staging, fork, merge through dbt).
 
     The run works on the session that writes the job's table format (``for_job``), active
     on this thread while it runs (dbt in-process takes the thread's session)."""
     with active(for_job(spark, settings, job)) as session:
         return _run_job(session, settings, job, accept_data_loss, dbt, raise_failure, land,
-                        inline_services)
+                        inline_services, defer)
 
 
 def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_data_loss: bool,
              dbt: Dbt | None, raise_failure: bool, land: tuple[str, Lander] | None,
-             inline_services: bool) -> PipelineResult:
+             inline_services: bool, defer: Callable[[DocsJob], None] | None) -> PipelineResult:
     first, lander = land or ("ingest", lambda run: ingest(spark, settings, job, run,
                                                           accept_data_loss).checkpoint)
     run = Run(job=job.name)
@@ -122,11 +130,19 @@ def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_dat
         with job_lease(spark, job.name):  # one run of a job at a time (tables/lease.py)
             checkpoint = lander(run)
             fault_point(f"after_{first}")
-            _staging(spark, dbt, tables, run)
-            fault_point("after_staging")
-            report = fork_staged(spark, settings, dbt.project, tables, run)
-            fault_point("after_fork")
-            _merge(spark, dbt, tables, run)
+            why = why_not(spark, job, tables)
+            if why is None:
+                report = run_batches(spark, dbt, job, tables, run,
+                                     suite_path(dbt.project, tables.staging_model),
+                                     report_dir(settings, job.name), dbt.batch_sql, defer)
+            else:
+                log.debug("job %s takes the step tables' path: %s", job.name, why)
+                run.details["path"] = "step tables"
+                _staging(spark, dbt, tables, run)
+                fault_point("after_staging")
+                report = fork_staged(spark, settings, dbt.project, tables, run, defer)
+                fault_point("after_fork")
+                _merge(spark, dbt, tables, run)
             fault_point("after_merge")
             if inline_services:
                 _services(spark, job, tables, run)
@@ -191,7 +207,7 @@ def _max_batch(spark: SparkSession, table: str) -> int:
 
 
 def fork_staged(spark: SparkSession, settings: Settings, project: Path, tables: JobTables,
-                run: Run) -> str | None:
+                run: Run, defer: Callable[[DocsJob], None] | None = None) -> str | None:
     """The fork of every staged batch the valid table lacks (steps/fork.py); counts to
     ``run``; returns the expectation report's path (None when there is no staging table)."""
     if not table_exists(spark, tables.staging):
@@ -199,7 +215,7 @@ def fork_staged(spark: SparkSession, settings: Settings, project: Path, tables: 
     suite = suite_path(project, tables.staging_model)  # the suites beside dbt's project
     check_held(tables.job)
     result = fork(spark, tables.staging, tables.valid, tables.errors, suite,
-                  report_dir(settings, tables.job))
+                  report_dir(settings, tables.job), defer)
     run.count("valid", result.valid)
     run.count("expectation_errors", result.errors)
     run.details["fork"] = {"batches": [result.batch_from + 1, result.batch_to],
@@ -326,13 +342,41 @@ def merged_counts(spark: SparkSession, tables: JobTables, batch_id: int,
 
 
 def run_all(spark: SparkSession, settings: Settings, names: list[str],
-            accept_data_loss: bool = False, keep_going: bool = False) -> list[PipelineResult]:
-    """Run several jobs one after another with one dbt project parse. ``keep_going``: a job
-    that fails is recorded and the later jobs still run (``sluice run --all``): one broken job
-    never stops the others."""
+            accept_data_loss: bool = False, keep_going: bool = False,
+            max_parallel: int | None = None) -> list[PipelineResult]:
+    """Run several jobs once each with one dbt project parse, ``max_parallel`` at once
+    (default ``runner.max_parallel_jobs``), higher ``priority`` first, each on a session of
+    its own in its FAIR pool (as the continuous runner runs them). ``keep_going``: a job that
+    fails is recorded and the other jobs still run (``sluice run --all``): one broken job
+    never stops the others. Results in the order of ``names``; run records are written
+    together when the last job ends (one commit to the shared meta.runs)."""
     dbt = Dbt(settings)
-    return [run_job(spark, settings, settings.job(n), accept_data_loss, dbt,
-                    raise_failure=not keep_going) for n in names]
+    parallel = max(1, min(max_parallel or settings.runner.max_parallel_jobs, len(names)))
+    if parallel == 1:
+        return [run_job(spark, settings, settings.job(n), accept_data_loss, dbt,
+                        raise_failure=not keep_going) for n in names]
+    from concurrent.futures import ThreadPoolExecutor
+
+    from python_ingest.runner.scheduler import POOL_PREFIX
+    from python_ingest.runtime.session import activate, job_session
+    from python_ingest.tables.runs import records_deferred
+
+    dbt.manifest()  # parsed once, before the threads
+    order = sorted(names, key=lambda n: (-settings.job(n).priority, n))
+    sessions = {n: job_session(spark, settings, settings.job(n)) for n in order}
+
+    def one(name: str) -> PipelineResult:
+        session = sessions[name]
+        activate(session)
+        session.sparkContext.setLocalProperty("spark.scheduler.pool", f"{POOL_PREFIX}{name}")
+        return run_job(session, settings, settings.job(name), accept_data_loss, dbt,
+                       raise_failure=not keep_going)
+
+    log.info("running %d jobs, %d at once", len(names), parallel)
+    with records_deferred(spark), ThreadPoolExecutor(parallel,
+                                                     thread_name_prefix="sluice-job") as pool:
+        futures = {n: pool.submit(one, n) for n in order}
+        return [futures[n].result() for n in names]
 
 
 def table_summary(spark: SparkSession, tables: JobTables) -> dict[str, Any]:

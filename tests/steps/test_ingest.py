@@ -435,3 +435,31 @@ def test_a_compacted_topic_is_a_source_gaps_and_all(
     assert landed == [offset for offset, _ in present]
     checkpoint = read_checkpoint(spark, raw_of(job))
     assert checkpoint is not None and checkpoint.offsets == {0: end}
+
+
+def test_a_batch_without_error_rows_makes_no_error_commit(
+        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+    """No empty commits (#34): a clean batch commits the raw table only; the settled file
+    says its errors are done, and a batch with errors commits them as before."""
+    from python_ingest.steps.ingest import _settled
+    from python_ingest.tables.formats import commit_times
+
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    produce(broker, job.topic, 200, seed=11, malformed_rate=0.0)
+    run_ingest(spark, settings, job)
+    created = len(commit_times(spark, raw_errors_of(job)))
+    produce(broker, job.topic, 150, seed=12, first_trip_id=5000, malformed_rate=0.0)
+    run_ingest(spark, settings, job)
+    raw = read_checkpoint(spark, raw_of(job))
+    assert raw is not None and raw.batch_id == 2
+    assert len(commit_times(spark, raw_errors_of(job))) == created  # no commit for batch 2
+    settled = _settled(spark, job_name)
+    assert settled is not None and (settled.batch_id, settled.offsets) == (2, raw.offsets)
+    assert settled.bytes_per_message and settled.bytes_per_message > 0
+
+    events = produce(broker, job.topic, 300, seed=13, first_trip_id=9000, malformed_rate=0.1)
+    run_ingest(spark, settings, job)
+    errors = read_checkpoint(spark, raw_errors_of(job))
+    assert errors is not None and errors.batch_id == 3
+    assert spark.table(raw_errors_of(job)).count() == sum(e.kind == "malformed" for e in events)

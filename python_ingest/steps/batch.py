@@ -1,0 +1,289 @@
+"""The batch path: raw rows to the lake in one pass, with no step tables and no dbt run.
+
+    raw.<job> batches (lake checkpoint, raw checkpoint]
+      → the converter's compiled SQL, a view over those raw rows     (no table, no commit)
+      → the fork in one Spark pass (steps/fork.py split)             errors.<job> only when a
+                                                                       row failed (fork ckpt)
+      → the lake model's compiled change set, per batch, in memory   (no table, no commit)
+      → errors.<job> (rejected partial updates, rare), the global
+        index, the lake's upsert                                     merge checkpoint in each
+
+dbt stays where users author: the converter and the lake model are compiled by dbt once per
+job (``dbt compile`` on the parsed project, with placeholders for the batch: var
+``sluice_compile``) and compiled again when a model, macro or var changes, or when the
+converter's columns or the lake's columns change. Each batch then runs their SQL on the job's
+own session, so jobs of one runner run truly in parallel (a dbt invocation holds a
+process-wide lock). Commits per batch when nothing fails: raw (ingest), the index and the lake.
+
+It applies to a Hudi lake written by upsert into its hash buckets (the default: lake_index
+bucket) once the lake exists and the job does not ask for its step tables
+(``keep_step_tables: true``); otherwise the steps run as before (steps/pipeline.py: the
+converter and the lake model through dbt, the staging and valid tables written), which is also
+what creates a lake on a job's first batch and what a plain ``dbt run`` does. Both build the
+same lake from the same events (tests/steps/test_batch_path.py).
+
+Exactly once: every commit carries its step's checkpoint and each step starts from the
+checkpoints, as on the step tables' path: the fork's error rows of batches the error table
+already holds (``sluice.fork.batch_id``) are not written again, and a batch whose index or
+rejected rows committed before a kill is merged again without them (``sluice.merge.batch_id``);
+the converter and the suite are deterministic on the raw rows, so a batch redone after a kill
+forks and merges exactly as it would have.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from python_ingest.exceptions import PipelineError
+from python_ingest.runtime.catalog import FORMAT_CONF, insert_operation_kept
+from python_ingest.runtime.faults import fault_point
+from python_ingest.steps.fork import ERROR_COLUMNS, STEP, DocsJob, finish_fork, split
+from python_ingest.steps.index import MERGE_STEP, ensure_index
+from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint, step_properties
+from python_ingest.tables.formats import append, committing, ensure_table, table_exists
+from python_ingest.tables.lease import check_held
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from python_ingest.config import JobConfig
+    from python_ingest.steps.dbt import Dbt
+    from python_ingest.tables.names import JobTables
+    from python_ingest.tables.runs import Run
+
+log = logging.getLogger(__name__)
+
+BATCH_FROM, BATCH_TO = "__SLUICE_BATCH_FROM__", "__SLUICE_BATCH_TO__"
+BATCH_ID, PARTIAL_KEYS = "__SLUICE_BATCH_ID__", "__SLUICE_PARTIAL_KEYS__"
+PARTIAL_KEYS_LITERAL = 1000  # more partial-update keys than this: a subquery (as the macro)
+INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"
+CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
+LAKE_BOOKKEEPING = ("_merge_action", "_rejected")
+
+
+@dataclass(frozen=True)
+class CompiledJob:
+    """A job's converter and lake model as SQL, with the batch's placeholders."""
+
+    key: str
+    converter: str  # reads raw batches BATCH_FROM..BATCH_TO
+    change_set: str  # one batch (BATCH_ID) of the valid rows (the ``valid`` relation)
+    valid: str  # how the compiled SQL names the valid rows (replaced by a view)
+
+
+_bucket_lakes: dict[str, bool] = {}  # lake table -> written by upsert into hash buckets
+
+
+def why_not(spark: SparkSession, job: JobConfig, tables: JobTables) -> str | None:
+    """Why the batch path does not apply to ``job`` now (None: it does)."""
+    if job.keep_step_tables:
+        return "keep_step_tables is set"
+    if tables.lake is None:
+        return "the job has no lake model"
+    if spark.conf.get(FORMAT_CONF, "hudi") != "hudi":
+        return "its tables are Iceberg tables"
+    if not table_exists(spark, tables.lake):
+        _bucket_lakes.pop(tables.lake, None)
+        return "its lake table is created by its first batch's dbt run"
+    if tables.lake not in _bucket_lakes:
+        found = {r[0]: r[1] for r in spark.sql(f"show tblproperties {tables.lake}").collect()}
+        _bucket_lakes[tables.lake] = found.get("hoodie.index.type") == "BUCKET"
+    if not _bucket_lakes[tables.lake]:
+        return "its lake keeps Hudi's record-level index (lake_index: record, keep_tombstones)"
+    return None
+
+
+def compile_job(spark: SparkSession, dbt: Dbt, tables: JobTables, cache: dict[str, Any]
+                ) -> CompiledJob:
+    """The job's compiled SQL, from ``cache`` while the project, the raw table's columns and
+    the lake's columns are what they were compiled against."""
+    models = tables.models
+    assert models is not None and models.lake is not None and tables.lake is not None
+    raw_columns = [(f.name, f.dataType.simpleString()) for f in spark.table(tables.raw).schema]
+    lake_columns = sorted(c.lower() for c in spark.table(tables.lake).columns)
+    manifest = dbt.manifest()
+    key = hashlib.sha256(repr((dbt.parsed_files, raw_columns, lake_columns)).encode()
+                         ).hexdigest()
+    found = cache.get(tables.job)
+    if found is not None and found.key == key:
+        return found  # type: ignore[no-any-return,unused-ignore]
+    log.info("compiling job %s's converter %s and lake model %s", tables.job, models.staging,
+             models.lake)
+    converter = dbt.compiled(models.staging, {"sluice_compile": True})
+    if BATCH_FROM not in converter:
+        raise PipelineError(
+            f"converter {models.staging} does not filter its raw rows with "
+            "{{ sluice_new_batches() }}: put it in its import CTE (docs/write-a-converter.md)")
+    converted = spark.sql(converter.replace(BATCH_FROM, "0").replace(BATCH_TO, "-1"))
+    columns = {f.name: f.dataType.simpleString() for f in converted.schema}
+    change_set = dbt.compiled(models.lake, {
+        "sluice_compile": True, "sluice_batch_id": BATCH_ID, "sluice_skip": [],
+        "sluice_has_target": True, "sluice_changes_columns": columns, **tables.dbt_vars()})
+    lake_node: Any = next(n for n in manifest.nodes.values()
+                          if getattr(n, "name", None) == models.lake
+                          and n.resource_type == "model")
+    valid = [manifest.sources[s].relation_name for s in lake_node.depends_on.nodes
+             if s in manifest.sources]
+    valid = [v for v in valid if v and v in change_set]
+    if len(valid) != 1:
+        raise PipelineError(f"lake model {models.lake} must read its changes from exactly one "
+                            f"source (the fork's valid rows of {models.staging}); found "
+                            f"{len(valid)}")
+    compiled = CompiledJob(key, converter, change_set, str(valid[0]))
+    cache[tables.job] = compiled
+    return compiled
+
+
+def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables, run: Run,
+                suite: Path, report_dir: Path, cache: dict[str, Any],
+                defer: Callable[[DocsJob], None] | None = None) -> str | None:
+    """Convert, fork and merge every raw batch the lake has not merged; counts and details to
+    ``run`` as the step tables' path records them; returns the report's path."""
+    raw = read_checkpoint(spark, tables.raw)
+    newest = raw.batch_id if raw else 0
+    lake_done = step_checkpoint(spark, tables.lake or "", MERGE_STEP)
+    run.details["path"] = "batch"
+    if newest <= lake_done:
+        return None
+    compiled = compile_job(spark, dbt, tables, cache)
+    first = lake_done + 1
+    converted = spark.sql(compiled.converter.replace(BATCH_FROM, str(first))
+                          .replace(BATCH_TO, str(newest)))
+    check_held(tables.job)
+    ensure_table(spark, tables.errors, ERROR_COLUMNS)
+    parts = split(spark, converted, suite, report_dir, f"batch-{first}-{newest}",
+                  tables.staging, tables.valid, tables.errors, per_batch=True)
+    try:
+        if parts.error_count:
+            fork_done = step_checkpoint(spark, tables.errors, STEP)
+            if newest > fork_done:
+                from pyspark.sql import functions as F
+
+                check_held(tables.job)
+                append(parts.errors.where(F.col("_batch_id") > fork_done), tables.errors,
+                       step_properties(STEP, newest))
+        fault_point("after_fork")
+        result = finish_fork(parts, lake_done, newest, tables.staging, tables.errors, defer)
+        run.count("valid", result.valid)
+        run.count("expectation_errors", result.errors)
+        run.details["fork"] = {"batches": [first, newest], "rows": result.rows,
+                               "quality": result.quality, "report": result.report}
+        view = f"sluice_valid__{tables.job}"
+        parts.valid.createOrReplaceTempView(view)
+        ensure_index(spark, tables)
+        merged, totals = [], {"inserted": 0, "updated": 0, "deleted": 0, "merge_errors": 0}
+        for batch_id in parts.batches:
+            counts = _merge(spark, compiled, tables, view, batch_id, parts.partial_batches)
+            merged.append({"batch_id": batch_id, "skipped": counts.pop("skipped"), **counts})
+            for name in totals:
+                totals[name] += counts[name]
+        for name, value in totals.items():
+            run.count(name, value)
+        run.details["merge"] = merged
+        spark.catalog.dropTempView(view)
+    finally:
+        parts.release()
+    return result.report
+
+
+def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: str,
+           batch_id: int, partial_batches: set[int]) -> dict[str, Any]:
+    """One batch's change set applied: rejected rows, the index, the lake's upsert, each
+    committing the merge checkpoint; what it did, as the step tables' path counts it."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    lake = tables.lake
+    assert lake is not None
+    skip = [name for name, table in (("errors", tables.errors), ("index", tables.index))
+            if step_checkpoint(spark, table, MERGE_STEP) >= batch_id]
+    keys = "NULL"  # no partial update: the lake is not read at all
+    if batch_id in partial_batches:
+        query = (f"select distinct _row_key from {view} where _batch_id = {batch_id} "
+                 "and _changed_columns is not null and not coalesce(_is_deleted, false)")
+        found = [r[0] for r in spark.sql(f"{query} limit {PARTIAL_KEYS_LITERAL + 1}").collect()]
+        keys = query if len(found) > PARTIAL_KEYS_LITERAL else ", ".join(
+            "'" + k.replace("\\", "\\\\").replace("'", "\\'") + "'" for k in found)
+    sql = (compiled.change_set.replace(compiled.valid, view).replace(BATCH_ID, str(batch_id))
+           .replace(PARTIAL_KEYS, keys))
+    before = str(spark.conf.get(CONSTRAINTS, "true"))
+    spark.conf.set(CONSTRAINTS, "false")  # its many aliased columns (the macro does too)
+    try:
+        changes = spark.sql(sql).persist(StorageLevel.MEMORY_AND_DISK)
+    finally:
+        spark.conf.set(CONSTRAINTS, before)
+    try:
+        actions = F.col("_merge_action")
+        figures = changes.agg(
+            F.count_if(actions == "insert").alias("inserted"),
+            F.count_if(actions == "update").alias("updated"),
+            F.count_if(actions == "delete").alias("deleted"),
+            F.count_if(actions.isin("insert", "update", "delete")).alias("written"),
+            F.count_if(actions != "none").alias("changed"),
+            F.coalesce(F.sum(F.size("_rejected")), F.lit(0)).alias("rejected")).collect()[0]
+        name = f"sluice_changes__{tables.job}"
+        changes.createOrReplaceTempView(name)
+        if figures["rejected"] and "errors" not in skip:
+            check_held(tables.job)
+            committing(spark, step_properties(MERGE_STEP, batch_id),
+                       lambda: spark.sql(_rejected_sql(name, tables.errors, lake)))
+        if figures["changed"] and "index" not in skip:
+            check_held(tables.job)
+            committing(spark, step_properties(MERGE_STEP, batch_id), lambda: spark.sql(
+                f"insert into {tables.index} (_row_key, _ref_key, _is_deleted, _batch_id, "
+                f"_indexed_at) select _row_key, _ref_key, _is_deleted, _batch_id, "
+                f"current_timestamp() from {name} where _merge_action != 'none'"))
+        fault_point("merge_after_index")
+        if figures["written"]:
+            _upsert(spark, changes, name, lake, batch_id, tables.job)
+        spark.catalog.dropTempView(name)
+    finally:
+        changes.unpersist()
+    counts = {"inserted": int(figures["inserted"]), "updated": int(figures["updated"]),
+              "deleted": int(figures["deleted"]),
+              "merge_errors": int(figures["rejected"]) if "errors" not in skip else 0,
+              "skipped": skip}
+    log.info("merged batch %d into %s: %s", batch_id, lake, counts)
+    return counts
+
+
+def _upsert(spark: SparkSession, changes: DataFrame, name: str, lake: str, batch_id: int,
+            job: str) -> None:
+    """The bucket lake's upsert of a change set (macros/materializations/
+    sluice_apply_change_set.sql writes the same: deletes flagged in _hoodie_is_deleted)."""
+    columns = [(f.name, f.dataType.simpleString()) for f in changes.schema
+               if f.name not in LAKE_BOOKKEEPING] + [("_merged_at", "timestamp")]
+    present = {c.lower() for c in spark.table(lake).columns}
+    for column, kind in columns:  # on_schema_change append_new_columns, as the macro
+        if column.lower() not in present:
+            log.info("lake %s gains column %s %s", lake, column, kind)
+            spark.sql(f"alter table {lake} add column `{column}` {kind}")
+    names = [f"`{c}`" for c, _ in columns]
+    statement = (
+        f"insert into {lake} ({', '.join(names)}, `_hoodie_is_deleted`) "
+        f"select {', '.join(names)}, _merge_action = 'delete' as `_hoodie_is_deleted` "
+        f"from (select *, current_timestamp() as _merged_at from {name} "
+        "where _merge_action in ('insert', 'update', 'delete')) as batch")
+    check_held(job)
+    with insert_operation_kept(spark):
+        spark.conf.set(INSERT_OPERATION, "upsert")
+        committing(spark, step_properties(MERGE_STEP, batch_id), lambda: spark.sql(statement))
+    fault_point("after_lake_commit")
+
+
+def _rejected_sql(changes: str, errors: str, lake: str) -> str:
+    """The rejected partial updates as error rows (the materialization writes the same)."""
+    return (
+        f"insert into {errors} (_row_key, _ref_key, _batch_id, _kafka_partition, _kafka_offset, "
+        "error_step, error_exception, error_source_data, _errored_at) "
+        "select _row_key, rejected._ref_key, _batch_id, rejected._kafka_partition, "
+        "rejected._kafka_offset, 'merge', "
+        f"'partial update of a row that does not exist in {lake}: it changes only ' || "
+        "'some columns and there is no current row to take the others from', "
+        f"rejected.error_source_data, current_timestamp() from {changes} "
+        "lateral view explode(_rejected) exploded as rejected")

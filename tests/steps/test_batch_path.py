@@ -1,0 +1,145 @@
+"""The batch path (steps/batch.py): converter and fork in one pass, no step tables, no dbt
+invocation per batch. It must build the lake the step tables' path builds (what a plain `dbt
+run` does) from the same events, row for row, and stay exact under kill -9."""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from python_ingest.demo import trips as demo
+from python_ingest.kafka import broker as broker_mod
+from python_ingest.steps.dbt import Dbt
+from python_ingest.steps.pipeline import merge_progress, run_job
+from python_ingest.tables.checkpoints import step_checkpoint
+from python_ingest.tables.formats import table_exists
+from python_ingest.tables.names import JobTables
+from tests.conftest import REPO, sluice_cmd, trips_job
+from tests.steps.helpers import as_lake, assert_index_agrees, lake_rows
+
+HIDDEN = ("_merged_at", "_indexed_at", "_errored_at")
+
+
+def _generator(seed: int) -> demo.TripsGenerator:
+    return demo.TripsGenerator(demo.trips_schema(REPO), seed=seed, first_trip_id=1,
+                               invalid_rate=0.05)
+
+
+def _rows(spark: Any, table: str, key: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """Every row of ``table`` without Hudi's and the commit times' columns, sorted."""
+    frame = spark.table(table)
+    columns = sorted(c for c in frame.columns if not c.startswith("_hoodie") and c not in HIDDEN)
+    rows = [tuple(r) for r in frame.select(*columns).collect()]
+    return [tuple(columns), *sorted(rows, key=lambda r: tuple(str(v) for v in r))]
+
+
+def _errors(spark: Any, table: str) -> Counter[tuple[Any, ...]]:
+    """Error rows, their source data without the time each job ingested it."""
+    import json
+
+    rows = spark.sql(f"select _row_key, _ref_key, _batch_id, error_step, error_exception, "
+                     f"error_source_data from {table}").collect()
+    return Counter((*r[:5], json.dumps({k: v for k, v in json.loads(r[5]).items()
+                                        if k != "_ingested_at"}, sort_keys=True))
+                   for r in rows)
+
+
+@pytest.mark.e2e
+def test_the_batch_path_builds_the_lake_the_step_tables_build(
+        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str) -> None:
+    """Two jobs on one topic, one with its step tables (the path a plain `dbt run` takes), one
+    on the batch path: after batches of creates, updates, partial updates, deletes,
+    duplicates, late events and rows failing the suite, their lakes, global indexes and error
+    rows are equal, and both equal the source."""
+    steps, batch = f"{job_name}_steps", f"{job_name}_batch"
+    project(steps)
+    root = project(batch)
+    settings = make_settings({steps: trips_job(job_name, keep_step_tables=True),
+                              batch: trips_job(job_name)})
+    broker_mod.ensure_topic(broker, job_name, 2)
+    dbt = Dbt(settings, project=root)
+    generator = _generator(seed=29)
+    paths: dict[str, list[str]] = {steps: [], batch: []}
+    for events in (lambda: generator.events(200),
+                   lambda: [*generator.late_events(20), *generator.events(150)],
+                   lambda: generator.changes(120),
+                   lambda: [*generator.late_events(10), *generator.events(60)]):
+        demo.produce(broker, job_name, iter(list(events())))
+        for name in (steps, batch):
+            result = run_job(spark, settings, settings.job(name), dbt=dbt)
+            assert result.outcome == "succeeded", result.error
+            paths[name].append(dbt_path(spark, result.run_id))
+    assert paths[steps] == ["step tables"] * 4
+    assert paths[batch] == ["step tables", "batch", "batch", "batch"]  # the first makes the lake
+
+    a, b = JobTables(steps, dbt.job_models(steps)), JobTables(batch, dbt.job_models(batch))
+    assert a.lake and b.lake
+    assert _rows(spark, a.lake, ("trip_id",)) == _rows(spark, b.lake, ("trip_id",))
+    assert lake_rows(spark, b.lake) == {t: as_lake(r) for t, r in generator.rows.items()}
+    assert _rows(spark, a.index, ("_row_key",)) == _rows(spark, b.index, ("_row_key",))
+    assert_index_agrees(spark, b)
+    errors = _errors(spark, b.errors)
+    assert errors == _errors(spark, a.errors)
+    assert any(e[3] == "fork" for e in errors)  # rows failed the suite
+    assert step_checkpoint(spark, b.lake, "merge") == 4
+    # the batch path wrote no step table after the first batch
+    assert spark.sql(f"select max(_batch_id) from {b.staging}").collect()[0][0] == 1
+    assert step_checkpoint(spark, b.valid, "fork") == 1
+
+
+def dbt_path(spark: Any, run_id: str) -> str:
+    import json
+
+    details = spark.sql(f"select details from meta.runs where run_id = '{run_id}'"
+                        ).collect()[0][0]
+    return str(json.loads(details).get("path"))
+
+
+@pytest.mark.e2e
+@pytest.mark.reliability
+def test_the_batch_path_killed_between_its_commits_then_rerun(
+        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str,
+        tmp_path: Path) -> None:
+    """kill -9 after the fork's error commit and after the index commit of the batch path,
+    new events arriving in between: each rerun finishes the batch, nothing lost or doubled."""
+    project(job_name)
+    settings = make_settings({job_name: trips_job(job_name)})
+    job = settings.job(job_name)
+    broker_mod.ensure_topic(broker, job.topic, 2)
+    dbt = Dbt(settings)
+    tables = JobTables(job_name, dbt.job_models(job_name))
+    generator = _generator(seed=37)
+    demo.produce(broker, job.topic, generator.events(200))
+    run_job(spark, settings, job, dbt=dbt)  # batch 1 makes the lake
+    for fault, events in (("after_fork",
+                           lambda: [*generator.late_events(15), *generator.events(150)]),
+                          ("merge_after_index", lambda: list(generator.changes(100)))):
+        demo.produce(broker, job.topic, iter(events()))
+        before = merge_progress(spark, tables)[0]
+        killed = sluice_cmd(tmp_path / "sluice.yml", "run", job_name,
+                            env={"SLUICE_FAULT": fault})
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+        assert f"killing the process at '{fault}'" in killed.stderr
+        assert merge_progress(spark, tables)[0] == before  # the lake does not have it
+        if fault == "merge_after_index":
+            assert step_checkpoint(spark, tables.index, "merge") == before + 1
+    result = run_job(spark, settings, job, dbt=dbt)
+    assert result.outcome == "succeeded", result.error
+    assert tables.lake is not None
+    assert merge_progress(spark, tables)[0] == 3
+    assert lake_rows(spark, tables.lake) == {t: as_lake(r) for t, r in generator.rows.items()}
+    assert_index_agrees(spark, tables)
+    twice = spark.sql(f"select _row_key, _batch_id from {tables.index} group by 1, 2 "
+                      "having count(*) > 1").collect()
+    assert not twice  # the index entries of the killed batch were written once
+    doubled = spark.sql(f"select _batch_id, _kafka_partition, _kafka_offset, error_step "
+                        f"from {tables.errors} group by 1, 2, 3, 4 having count(*) > 1"
+                        ).collect()
+    assert not doubled
+    invalid = sum(1 for _ in spark.sql(f"select 1 from {tables.errors} "
+                                       "where error_step = 'fork'").collect())
+    assert invalid > 0 and table_exists(spark, tables.errors)
