@@ -119,7 +119,8 @@ def compile_job(spark: SparkSession, dbt: Dbt, tables: JobTables, cache: dict[st
         raise PipelineError(
             f"converter {models.staging} does not filter its raw rows with "
             "{{ sluice_new_batches() }}: put it in its import CTE (docs/write-a-converter.md)")
-    converted = spark.sql(converter.replace(BATCH_FROM, "0").replace(BATCH_TO, "-1"))
+    converted = _converted(spark, converter.replace(BATCH_FROM, "0").replace(BATCH_TO, "-1"),
+                           tables)
     columns = {f.name: f.dataType.simpleString() for f in converted.schema}
     change_set = dbt.compiled(models.lake, {
         "sluice_compile": True, "sluice_batch_id": BATCH_ID, "sluice_skip": [],
@@ -139,6 +140,18 @@ def compile_job(spark: SparkSession, dbt: Dbt, tables: JobTables, cache: dict[st
     return compiled
 
 
+def _converted(spark: SparkSession, sql: str, tables: JobTables) -> DataFrame:
+    """The converter's rows of some raw batches; Spark's refusal of its SQL (a column that is
+    not there, a type that does not cast) as a PipelineError naming the model."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    try:
+        return spark.sql(sql)
+    except (AnalysisException, ParseException) as exc:
+        raise PipelineError(f"converter {tables.staging_model} (compiled by dbt) failed: "
+                            f"{exc}") from exc
+
+
 def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables, run: Run,
                 suite: Path, report_dir: Path, cache: dict[str, Any],
                 defer: Callable[[DocsJob], None] | None = None) -> str | None:
@@ -152,8 +165,8 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
         return None
     compiled = compile_job(spark, dbt, tables, cache)
     first = lake_done + 1
-    converted = spark.sql(compiled.converter.replace(BATCH_FROM, str(first))
-                          .replace(BATCH_TO, str(newest)))
+    converted = _converted(spark, compiled.converter.replace(BATCH_FROM, str(first))
+                           .replace(BATCH_TO, str(newest)), tables)
     check_held(tables.job)
     ensure_table(spark, tables.errors, ERROR_COLUMNS)
     parts = split(spark, converted, suite, report_dir, f"batch-{first}-{newest}",

@@ -157,7 +157,7 @@ class DocsJob:
 
     suite: dict[str, Any]
     quality: list[dict[str, Any]]
-    fallback_results: list[Any]  # Great Expectations' own results of the fallback ones
+    fallback_results: dict[int, Any]  # GE's own results of the fallback ones, by position
     report_dir: Path
     run_name: str
     staging: str
@@ -257,8 +257,9 @@ def split(spark: SparkSession, batch: DataFrame, suite_file: Path, report_dir: P
         .alias("error_exception"),
         F.to_json(F.struct(*[F.col(quoted(c)) for c in columns])).alias("error_source_data"),
         F.current_timestamp().alias("_errored_at"))
-    docs = DocsJob(suite, quality, [r["result"] for r in fallback_results], report_dir,
-                   run_name, staging, valid_table, error_table) if suite_file.is_file() else None
+    docs = DocsJob(suite, quality, {r["figures"]["index"]: r["result"] for r in fallback_results},
+                   report_dir, run_name, staging, valid_table, error_table) \
+        if suite_file.is_file() else None
     return Split(valid, errors, int(counted["rows"]), int(counted["errors"]), quality, docs,
                  [tagged], [int(b) for b in counted["batches"]] if per_batch else [],
                  {int(b) for b in counted["partial"]} if per_batch else set())
@@ -348,10 +349,19 @@ def _validate_fallback(spark: SparkSession, batch: DataFrame, suite: dict[str, A
         "result_format": "COMPLETE", "unexpected_index_column_names": list(ROW_ID)})
     failures: list[tuple[int, int, int, str]] = []
     results: list[dict[str, Any]] = []
-    for index, result in zip(compiled.fallback_index, outcome.results, strict=True):
+    # GE orders its results its own way: each is matched to the suite by the id GE gave it,
+    # and named by the suite's own words (GE turns 2 into 2.0)
+    position = {e.id: n for n, e in enumerate(gx_suite.expectations)}
+    for result in outcome.results:
         config = result.expectation_config
-        column = str(config.kwargs.get("column", "")) if config else ""
-        name_ = label(config.type, config.kwargs) if config else "expectation"
+        n = position[config.id] if config is not None and config.id in position else None
+        if n is None:
+            raise PipelineError(f"Great Expectations returned a result for an expectation not "
+                                f"in suite '{name}': {config}")
+        index, own = compiled.fallback_index[n], compiled.fallback[n]
+        kwargs = dict(own.get("kwargs") or {})
+        column = str(kwargs.get("column") or "")
+        name_ = label(str(own.get("type")), kwargs)
         figures = result.result or {}
         if result.exception_info and result.exception_info.get("raised_exception"):
             raise PipelineError(f"expectation {name_} could not run: "
@@ -409,7 +419,6 @@ def _render(job: DocsJob) -> str | None:
     })
     name = str(job.suite.get("name") or "suite")
     expectations = judged_suite(job.suite.get("expectations") or [])
-    fallback = iter(job.fallback_results)
     results = []
     for figures in job.quality:
         index = figures["index"]
@@ -439,7 +448,7 @@ def _render(job: DocsJob) -> str | None:
         if figures["index"] in by_index:
             ordered.append(by_index[figures["index"]])
         else:
-            ordered.append(next(fallback))
+            ordered.append(job.fallback_results[figures["index"]])
     passed = sum(1 for r in ordered if r.success)
     run_id = RunIdentifier(run_name=job.run_name)
     validation = ExpectationSuiteValidationResult(

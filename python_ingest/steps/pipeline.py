@@ -195,7 +195,8 @@ def _staging(spark: SparkSession, dbt: Dbt, tables: JobTables, run: Run) -> None
     if raw_batch <= staged:
         return
     check_held(tables.job)
-    dbt.run(tables.staging_model)
+    # on this thread: its Spark jobs stay in the job's FAIR pool (a dbt worker thread has none)
+    dbt.run(tables.staging_model, single_threaded=True)
     run.details["staging"]["staged_after"] = _max_batch(spark, tables.staging)
 
 

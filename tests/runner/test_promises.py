@@ -2,8 +2,8 @@
 shared session, with real jobs on the real broker: with more ready jobs than slots the higher
 ``priority`` starts first; jobs given slots at once run their batches at the same time, each
 job's Spark work in its own pool; ``sluice run --all`` (``run_all``) runs jobs at once and a
-failing job stops none of the others. Not kept (xfail): on the step tables' path the staging
-step's dbt run leaves the job's pool.
+failing job stops none of the others; on the step tables' path too, every Spark job of a batch
+runs in its job's pool (the staging step's dbt run is single-threaded for it).
 
 When a run started and ended comes from meta.runs (its ``run_id`` from the PipelineResult); to
 which pool a run's Spark work went, from the JVM's status store (every stage keeps the
@@ -209,10 +209,6 @@ def test_run_all_runs_jobs_at_once_and_a_failing_job_stops_none(
 
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the staging step's dbt run (steps/pipeline.py _staging: dbt.run without single_threaded) "
-    "runs its statements on a worker thread of dbt's, whose JVM thread carries no "
-    "spark.scheduler.pool: the converter's Spark jobs go to the default pool"))
 def test_a_step_tables_batch_runs_all_its_spark_work_in_its_pool(spark: Any, jobs: Jobs) -> None:
     name = jobs.name("a")
     settings = jobs.slots(1)

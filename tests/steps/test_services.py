@@ -40,8 +40,9 @@ def test_maintain_keeps_the_lake_and_deleted_rows_stay_deleted(
     project(job_name)
     # compaction after every 2nd merge, not Hudi's default 5th: the job's setting must reach
     # the merge's writer
-    # and the step tables' small files rewritten after the 3rd
-    settings = make_settings({job_name: trips_job(job_name, services={
+    # and the step tables' small files rewritten after the 3rd (kept every batch here:
+    # keep_step_tables; the batch path writes none)
+    settings = make_settings({job_name: trips_job(job_name, keep_step_tables=True, services={
         "compact_every": 2, "keep_commits": 2, "steps_compact_every": 3})},
         table_format=table_format)
     job = settings.job(job_name)
