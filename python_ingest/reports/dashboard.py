@@ -1,11 +1,12 @@
 """The run dashboard: ``<state_dir>/reports/index.html``.
 
 One row per job (state, backlog, freshness, last run, rows in / valid / errors / merged, error
-rate, cost) and, per job, Plotly charts over its recent runs: freshness and backlog, throughput,
-error rate, step durations and cost. Plotly's JavaScript is copied from the installed ``plotly``
-package into ``reports/_assets/`` beside the page, so the page needs no network. Each job links
-to its expectation reports (Great Expectations Data Docs, ``<job>/index.html``), its newest
-validation page and its error summary (``<job>/errors.html``, ``reports.errors``).
+rate, cost in executor seconds) and, per job, Plotly charts over its recent runs: freshness and
+backlog, throughput, error rate, step durations and cost. Plotly's JavaScript is copied from
+the installed ``plotly`` package into ``reports/_assets/`` beside the page, so the page needs
+no network. Each job links to its expectation reports (Great Expectations Data Docs,
+``<job>/index.html``), its newest validation page and its error summary (``<job>/errors.html``,
+``reports.errors``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import Settings
-from python_ingest.reports.data import STEPS, JobReport, collect
+from python_ingest.reports.data import STEPS, JobReport, RunPoint, collect
 from python_ingest.reports.errors import write_error_summary
 from python_ingest.runtime.files import write_private
 from python_ingest.steps.pipeline import report_dir
@@ -137,7 +138,8 @@ def _rel(path: Path, root: Path) -> str:
 def _jobs_table(reports: list[JobReport], root: Path, settings: Settings, now: datetime) -> str:
     head = ("<tr><th class='name'>job</th><th>state</th><th>backlog</th><th>freshness</th>"
             "<th>last run</th><th>rows in</th><th>valid</th><th>errors</th><th>merged</th>"
-            "<th>error rate</th><th>cost (core-s)</th><th class='name'>reports</th></tr>")
+            "<th>error rate</th><th title='seconds its Spark tasks ran, summed over the "
+            "tasks'>cost (executor s)</th><th class='name'>reports</th></tr>")
     rows = []
     for r in reports:
         e = html.escape
@@ -154,7 +156,7 @@ def _jobs_table(reports: list[JobReport], root: Path, settings: Settings, now: d
                 else "–")
         rate = f"{last.error_rate:.2%}" if last and last.error_rate is not None else "–"
         total_cost = sum(run.core_seconds for run in r.runs)
-        cost = (f"{last.core_seconds:,.1f} <span class='muted'>({total_cost:,.0f} over "
+        cost = (f"{_cost(last)} <span class='muted'>({total_cost:,.0f} over "
                 f"{len(r.runs)} runs)</span>" if last else "–")
         counts = ""
         for name in ("read", "valid", "errors", "merged"):  # the last run's, and the sum
@@ -170,6 +172,16 @@ def _jobs_table(reports: list[JobReport], root: Path, settings: Settings, now: d
             f"<td>{fresh}</td><td>{when}</td>{counts}<td>{rate}</td><td>{cost}</td>"
             f'<td class="links">{_links(r, root, settings)}</td></tr>')
     return f'<table id="jobs"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _cost(run: RunPoint) -> str:
+    """A run's executor seconds, its CPU seconds in the tip; a run recorded before runs were
+    metered has only wall time × cores, marked as such."""
+    if run.executor_s is None:
+        return (f'<span class="muted" title="not metered: wall time × cores">'
+                f"~{run.core_seconds:,.1f}</span>")
+    cpu = f"{run.cpu_s:,.1f}" if run.cpu_s is not None else "?"
+    return f'<span title="CPU {cpu} s">{run.executor_s:,.1f}</span>'
 
 
 def _job_section(report: JobReport, root: Path, settings: Settings, now: datetime) -> str:
@@ -195,10 +207,10 @@ def _titles(report: JobReport) -> tuple[str, ...]:
         return ("freshness (s, age of newest landed record)",
                 "backlog (ready partitions waiting)", "throughput (records read / s of run)",
                 "error rate (errors / records read, %)", "step durations (s)",
-                "cost (core-seconds per run)")
+                "cost (executor seconds per run)")
     return ("freshness (s, age of newest landed message)", "backlog (messages waiting in Kafka)",
             "throughput (messages read / s of run)", "error rate (errors / messages read, %)",
-            "step durations (s)", "cost (core-seconds per run)")
+            "step durations (s)", "cost (executor seconds per run)")
 
 
 def _plots(report: JobReport) -> str:
@@ -227,8 +239,16 @@ def _plots(report: JobReport) -> str:
                              name=step, marker_color=STEP_COLORS[step], hovertext=hover,
                              legendgroup="steps"), row=2, col=2)
     fig.add_trace(go.Bar(x=labels, y=[round(run.core_seconds, 1) for run in runs], name="cost",
-                         marker_color="#9d755d", hovertext=hover, showlegend=False),
-                  row=2, col=3)
+                         marker_color=["#9d755d" if run.executor_s is not None else "#d8c3b4"
+                                       for run in runs],
+                         hovertext=[h if run.executor_s is not None else
+                                    f"{h} · not metered: wall time × cores"
+                                    for h, run in zip(hover, runs, strict=True)],
+                         showlegend=False), row=2, col=3)
+    fig.add_trace(go.Scatter(x=labels, y=[None if run.cpu_s is None else round(run.cpu_s, 1)
+                                          for run in runs], mode="markers", name="CPU s",
+                             marker={"color": "#4c4c4c", "symbol": "line-ew-open", "size": 14},
+                             hovertext=hover, showlegend=False), row=2, col=3)
     for col in (2, 3):
         fig.update_xaxes(type="category", row=2, col=col)
     fig.update_layout(barmode="stack", height=560, margin={"l": 40, "r": 20, "t": 40, "b": 40},

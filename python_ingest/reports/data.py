@@ -1,8 +1,10 @@
 """What the dashboard shows, read from ``meta.runs``, the tables' commit metadata (Hudi's
 timeline or Iceberg's snapshots), and Kafka or a files job's landing dir.
 
-Per run: counts (``meta.runs``), cost (core-seconds), throughput, error rate, and three
-figures the runs do not record (yet) but that can be computed from what exists:
+Per run: counts (``meta.runs``), cost (executor seconds, the time its Spark tasks ran, and
+their CPU time: ``runtime.cost``; a run recorded before runs were metered has only wall time ×
+cores), throughput, error rate, and three figures the runs do not record (yet) but that can be
+computed from what exists:
 
 * step durations: each step ends with a table commit (ingest: ``errors.<job>__raw``, staging:
   ``staging.<model>``, fork: ``staging.<model>__valid``, merge: the lake, error and index
@@ -62,6 +64,8 @@ class RunPoint:
     steps: dict[str, float] = field(default_factory=dict)
     backlog: int | None = None
     freshness_s: float | None = None
+    executor_s: float | None = None  # its cost when metered (core_seconds is then the same)
+    cpu_s: float | None = None
 
     @property
     def read(self) -> int:
@@ -162,11 +166,17 @@ def _runs_of(spark: SparkSession, names: list[str], limit: int) -> dict[str, lis
             details = json.loads(r["details"] or "{}")
         except ValueError:
             details = {}
+        cost = details.get("cost") if isinstance(details.get("cost"), dict) else {}
         runs.setdefault(r["job"], []).append(RunPoint(
             r["run_id"], r["started_at"], r["finished_at"], float(r["duration_s"] or 0),
             float(r["core_seconds"] or 0), r["outcome"], r["error"], r["batch_id"],
-            dict(r["counts"] or {}), details))
+            dict(r["counts"] or {}), details, executor_s=_seconds(cost.get("executor_s")),
+            cpu_s=_seconds(cost.get("cpu_s"))))
     return runs
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _fill(spark: SparkSession, settings: Settings, job: JobConfig, report: JobReport) -> None:

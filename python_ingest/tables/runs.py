@@ -3,6 +3,11 @@
 Counts are a map so each step (ingest, staging, fork, merge) adds its own figures without a
 schema change; ``details`` holds JSON for what does not fit a count (work units, data loss,
 quality figures, report paths).
+
+A run's cost: a metered run (``runtime.cost``) has its executor seconds in ``core_seconds``
+(the core-seconds its Spark tasks held) and ``details.cost`` (``executor_s``, ``cpu_s``,
+``jobs``, ``stages``); a run without a cost keeps the old estimate, wall time × the driver's
+cores, and no ``details.cost``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from python_ingest.runtime.cost import Cost
 from python_ingest.runtime.session import active, project_session
 from python_ingest.tables.formats import append, ensure_table, table_exists
 from python_ingest.tables.names import RUNS_TABLE
@@ -54,6 +60,7 @@ class Run:
     details: dict[str, Any] = field(default_factory=dict)
     outcome: str = "running"
     error: str | None = None
+    cost: Cost | None = None  # its Spark tasks' time (runtime.cost), when metered
     _t0: float = field(default_factory=time.monotonic)
 
     @property
@@ -68,9 +75,14 @@ class Run:
         self.outcome, self.error = outcome, error
         finished = datetime.now(UTC)
         duration = self.duration_s
-        cores = spark.sparkContext.defaultParallelism
+        if self.cost is None:  # not metered: the old estimate
+            core_seconds = duration * spark.sparkContext.defaultParallelism
+        else:
+            core_seconds = self.cost.executor_s
+            self.details["cost"] = {**self.cost.as_dict(), "jobs": self.cost.jobs,
+                                    "stages": self.cost.stages}
         row = (self.run_id, self.job, self.batch_id, self.started_at, finished, duration,
-               duration * cores, outcome, error, self.counts, json.dumps(self.details, default=str))
+               core_seconds, outcome, error, self.counts, json.dumps(self.details, default=str))
         deferred = _deferred
         if deferred is not None:
             deferred.add(row)

@@ -8,12 +8,17 @@ reader can tell a runner that stopped from one that is alive.
 
 Entry per job: ``state`` (running, maintaining, idle, failing, retrying, stopped),
 ``checkpoint`` (the next offset per partition and the batch id), ``last_batch`` (run id,
-outcome, counts, duration, core-seconds), ``newest_event_at`` (Kafka timestamp of the newest
+outcome, counts, duration, cost), ``newest_event_at`` (Kafka timestamp of the newest
 event merged into the lake), ``failing_since``/``failures``/``last_error``/``next_retry_at``
 while failing, ``services`` (a runner's last table services apart from a batch: when, seconds,
-what ran, error), ``cost`` (runs and core-seconds since the file began), and for a files job
+what ran, error), ``cost`` (runs and their cost since the file began), and for a files job
 ``late_partitions`` (the late partitions it skipped so far, as its newest run counted them:
 docs/files-source.md). The file is owner-only: errors may quote data.
+
+A run's cost (``runtime.cost``): ``executor_s``, the seconds its Spark tasks ran (core-seconds
+its tasks held), and ``cpu_s``, their JVM CPU time. ``core_seconds`` is kept for older readers:
+the executor seconds when the run was metered, else (and before issue #34.6) wall time × the
+driver's cores, which charges idle cores and counts shared cores once per job running at once.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from python_ingest.exceptions import ConfigError
+from python_ingest.runtime.cost import Cost
 from python_ingest.runtime.files import private_dir, write_private
 
 STATUS_FILE = "status.json"
@@ -86,15 +92,20 @@ class StatusFile:
     def record_run(self, job: str, run_id: str, outcome: str, counts: Mapping[str, int],
                    duration_s: float, core_seconds: float, batch_id: int | None,
                    checkpoint: Mapping[str, Any] | None, newest_event_at: str | None,
-                   error: str | None) -> dict[str, Any]:
-        """What a finished run changes in its job's entry (the runner adds its own state)."""
+                   error: str | None, cost: Cost | None = None) -> dict[str, Any]:
+        """What a finished run changes in its job's entry (the runner adds its own state).
+        With the run's metered ``cost``, ``core_seconds`` is its executor seconds."""
+        figures = cost.as_dict() if cost is not None else {}
+        core_seconds = figures.get("executor_s", core_seconds)
         with self._locked() as data:
             entry = data.setdefault("jobs", {}).setdefault(job, {})
-            cost = entry.setdefault("cost", {"runs": 0, "core_seconds": 0.0})
-            cost["runs"] += 1
-            cost["core_seconds"] = round(cost["core_seconds"] + core_seconds, 3)
+            total = entry.setdefault("cost", {"runs": 0, "core_seconds": 0.0})
+            total["runs"] += 1
+            total["core_seconds"] = round(total["core_seconds"] + core_seconds, 3)
+            for key, value in figures.items():  # since the file's runs were metered
+                total[key] = round(total.get(key, 0.0) + value, 3)
             entry["last_run"] = {"run_id": run_id, "outcome": outcome, "at": now_iso(),
-                                 "duration_s": round(duration_s, 3)}
+                                 "duration_s": round(duration_s, 3), **figures}
             if checkpoint is not None:
                 entry["checkpoint"] = dict(checkpoint)
             if "late_partitions" in counts:  # a files job's: kept whatever the outcome
@@ -112,7 +123,7 @@ class StatusFile:
                 entry["last_batch"] = {"run_id": run_id, "batch_id": batch_id,
                                        "finished_at": now_iso(), "counts": dict(counts),
                                        "duration_s": round(duration_s, 3),
-                                       "core_seconds": round(core_seconds, 3)}
+                                       "core_seconds": round(core_seconds, 3), **figures}
                 if newest_event_at:
                     entry["newest_event_at"] = newest_event_at
             return dict(entry)

@@ -123,3 +123,26 @@ def test_a_files_jobs_figures_speak_of_partitions_and_late_ones(tmp_path: Path) 
     assert "Iceberg" not in intro
     assert "backlog (messages waiting in Kafka)" in _job_section(kafka, tmp_path, settings, now)
     assert "late" not in _jobs_table([kafka], tmp_path, settings, now)
+
+
+def test_cost_is_shown_in_executor_seconds_and_an_unmetered_run_is_marked(tmp_path: Path) -> None:
+    """#34.6: the cost column and chart speak of executor seconds (the tasks' time, CPU time
+    in the tip); a run recorded before runs were metered shows its wall time × cores, marked."""
+    settings = Settings(root=tmp_path)
+    now = datetime.now()
+    old = RunPoint("r1", now - timedelta(seconds=70), now - timedelta(seconds=60), 10.0, 20.0,
+                   "succeeded", None, 1, {"read": 5}, {})
+    new = RunPoint("r2", now - timedelta(seconds=10), now, 10.0, 3.5, "succeeded", None, 2,
+                   {"read": 5}, {"cost": {"executor_s": 3.5, "cpu_s": 1.25}},
+                   executor_s=3.5, cpu_s=1.25)
+    report = JobReport("trips", "trips", JobTables("trips"), [old, new])
+    row = _jobs_table([report], tmp_path, settings, now)
+    assert "cost (executor s)</th>" in row and "core" not in row
+    assert '<span title="CPU 1.2 s">3.5</span>' in row  # the last run's
+    assert "(24 over 2 runs)" in row
+    report.runs = [new, old]  # the last run not metered
+    row = _jobs_table([report], tmp_path, settings, now)
+    assert 'title="not metered: wall time × cores">~20.0</span>' in row
+    section = _job_section(report, tmp_path, settings, now)
+    assert "cost (executor seconds per run)" in section and "core-seconds" not in section
+    assert "not metered: wall time \\u00d7 cores" in section  # the old run's bar (JSON)

@@ -1,12 +1,15 @@
 """Run records: written at once by a one-shot run; held back and written together, in one
-commit, by a long-running runner (``records_deferred``)."""
+commit, by a long-running runner (``records_deferred``); a metered run's cost."""
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import pytest
 
+from python_ingest.runtime.cost import metered
 from python_ingest.tables.names import RUNS_TABLE
 from python_ingest.tables.runs import Run, records_deferred
 
@@ -34,3 +37,34 @@ def test_deferred_run_records_land_together_when_the_block_ends(spark: Any,
                          f"where run_id in ({wanted})").collect()[0][0] == 1
     Run(job=job_name).finish(spark, "failed", "boom")  # at once again after the block
     assert len(_recorded(spark, job_name)) == 5
+
+
+@pytest.mark.e2e
+def test_a_metered_run_records_its_spark_tasks_time_not_wall_time_times_cores(
+        spark: Any, job_name: str) -> None:
+    """#34.6: the record of a run metered by its job group has its tasks' executor seconds
+    (in ``core_seconds``, which older readers show, and ``details.cost`` with the CPU time);
+    one that was not keeps wall time × cores and no ``details.cost``."""
+    run = Run(job=job_name)
+    with metered(spark, run.run_id) as meter:
+        spark.range(2, numPartitions=2).selectExpr(
+            "reflect('java.lang.Thread', 'sleep', cast(300 + id * 0 as bigint))").collect()
+        time.sleep(1.0)  # the driver idle: wall time × cores would charge both cores for it
+    run.cost = meter.cost()
+    assert run.cost is not None and 0.6 <= run.cost.executor_s < 1.2, run.cost
+    run.finish(spark, "succeeded")
+    unmetered = Run(job=job_name)
+    unmetered.finish(spark, "succeeded")
+
+    rows = {r["run_id"]: r for r in spark.sql(
+        f"select run_id, duration_s, core_seconds, details from {RUNS_TABLE} "
+        f"where job = '{job_name}'").collect()}
+    metered_row, plain_row = rows[run.run_id], rows[unmetered.run_id]
+    assert metered_row["core_seconds"] == run.cost.executor_s
+    assert metered_row["core_seconds"] < metered_row["duration_s"]  # < wall time × 2 cores
+    cost = json.loads(metered_row["details"])["cost"]
+    assert cost == {**run.cost.as_dict(), "jobs": 1, "stages": 1}
+    assert 0 <= cost["cpu_s"] <= cost["executor_s"]
+    cores = spark.sparkContext.defaultParallelism
+    assert plain_row["core_seconds"] == pytest.approx(plain_row["duration_s"] * cores)
+    assert "cost" not in json.loads(plain_row["details"])

@@ -1,5 +1,6 @@
 """The status file's runner entry: a second runner refuses a state folder a live runner keeps
-its status in (the two would overwrite each other's job entries), before Spark starts."""
+its status in (the two would overwrite each other's job entries), before Spark starts; a job
+entry's figures (late partitions, cost)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from python_ingest.exceptions import ConfigError
+from python_ingest.runtime.cost import Cost
 from python_ingest.tables.status import StatusFile, now_iso
 
 
@@ -53,3 +55,32 @@ def test_a_files_jobs_late_partitions_count_is_kept_whatever_the_outcome(tmp_pat
     assert record("failed", {})["late_partitions"] == 2  # failed before counting: kept
     assert record("succeeded", {"read": 5, "late_partitions": 3})["late_partitions"] == 3
     assert status.read()["jobs"]["trips_files"]["late_partitions"] == 3
+
+
+def test_a_metered_runs_cost_is_its_executor_seconds_and_old_entries_still_add_up(
+        tmp_path: Path) -> None:
+    """#34.6: a run's cost in the file is its Spark tasks' time (executor and CPU seconds);
+    ``core_seconds`` stays for older readers, as the executor seconds; an entry written before
+    runs were metered goes on adding up."""
+    status = StatusFile(tmp_path)
+    tmp_path.joinpath("status.json").write_text(json.dumps(  # an older file's entry
+        {"jobs": {"trips": {"cost": {"runs": 3, "core_seconds": 60.0}}}}))
+
+    def record(cost: Cost | None, outcome: str = "succeeded") -> dict[str, Any]:
+        return status.record_run("trips", "r1", outcome, {"read": 5}, 10.0, 20.0, 7, None,
+                                 None, None, cost)
+
+    entry = record(Cost(executor_s=4.25, cpu_s=1.5, jobs=40, stages=44))
+    assert entry["last_batch"]["executor_s"] == 4.25 and entry["last_batch"]["cpu_s"] == 1.5
+    assert entry["last_batch"]["core_seconds"] == 4.25  # not 20 (wall time × cores)
+    assert entry["last_run"]["executor_s"] == 4.25
+    assert entry["cost"] == {"runs": 4, "core_seconds": 64.25, "executor_s": 4.25,
+                             "cpu_s": 1.5}
+    entry = record(Cost(executor_s=1.0, cpu_s=0.5), "failed")  # a failed run costs too
+    assert entry["cost"] == {"runs": 5, "core_seconds": 65.25, "executor_s": 5.25,
+                             "cpu_s": 2.0}
+    assert entry["last_run"]["cpu_s"] == 0.5 and entry["last_batch"]["executor_s"] == 4.25
+    entry = record(None)  # not metered: the old estimate, no executor figures
+    assert entry["cost"]["core_seconds"] == 85.25 and entry["cost"]["executor_s"] == 5.25
+    assert "executor_s" not in entry["last_batch"] and "executor_s" not in entry["last_run"]
+    assert entry["last_batch"]["core_seconds"] == 20.0
