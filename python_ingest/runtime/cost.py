@@ -12,8 +12,8 @@ thread's Spark jobs in a job group; ``Meter.cost`` sums the stages of that group
 
 A job group is a local property of the thread that submits the job, and pyspark pins each
 Python thread to a JVM thread of its own: two runs on two threads are metered apart. A thread
-the run starts does not inherit the group (dbt's model threads: run dbt with
-``--single-threaded`` inside a meter); Spark's own threads (broadcasts, subqueries) do. The
+the run starts does not inherit the group (dbt's model threads: the pipeline runs dbt
+``--single-threaded``); Spark's own threads (broadcasts, subqueries) do. The
 innermost meter of a thread gets its jobs. A stage that jobs of two groups share while both
 run counts in both.
 
