@@ -19,6 +19,8 @@
 {% macro sluice_merge_changes(changes, columns, batch_id, current=none, tombstones=none) -%}
 {#- a plain `dbt run` renders the model once per pending batch (sluice_var) -#}
 {%- set batch_id = batch_id if batch_id is not none else sluice_var('sluice_batch_id', 0) -%}
+{#- compiled for the runner's batch path: the valid rows are a view the runner names -#}
+{%- set changes = '__SLUICE_VALID__' if var('sluice_compile', false) else changes -%}
 with
 
 changes as (

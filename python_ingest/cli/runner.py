@@ -181,7 +181,7 @@ def _print_status(out: dict[str, Any]) -> None:
     if out.get("broker_error"):
         print(f"broker: {out['broker_error']}")
     print(f"{'job':<24} {'state':<10} {'backlog':>8} {'fresh(s)':>9} {'batch':>6} "
-          f"{'in':>7} {'valid':>7} {'errors':>7} {'merged':>7} {'core-s':>8}")
+          f"{'in':>7} {'valid':>7} {'errors':>7} {'merged':>7} {'exec-s':>8}")
     for name, job in out["jobs"].items():
         batch = job["last_batch"] or {}
         counts = batch.get("counts") or {}

@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 
 BATCH_FROM, BATCH_TO = "__SLUICE_BATCH_FROM__", "__SLUICE_BATCH_TO__"
 BATCH_ID, PARTIAL_KEYS = "__SLUICE_BATCH_ID__", "__SLUICE_PARTIAL_KEYS__"
+VALID = "__SLUICE_VALID__"  # the valid rows (a view of the batch's)
 PARTIAL_KEYS_LITERAL = 1000  # more partial-update keys than this: a subquery (as the macro)
 INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"
 CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
@@ -73,7 +74,7 @@ class CompiledJob:
     key: str
     converter: str  # reads raw batches BATCH_FROM..BATCH_TO
     change_set: str  # one batch (BATCH_ID) of the valid rows (the ``valid`` relation)
-    valid: str  # how the compiled SQL names the valid rows (replaced by a view)
+    valid: str  # the compiled SQL's name of the valid rows (replaced by a view)
 
 
 _bucket_lakes: dict[str, bool] = {}  # lake table -> written by upsert into hash buckets
@@ -106,7 +107,6 @@ def compile_job(spark: SparkSession, dbt: Dbt, tables: JobTables, cache: dict[st
     assert models is not None and models.lake is not None and tables.lake is not None
     raw_columns = [(f.name, f.dataType.simpleString()) for f in spark.table(tables.raw).schema]
     lake_columns = sorted(c.lower() for c in spark.table(tables.lake).columns)
-    manifest = dbt.manifest()
     key = hashlib.sha256(repr((dbt.parsed_files, raw_columns, lake_columns)).encode()
                          ).hexdigest()
     found = cache.get(tables.job)
@@ -125,17 +125,11 @@ def compile_job(spark: SparkSession, dbt: Dbt, tables: JobTables, cache: dict[st
     change_set = dbt.compiled(models.lake, {
         "sluice_compile": True, "sluice_batch_id": BATCH_ID, "sluice_skip": [],
         "sluice_has_target": True, "sluice_changes_columns": columns, **tables.dbt_vars()})
-    lake_node: Any = next(n for n in manifest.nodes.values()
-                          if getattr(n, "name", None) == models.lake
-                          and n.resource_type == "model")
-    valid = [manifest.sources[s].relation_name for s in lake_node.depends_on.nodes
-             if s in manifest.sources]
-    valid = [v for v in valid if v and v in change_set]
-    if len(valid) != 1:
-        raise PipelineError(f"lake model {models.lake} must read its changes from exactly one "
-                            f"source (the fork's valid rows of {models.staging}); found "
-                            f"{len(valid)}")
-    compiled = CompiledJob(key, converter, change_set, str(valid[0]))
+    if VALID not in change_set:
+        raise PipelineError(f"lake model {models.lake} does not read its changes through "
+                            "sluice_merge_changes (or sluice_merge_all_columns): the batch "
+                            "path cannot run it (docs/write-a-converter.md)")
+    compiled = CompiledJob(key, converter, change_set, VALID)
     cache[tables.job] = compiled
     return compiled
 

@@ -132,8 +132,14 @@ class Dbt:
 
     def compiled(self, select: str, variables: Mapping[str, Any] | None = None) -> str:
         """The SQL dbt compiles for one model with ``variables`` (``dbt compile``, on the
-        parsed project: nothing written, nothing run but dbt's own look-ups)."""
-        result = self.invoke(["compile", "--select", select], variables, single_threaded=True,
+        parsed project: nothing written, nothing run but dbt's own look-ups). The model is
+        selected by its file: dbt prints the SQL of a model selected by name."""
+        from dbt.contracts.graph.nodes import ModelNode
+
+        paths = [n.original_file_path for n in self.manifest().nodes.values()
+                 if isinstance(n, ModelNode) and n.name == select]
+        by = f"path:{paths[0]}" if len(paths) == 1 else select
+        result = self.invoke(["compile", "--select", by], variables, single_threaded=True,
                              parsed=True)
         for node in getattr(result, "results", []):
             if node.node.name == select:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import PipelineError, SluiceError
 from python_ingest.runtime.catalog import drop_scratch, insert_operation_kept
+from python_ingest.runtime.cost import Meter, metered
 from python_ingest.runtime.faults import fault_point
 from python_ingest.runtime.files import private_dir
 from python_ingest.runtime.session import active, for_job
@@ -107,17 +108,20 @@ def run_job(spark: SparkSession, settings: Settings, job: JobConfig,
 
     The run works on the session that writes the job's table format (``for_job``), active
     on this thread while it runs (dbt in-process takes the thread's session)."""
-    with active(for_job(spark, settings, job)) as session:
+    run = Run(job=job.name)
+    # its Spark jobs in a job group of its own: its cost is their task time (runtime/cost.py)
+    with active(for_job(spark, settings, job)) as session, \
+            metered(session, run.run_id, f"sluice job {job.name}") as meter:
         return _run_job(session, settings, job, accept_data_loss, dbt, raise_failure, land,
-                        inline_services, defer)
+                        inline_services, defer, run, meter)
 
 
 def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_data_loss: bool,
              dbt: Dbt | None, raise_failure: bool, land: tuple[str, Lander] | None,
-             inline_services: bool, defer: Callable[[DocsJob], None] | None) -> PipelineResult:
+             inline_services: bool, defer: Callable[[DocsJob], None] | None, run: Run,
+             meter: Meter) -> PipelineResult:
     first, lander = land or ("ingest", lambda run: ingest(spark, settings, job, run,
                                                           accept_data_loss).checkpoint)
-    run = Run(job=job.name)
     run.details["steps"] = [first, "staging", "fork", "merge", "reports",
                             *(["disperse"] if job.dispersal else [])]
     for name in STEP_COUNTS:
@@ -149,6 +153,7 @@ def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_dat
             _disperse(spark, settings, job, tables, run)
     except Exception as exc:
         run.outcome, run.error = "failed", f"{type(exc).__name__}: {exc}"
+        run.cost = meter.cost()
         record_status(spark, settings, run, checkpoint, None)
         run.finish(spark, "failed", run.error)
         if not isinstance(exc, SluiceError):
@@ -160,6 +165,7 @@ def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_dat
                               checkpoint=checkpoint, error=run.error)
     outcome = "up-to-date" if not any(run.counts.get(n) for n in STEP_COUNTS) else "succeeded"
     run.outcome = outcome  # the status file first: `sluice status` shows the batch at once
+    run.cost = meter.cost()
     record_status(spark, settings, run, checkpoint, tables)
     run.finish(spark, outcome)
     return PipelineResult(job.name, run.run_id, outcome, run.batch_id, dict(run.counts),
@@ -181,7 +187,8 @@ def record_status(spark: SparkSession, settings: Settings, run: Run,
         StatusFile(settings.path(settings.state_dir)).record_run(
             run.job, run.run_id, run.outcome, run.counts, run.duration_s,
             run.duration_s * cores, batch_id,
-            None if checkpoint is None else json.loads(checkpoint.to_json()), newest, run.error)
+            None if checkpoint is None else json.loads(checkpoint.to_json()), newest, run.error,
+            cost=run.cost)
     except Exception:  # bookkeeping must not turn a good run into a failed one
         log.exception("could not update the status file for job %s", run.job)
 
