@@ -157,6 +157,11 @@ def main() -> int:
         run_job(spark, bench.settings, job, dbt=dbt, inline_services=False)  # warm the path
         timer = Timer()
         instrument(timer)
+        import logging  # the batch path's own line per merge: where its seconds went
+
+        merges = logging.getLogger("python_ingest.steps.batch")
+        merges.setLevel(logging.INFO)
+        merges.addHandler(logging.StreamHandler(sys.stdout))
         profiler = None
         if args.cprofile:
             import cProfile

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,7 @@ class CompiledJob:
     converter: str  # reads raw batches BATCH_FROM..BATCH_TO
     change_set: str  # one batch (BATCH_ID) of the valid rows (the ``valid`` relation)
     valid: str  # the compiled SQL's name of the valid rows (replaced by a view)
+    lake_columns: frozenset[str] = frozenset()  # (lowercase) when it was compiled
 
 
 _bucket_lakes: dict[str, bool] = {}  # lake table -> written by upsert into hash buckets
@@ -129,7 +131,7 @@ def compile_job(spark: SparkSession, dbt: Dbt, tables: JobTables, cache: dict[st
         raise PipelineError(f"lake model {models.lake} does not read its changes through "
                             "sluice_merge_changes (or sluice_merge_all_columns): the batch "
                             "path cannot run it (docs/write-a-converter.md)")
-    compiled = CompiledJob(key, converter, change_set, VALID)
+    compiled = CompiledJob(key, converter, change_set, VALID, frozenset(lake_columns))
     cache[tables.job] = compiled
     return compiled
 
@@ -184,9 +186,12 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
         parts.valid.createOrReplaceTempView(view)
         ensure_index(spark, tables)
         merged, totals = [], {"inserted": 0, "updated": 0, "deleted": 0, "merge_errors": 0}
+        present = set(compiled.lake_columns)  # the lake's columns, as batches add some
         for batch_id in parts.batches:
-            counts = _merge(spark, compiled, tables, view, batch_id, parts.partial_batches)
+            counts = _merge(spark, compiled, tables, view, batch_id, parts.partial_batches,
+                            present)
             merged.append({"batch_id": batch_id, "skipped": counts.pop("skipped"), **counts})
+            counts.pop("seconds"), counts.pop("partial_keys")
             for name in totals:
                 totals[name] += counts[name]
         for name, value in totals.items():
@@ -199,7 +204,7 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
 
 
 def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: str,
-           batch_id: int, partial_batches: set[int]) -> dict[str, Any]:
+           batch_id: int, partial_batches: set[int], present: set[str]) -> dict[str, Any]:
     """One batch's change set applied: rejected rows, the index, the lake's upsert, each
     committing the merge checkpoint; what it did, as the step tables' path counts it."""
     from pyspark import StorageLevel
@@ -218,6 +223,8 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
             "'" + k.replace("\\", "\\\\").replace("'", "\\'") + "'" for k in found)
     sql = (compiled.change_set.replace(compiled.valid, view).replace(BATCH_ID, str(batch_id))
            .replace(PARTIAL_KEYS, keys))
+    timer = time.perf_counter()
+    timings: dict[str, float] = {}
     before = str(spark.conf.get(CONSTRAINTS, "true"))
     spark.conf.set(CONSTRAINTS, "false")  # its many aliased columns (the macro does too)
     try:
@@ -233,6 +240,7 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
             F.count_if(actions.isin("insert", "update", "delete")).alias("written"),
             F.count_if(actions != "none").alias("changed"),
             F.coalesce(F.sum(F.size("_rejected")), F.lit(0)).alias("rejected")).collect()[0]
+        timings["change_set_s"] = time.perf_counter() - timer
         name = f"sluice_changes__{tables.job}"
         changes.createOrReplaceTempView(name)
         if figures["rejected"] and "errors" not in skip:
@@ -245,31 +253,35 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
                 f"insert into {tables.index} (_row_key, _ref_key, _is_deleted, _batch_id, "
                 f"_indexed_at) select _row_key, _ref_key, _is_deleted, _batch_id, "
                 f"current_timestamp() from {name} where _merge_action != 'none'"))
+        timings["index_s"] = time.perf_counter() - timer - timings["change_set_s"]
         fault_point("merge_after_index")
         if figures["written"]:
-            _upsert(spark, changes, name, lake, batch_id, tables.job)
+            _upsert(spark, changes, name, lake, batch_id, tables.job, present)
+        timings["lake_s"] = time.perf_counter() - timer - sum(timings.values())
         spark.catalog.dropTempView(name)
     finally:
         changes.unpersist()
     counts = {"inserted": int(figures["inserted"]), "updated": int(figures["updated"]),
               "deleted": int(figures["deleted"]),
               "merge_errors": int(figures["rejected"]) if "errors" not in skip else 0,
-              "skipped": skip}
+              "skipped": skip, "seconds": {k: round(v, 3) for k, v in timings.items()},
+              "partial_keys": keys.count("'") // 2 if keys != "NULL" and "select" not in keys
+              else (0 if keys == "NULL" else -1)}
     log.info("merged batch %d into %s: %s", batch_id, lake, counts)
     return counts
 
 
 def _upsert(spark: SparkSession, changes: DataFrame, name: str, lake: str, batch_id: int,
-            job: str) -> None:
+            job: str, present: set[str]) -> None:
     """The bucket lake's upsert of a change set (macros/materializations/
     sluice_apply_change_set.sql writes the same: deletes flagged in _hoodie_is_deleted)."""
     columns = [(f.name, f.dataType.simpleString()) for f in changes.schema
                if f.name not in LAKE_BOOKKEEPING] + [("_merged_at", "timestamp")]
-    present = {c.lower() for c in spark.table(lake).columns}
     for column, kind in columns:  # on_schema_change append_new_columns, as the macro
         if column.lower() not in present:
             log.info("lake %s gains column %s %s", lake, column, kind)
             spark.sql(f"alter table {lake} add column `{column}` {kind}")
+            present.add(column.lower())
     names = [f"`{c}`" for c, _ in columns]
     statement = (
         f"insert into {lake} ({', '.join(names)}, `_hoodie_is_deleted`) "

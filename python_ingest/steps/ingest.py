@@ -242,6 +242,8 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     run.count("decode_errors", totals.errors)
     run.count("bytes", totals.bytes)
     run.details["checkpoint_to"] = dict(new_checkpoint.offsets)
+    if totals.newest_ms:
+        run.details["newest_ms"] = totals.newest_ms
     run.details["errors_collected"] = {"rows": len(totals.error_rows),
                                        "bytes": totals.error_bytes,
                                        "budget": error_budget_bytes,

@@ -21,7 +21,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -179,7 +179,10 @@ def record_status(spark: SparkSession, settings: Settings, run: Run,
         newest = None
         # the batch this run finished: its own, or the raw batch later steps caught up on
         batch_id = run.batch_id or (checkpoint.batch_id if checkpoint else None)
-        if tables is not None and run.outcome == "succeeded" and batch_id:
+        landed_ms = run.details.get("newest_ms")
+        if landed_ms and run.batch_id and batch_id == run.batch_id:  # ingest said (no scan)
+            newest = datetime.fromtimestamp(int(landed_ms) / 1000, UTC).isoformat()
+        elif tables is not None and run.outcome == "succeeded" and batch_id:
             value = spark.sql(f"select max(_kafka_timestamp) from {tables.raw} "
                               f"where _batch_id = {int(batch_id)}").collect()[0][0]
             newest = value.replace(tzinfo=UTC).isoformat() if value is not None else None

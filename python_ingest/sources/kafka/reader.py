@@ -80,8 +80,10 @@ class TaskReport:
     overflowed: list[tuple[str, int, int, int]] = field(default_factory=list)  # work units
     # (topic, partition, first lost offset, first offset after) gone between plan and read
     losses: list[tuple[str, int, int, int]] = field(default_factory=list)
+    newest_ms: int = 0  # the newest Kafka timestamp of a landed message (the status' freshness)
 
     def merge(self, other: TaskReport) -> TaskReport:
+        self.newest_ms = max(self.newest_ms, other.newest_ms)
         self.read += other.read
         self.bytes += other.bytes
         self.errors += other.errors
@@ -166,6 +168,8 @@ class _Emitter:
         """The chunk's raw rows (raw mode only) and its error rows."""
         pa = self.pa
         self.report.read += len(chunk)
+        if chunk.timestamps:
+            self.report.newest_ms = max(self.report.newest_ms, max(chunk.timestamps))
         raw = None
         if chunk.records:
             try:
