@@ -4,6 +4,7 @@ rows of a files job have the same shape, so nothing after ingestion changes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +53,38 @@ def test_files_job_runs_through_staging_fork_and_merge_to_the_lake(
     [report] = collect(spark, settings, [job_name], tables={job_name: tables})
     assert (report.backlog, report.backlog_error, report.raw_error_rows) == (0, None, 0)
     assert [r.outcome for r in report.runs][-2:] == ["succeeded", "up-to-date"]
+
+
+@pytest.mark.reliability
+def test_a_failing_row_of_one_batch_never_takes_the_row_at_its_position_in_another(
+        spark: Any, make_settings: Any, job_name: str, tmp_path: Path) -> None:
+    """#35.1: a files job's (partition, offset) is (file index, record number): it repeats in
+    every batch. Two batches forked at once (ingested first, run later), trip 1 valid in the
+    first, trip 2 failing the suite at the same position in the second: only trip 2 is an
+    error row, trip 1 reaches the lake (before: both went to the error table)."""
+    from python_ingest.demo.files import write_file
+    from python_ingest.steps.jobs import run_ingest
+
+    landing = tmp_path / "landing"
+    schema = json.loads((REPO / "schemas" / "trips.avsc").read_text())
+    write_project(tmp_path, job_name)
+    settings = make_settings({job_name: {
+        "source": "files", "path": str(landing), "schema": str(REPO / "schemas/trips.avsc"),
+        "row_key": ["trip_id"]}})
+    job = settings.job(job_name)
+    valid, failing = trip_records(1, 1, 1), trip_records(2, 1, 2)
+    failing[0]["fare"] = -4.5
+    for hour, records in (("00", valid), ("01", failing)):
+        part = landing / "dt=2026-01-01" / f"hour={hour}"
+        write_file(part / "part-00000.json", records, schema)
+        (part / "_SUCCESS").touch()
+        assert run_ingest(spark, settings, job).landed == 1
+    dbt = Dbt(settings)
+    result = run_job(spark, settings, job, dbt=dbt)
+    assert result.outcome == "succeeded", result.error
+    assert (result.counts["valid"], result.counts["expectation_errors"]) == (1, 1)
+    tables = JobTables(job_name, dbt.job_models(job_name))
+    assert tables.lake is not None
+    assert set(lake_rows(spark, tables.lake)) == {1}
+    errors = spark.sql(f"select _row_key, _batch_id from {tables.errors}").collect()
+    assert [(r[0], r[1]) for r in errors] == [("2", 2)]
