@@ -17,6 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from python_ingest.exceptions import SetupError
 from python_ingest.runtime.processes import free_port, stop_server
@@ -48,6 +49,18 @@ def _run_as() -> pwd.struct_passwd | None:
                      "user to run it as")
 
 
+def _as_user(user: pwd.struct_passwd | None) -> dict[str, Any]:
+    """``subprocess`` arguments that start a program as ``user`` (None: as this process).
+
+    Set by the child in C, never by a ``preexec_fn``: a child that runs Python after the fork
+    first frees the objects of this process's other threads (``PyOS_AfterFork_Child``), and
+    py4j's connection of its finalizer thread, freed there, shuts its socket down for the
+    parent too: the next py4j call printed "Connection reset by peer" tracebacks (#34)."""
+    if user is None:
+        return {}
+    return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+
+
 @dataclass
 class LocalPostgres:
     """A private cluster in its own folder (under /tmp: the server's user must reach it)."""
@@ -70,15 +83,9 @@ class LocalPostgres:
         data = self.folder / "data"
         if user is not None:
             os.chown(self.folder, user.pw_uid, user.pw_gid)
-
-        def demote() -> None:
-            if user is not None:
-                os.setgid(user.pw_gid)
-                os.setuid(user.pw_uid)
-
         subprocess.run([str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "-A", "trust",
                         "-E", "UTF8", "--no-sync"], check=True, capture_output=True,
-                       preexec_fn=demote, cwd=self.folder, timeout=120)
+                       cwd=self.folder, timeout=120, **_as_user(user))
         self.port = free_port()
         log = open(self.folder / "server.log", "wb")  # noqa: SIM115 (the server writes on)
         if user is not None:
@@ -87,7 +94,7 @@ class LocalPostgres:
             [str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.port),
              "-k", str(self.folder), "-h", "127.0.0.1", "-c", "fsync=off",
              "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
-            stdout=log, stderr=log, preexec_fn=demote, cwd=self.folder)
+            stdout=log, stderr=log, cwd=self.folder, **_as_user(user))
         deadline = time.monotonic() + timeout_s
         import psycopg
 

@@ -5,7 +5,10 @@ produces: the type mapping value by value, then incremental dispersals with upda
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
+import logging
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -147,3 +150,36 @@ def test_every_type_and_incremental_changes_reach_postgres(
         assert conn.execute(f"select c_date::text, (c_timestamp at time zone 'UTC')::text "
                             f"from {target.table} where _row_key = 'z'").fetchone() == \
             ("2303-11-03 BC", "2303-11-03 01:02:03.000001 BC")
+
+
+def _py4j_garbage(spark: Any) -> None:
+    """Java objects dropped at once, and the wait until py4j's finalizer thread has sent their
+    garbage-collection commands (on its own connection to the JVM)."""
+    for n in range(20):
+        spark._jvm.java.lang.StringBuilder(str(n))
+    gc.collect()
+    pending = spark.sparkContext._gateway._gateway_client.finalizer_deque
+    deadline = time.monotonic() + 30
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)  # the last command taken from the queue is sent
+
+
+@pytest.mark.reliability
+def test_a_private_postgres_started_beside_spark_leaves_py4j_alone(
+        spark: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """#34: the server started by a fork that ran Python (a ``preexec_fn``) freed py4j's
+    finalizer connection in the child, shutting its socket down for this process too; the
+    next garbage collection printed "Connection reset by peer" tracebacks (``sluice demo``'s
+    dispersal did, though it succeeded)."""
+    _py4j_garbage(spark)  # the finalizer thread holds a connection
+    caplog.set_level(logging.INFO)
+    server = LocalPostgres().start()
+    try:
+        _py4j_garbage(spark)
+        with psycopg.connect(server.dsn) as conn:
+            assert conn.execute("select current_user").fetchone() == ("sluice",)
+    finally:
+        server.stop()
+    failed = [r for r in caplog.records if r.exc_info or "Exception while sending" in r.message]
+    assert not failed, caplog.text
