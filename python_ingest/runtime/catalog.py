@@ -155,11 +155,18 @@ def kept_write_settings(spark: SparkSession, path: str) -> dict[str, str]:
 def keep_write_settings(spark: SparkSession, path: str, settings: dict[str, str]) -> None:
     """Keep ``settings`` for every later ``register`` of the Hudi table at ``path``: written
     to a temporary file, then renamed into place (a reader sees all of them or none)."""
+    text = "".join(f"{key}={value}\n" for key, value in sorted(settings.items()))
+    replace_file(spark, f"{path}/{KEPT_FILE}", text)
+    log.info("kept the write settings of Hudi table %s in %s: %s", path, KEPT_FILE, settings)
+
+
+def replace_file(spark: SparkSession, path: str, text: str) -> None:
+    """Write ``text`` to the file at ``path`` (any Hadoop file system) through a temporary
+    file renamed into place: a reader sees the old file or the new one, never a part."""
     jvm = spark._jvm
     assert jvm is not None
-    final, fs = _hadoop_path(spark, f"{path}/{KEPT_FILE}")
-    temporary = jvm.org.apache.hadoop.fs.Path(f"{path}/{KEPT_FILE}.tmp")
-    text = "".join(f"{key}={value}\n" for key, value in sorted(settings.items()))
+    final, fs = _hadoop_path(spark, path)
+    temporary = jvm.org.apache.hadoop.fs.Path(f"{path}.tmp")
     stream = fs.create(temporary, True)
     try:
         stream.write(bytearray(text.encode()))
@@ -169,7 +176,6 @@ def keep_write_settings(spark: SparkSession, path: str, settings: dict[str, str]
         fs.delete(final, False)
     if not fs.rename(temporary, final):
         raise OSError(f"could not rename {temporary} to {final}")
-    log.info("kept the write settings of Hudi table %s in %s: %s", path, KEPT_FILE, settings)
 
 
 def table_config(spark: SparkSession, path: str) -> dict[str, str]:

@@ -362,22 +362,10 @@ def _settled(spark: SparkSession, job: str) -> Checkpoint | None:
 
 
 def _mark_settled(spark: SparkSession, job: str, checkpoint: Checkpoint) -> None:
-    """Say that ``checkpoint``'s batch has no error rows: a temporary file renamed into place
-    (a reader sees the old file or the new one)."""
-    jvm = spark._jvm
-    assert jvm is not None
-    final = jvm.org.apache.hadoop.fs.Path(_settled_path(spark, job))
-    fs = final.getFileSystem(spark._jsc.hadoopConfiguration())
-    temporary = jvm.org.apache.hadoop.fs.Path(f"{_settled_path(spark, job)}.tmp")
-    stream = fs.create(temporary, True)
-    try:
-        stream.write(bytearray(checkpoint.to_json().encode()))
-    finally:
-        stream.close()
-    if fs.exists(final):
-        fs.delete(final, False)
-    if not fs.rename(temporary, final):
-        raise OSError(f"could not rename {temporary} to {final}")
+    """Say that ``checkpoint``'s batch has no error rows (written whole or not at all)."""
+    from python_ingest.runtime.catalog import replace_file
+
+    replace_file(spark, _settled_path(spark, job), checkpoint.to_json())
 
 
 def _error_frame(spark: SparkSession, rows: list[tuple[Any, ...]]) -> DataFrame:
