@@ -143,3 +143,14 @@ def test_the_batch_path_killed_between_its_commits_then_rerun(
     invalid = sum(1 for _ in spark.sql(f"select 1 from {tables.errors} "
                                        "where error_step = 'fork'").collect())
     assert invalid > 0 and table_exists(spark, tables.errors)
+
+    # a batch that changes nothing (only late re-deliveries): its empty commit carries the
+    # merge checkpoint past it, so the next run neither forks nor counts it again
+    demo.produce(broker, job.topic, iter(list(generator.late_events(30))))
+    stale = run_job(spark, settings, job, dbt=dbt)
+    assert stale.outcome == "succeeded", stale.error
+    assert [stale.counts[k] for k in ("inserted", "updated", "deleted")] == [0, 0, 0]
+    assert merge_progress(spark, tables)[0] == 4
+    again = run_job(spark, settings, job, dbt=dbt)
+    assert again.outcome == "up-to-date", again.counts
+    assert lake_rows(spark, tables.lake) == {t: as_lake(r) for t, r in generator.rows.items()}
