@@ -46,6 +46,7 @@ from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import BrokerError, SluiceError
 from python_ingest.kafka.offsets import EndOffsets, backlog
 from python_ingest.runner.claims import Claims
+from python_ingest.runtime.session import POOL_PREFIX
 from python_ingest.tables.runs import records_deferred
 from python_ingest.tables.status import StatusFile, now_iso
 
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-POOL_PREFIX = "sluice_job_"
 SERVICES_POOL = "sluice_services"
 
 
@@ -345,22 +345,14 @@ class Runner:
         self.status.update_job(name, state="idle", running_since=None)
 
     def _defer_docs(self, docs: DocsJob) -> None:
-        """A fork's Data Docs page, built on the services thread, off the batch's path."""
-        pool = self._services_pool
-        if pool is None:
-            docs.build()
-            return
-
-        def build() -> None:
-            try:
-                docs.build()
-            except Exception:  # a report must never fail a batch that committed
-                log.exception("the expectation report of %s could not be built", docs.staging)
-
+        """A fork's Data Docs page, built on the services thread, off the batch's path (here
+        when stopping); a report never fails a batch that committed."""
         try:
-            pool.submit(build)
-        except RuntimeError:  # shutting down: build it here
-            build()
+            if self._services_pool is None:
+                raise RuntimeError("no services thread")
+            self._services_pool.submit(docs.build_quietly)
+        except RuntimeError:
+            docs.build_quietly()
 
     # -- table services, apart from the batches --------------------------------------------
 

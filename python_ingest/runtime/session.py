@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAMESPACES = ("raw", "errors", "staging", "lake", "meta", "marts")  # marts: models/marts
+POOL_PREFIX = "sluice_job_"  # each job's Spark FAIR pool: sluice_job_<job> (runner, run --all)
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:

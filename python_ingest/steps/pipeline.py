@@ -368,8 +368,7 @@ def run_all(spark: SparkSession, settings: Settings, names: list[str],
                         raise_failure=not keep_going) for n in names]
     from concurrent.futures import ThreadPoolExecutor
 
-    from python_ingest.runner.scheduler import POOL_PREFIX
-    from python_ingest.runtime.session import activate, job_session
+    from python_ingest.runtime.session import POOL_PREFIX, activate, job_session
     from python_ingest.tables.runs import records_deferred
 
     dbt.manifest()  # parsed once, before the threads

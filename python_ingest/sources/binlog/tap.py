@@ -1,14 +1,13 @@
 """The tap's main loop: binlog → changelog events → Kafka, checkpointed at transaction ends.
 
-On MariaDB, when the checkpoint has a GTID position, reading resumes by GTID (``is_mariadb=True``
-with ``auto_position``, as a replica with ``MASTER_USE_GTID``): the same on the checkpoint's
-server and, after a failover, on a replica whose history holds it (identity.py, issue #35.8).
-Otherwise (MySQL, no GTID) it resumes by file/position (``is_mariadb=False`` with
-``resume_stream=True``). A checkpoint is the position right after a transaction's
-commit (XID event, COMMIT query, or a DDL statement); it is saved only once the broker has
-acknowledged every event produced before it, at most every ``checkpoint_interval_s`` and on
-a clean stop. A crash therefore replays at most the transactions after the last saved
-checkpoint: delivery is at least once, and the merge's ref-key ordering makes repeats harmless.
+On the checkpoint's own server reading resumes by file/position (``is_mariadb=False`` with
+``resume_stream=True``); onto another MariaDB server whose history holds the checkpoint's GTID
+(a failover, identity.py, #35.8) by GTID (``is_mariadb=True`` with ``auto_position``). A
+checkpoint is the position right after a transaction's commit (XID event, COMMIT query, or a
+DDL statement, tap_ddl.py); it is saved only once the broker has acknowledged every event
+produced before it, at most every ``checkpoint_interval_s`` and on a clean stop. A crash
+therefore replays at most the transactions after the last saved checkpoint: delivery is at
+least once, and the merge's ref-key ordering makes repeats harmless.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from python_ingest.exceptions import (
     UnsupportedColumn,
 )
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog import ddl, decoding, gtid, keys, server
+from python_ingest.sources.binlog import decoding, gtid, keys, server, tap_ddl, tap_failover
 from python_ingest.sources.binlog.charsets import Charsets
 from python_ingest.sources.binlog.columns import from_binlog
 from python_ingest.sources.binlog.errors import ErrorSink, check_topic_limit, error_topic, publish
@@ -46,12 +45,10 @@ from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
     BinlogCheckpointStore,
     BinlogPosition,
-    pack_ref,
     ref_file_index,
 )
 from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
 from python_ingest.sources.binlog.registry import (
-    CHANGELOG,
     PRIMARY,
     ROW,
     UNIQUE,
@@ -226,7 +223,7 @@ class Tap:
                 self.stats.events += 1
                 if self._failing_over and not isinstance(event, RotateEvent |
                                                          MariadbGtidListEvent):
-                    self._failed_over()  # before anything of the new server is published
+                    tap_failover.failed_over(self)  # before anything of the new server is published
                 kind = kinds.get(type(event))
                 if kind is not None:
                     if not self.xa.hold(event, kind, file):
@@ -237,7 +234,7 @@ class Tap:
                     self._xa_statement(event.query)
                     if ends_transaction(event.query):
                         end = BinlogPosition(file, event.packet.log_pos)
-                        self._ddl(event, end)
+                        tap_ddl.apply(self, event, end)
                         self._commit(end)
                 elif isinstance(event, XAPrepareEvent):
                     self._publish_held(self.xa.prepare(event.one_phase))
@@ -255,7 +252,7 @@ class Tap:
                     self._boundary = BinlogPosition(file, event.packet.log_pos)
                 elif isinstance(event, RotateEvent):
                     if by_gtid and self._in_transaction:  # files hold whole transactions
-                        self._reconnected()
+                        tap_failover.reconnected(self)
                     file = event.next_binlog
                 if by_gtid and not self._in_transaction:
                     stream.auto_position = self._gtid  # a reconnect goes on from here
@@ -263,48 +260,9 @@ class Tap:
         finally:
             stream.close()
         if self._failing_over:
-            self._failed_over()  # the new server had nothing after the GTID yet
+            tap_failover.failed_over(self)  # the new server had nothing after the GTID yet
         self._finish()
         return self.stats
-
-    def _failed_over(self) -> None:
-        """The first event of the new server after a failover: from here on ref keys are of
-        the next generation (position.py), and the checkpoint moves to this server's binlog
-        at the position the GTID start resumed at, before anything of it is published."""
-        self._failing_over = False
-        at = self._boundary
-        if at is not None:
-            self._saved = self._last_end = at
-        for table in sorted(self.rows.since):  # a snapshot position on the old server
-            self.rows.since.pop(table)
-            db, name = table.split(".", 1)
-            self._stop_table(db, name, "the source failed over to another server "
-                             "before the tap passed the table's bootstrap snapshot, whose "
-                             "position is in the old server's binlog. Bootstrap the table "
-                             f"again (`sluice bootstrap {self.source.name} {table}`)")
-        if at is None:  # no boundary seen: the first transaction's checkpoint moves it
-            log.warning("source %s: failed over by GTID %s; no binlog position known yet",
-                        self.source.name, self._gtid)
-            return
-        self.store.save(BinlogCheckpoint(at, self._gtid, dict(self.stopped),
-                                         self.rows.to_json(at), self._server, self._generation))
-        self.stats.checkpoints_saved += 1
-        log.warning("source %s: failed over to the server at %s:%s (%s): resumed by GTID %s at "
-                    "%s, ref keys of failover generation %d", self.source.name,
-                    self.source.host, self.source.port, self._server, self._gtid, at,
-                    self._generation)
-
-    def _reconnected(self) -> None:
-        """A rotate event inside a transaction: the stream connected again (mysql-replication
-        reconnects by itself when the connection is lost) and, by GTID, goes on at the start of
-        the transaction it was reading. Its row events come again with the same positions, so
-        the same ref keys: Kafka delivery is at least once anyway, and the merge counts a
-        change (row key, ref key) once. The tap goes on; the checkpoint never moved inside the
-        transaction."""
-        log.warning("source %s: the connection to the server was lost inside a transaction "
-                    "(after GTID %s); reading it again from its start (its changes keep their "
-                    "ref keys: the copies count once in the lake)", self.source.name, self._gtid)
-        self._in_transaction = False
 
     def _xa_statement(self, query: str) -> None:
         """XA START holds row events (MySQL), XA COMMIT publishes, XA ROLLBACK drops (xa.py)."""
@@ -321,63 +279,6 @@ class Tap:
     def _publish_held(self, held: Any) -> None:
         for event, kind, file in held.events if held is not None else ():
             self._rows(event, kind, file)
-
-    def _ddl(self, event: Any, end: BinlogPosition) -> None:
-        """TRUNCATE publishes a delete per live row; DROP (TABLE or DATABASE) and RENAME stop
-        tables (ddl.py)."""
-        schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
-        for statement in ddl.parse(event.query, schema):
-            if statement.what == "truncate":
-                self._truncate(*statement.table, end, event.timestamp)
-            tables = (self._followed(statement.table[0]) if statement.what == "drop_database"
-                      else ())
-            for db, name, reason, known_only in ddl.stops(statement, end, self.source.name,
-                                                          tables):
-                self._stop_ddl(db, name, reason, known_only)
-
-    def _followed(self, db: str) -> set[str]:
-        """The tables of ``db`` the tap has registered (a folder ``<db>.<table>`` each)."""
-        prefix = f"{db}."
-        found = {name for d, name in self.tables if d == db}
-        if self.registry_root.is_dir():
-            found |= {p.name[len(prefix):] for p in self.registry_root.iterdir()
-                      if p.is_dir() and p.name.startswith(prefix) and len(p.name) > len(prefix)}
-        return found
-
-    def _stop_ddl(self, db: str, name: str, reason: str, known_only: bool = True) -> None:
-        qualified = f"{db}.{name}"
-        if not server.included(self.source, db, name) or qualified in self.stopped or (
-                known_only and Registry(self.registry_root / qualified).latest() is None):
-            return  # not tapped, stopped already, or never published: nothing to keep apart
-        self._stop_table(db, name, reason)
-
-    def _truncate(self, db: str, name: str, end: BinlogPosition, timestamp: int) -> None:
-        """A delete for every row the table's topic holds live, with the ref key of the
-        TRUNCATE event's last byte (ddl.py)."""
-        qualified = f"{db}.{name}"
-        registry = Registry(self.registry_root / qualified)
-        latest = registry.latest()
-        if not server.included(self.source, db, name) or qualified in self.stopped or \
-                latest is None:
-            return  # not tapped, stopped, or never published: the lake holds none of its rows
-        kind = registered_key(latest[1]).kind
-        if kind == CHANGELOG or (kind == ROW and self.rows.skip(qualified, end)):
-            return  # an append-only changelog keeps every change; or in a bootstrap snapshot
-        assert self.producer is not None
-        published = ddl.truncate(self.producer, self.settings.broker.bootstrap_servers,
-                                 topic_for(self.source, db, name), registry.versions(),
-                                 pack_ref(ref_file_index(end.file_index, self._generation),
-                                          end.pos - 1),
-                                 Envelope(self.source.kind, timestamp * 1000,
-                                          self.source.data_center))
-        if isinstance(published, str):
-            self._stop_table(db, name, f"TRUNCATE at {end}: {published}")
-            return
-        self.stats.messages += published
-        if kind == ROW:
-            self.rows.clear(qualified)
-        log.info("source %s: TRUNCATE %s at %s: published %d deletes", self.source.name,
-                 qualified, end, published)
 
     def _stream_error(self, exc: Exception) -> SluiceError:
         text = str(exc)
