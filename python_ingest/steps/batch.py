@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.exceptions import PipelineError
 from python_ingest.runtime.catalog import FORMAT_CONF, insert_operation_kept
 from python_ingest.runtime.faults import fault_point
-from python_ingest.steps.fork import ERROR_COLUMNS, STEP, DocsJob, finish_fork, split
+from python_ingest.steps.fork import ERROR_COLUMNS, DocsJob, finish_fork, split
 from python_ingest.steps.index import MERGE_STEP, ensure_index
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint, step_properties
-from python_ingest.tables.formats import append, committing, ensure_table, table_exists
+from python_ingest.tables.formats import committing, ensure_table, table_exists
 from python_ingest.tables.lease import check_held
 
 if TYPE_CHECKING:
@@ -168,14 +168,8 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
     parts = split(spark, converted, suite, report_dir, f"batch-{first}-{newest}",
                   tables.staging, tables.valid, tables.errors, per_batch=True)
     try:
-        if parts.error_count:
-            fork_done = step_checkpoint(spark, tables.errors, STEP)
-            if newest > fork_done:
-                from pyspark.sql import functions as F
-
-                check_held(tables.job)
-                append(parts.errors.where(F.col("_batch_id") > fork_done), tables.errors,
-                       step_properties(STEP, newest))
+        check_held(tables.job)
+        parts.commit_errors(spark, tables.errors, newest)
         fault_point("after_fork")
         result = finish_fork(parts, lake_done, newest, tables.staging, tables.errors, defer)
         run.count("valid", result.valid)

@@ -124,6 +124,19 @@ class Split:
     batches: list[int] = field(default_factory=list)  # with valid rows (``per_batch``)
     partial_batches: set[int] = field(default_factory=set)  # with valid partial updates
 
+    def commit_errors(self, spark: SparkSession, error_table: str, target: int) -> None:
+        """Append the error rows of the batches ``error_table`` does not hold yet (a rerun
+        after a crash between this commit and the next), with the fork checkpoint ``target``;
+        nothing when no row failed or it holds them all."""
+        from pyspark.sql import functions as F
+
+        if not self.error_count:
+            return
+        done = step_checkpoint(spark, error_table, STEP)
+        if target > done:
+            append(self.errors.where(F.col("_batch_id") > done), error_table,
+                   step_properties(STEP, target))
+
     def release(self) -> None:
         for frame in self._persisted:
             frame.unpersist()
@@ -239,10 +252,7 @@ def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table:
                   staging_table, valid_table, error_table)
     try:
         valid_columns = read_table(spark, valid_table).columns
-        if parts.error_count:
-            errors_done = step_checkpoint(spark, error_table, STEP)
-            pending = parts.errors.where(F.col("_batch_id") > errors_done)
-            append(pending, error_table, step_properties(STEP, int(target)))
+        parts.commit_errors(spark, error_table, int(target))
         append(parts.valid.select(*valid_columns), valid_table,
                step_properties(STEP, int(target)))
     finally:
