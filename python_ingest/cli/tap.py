@@ -19,6 +19,8 @@ def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
     from python_ingest.sources.binlog.jobs import job_configs
 
     source = settings.source(args.source)
+    if source.kind == "postgres":  # docs/postgres-source.md
+        from python_ingest.sources.postgres.jobs import job_configs
     if args.print_jobs:
         print(yaml.safe_dump({"jobs": job_configs(settings, source)}, sort_keys=False), end="")
         return 0
@@ -27,6 +29,8 @@ def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
     from python_ingest.kafka import broker
     from python_ingest.sources.binlog.tap import Tap
 
+    if source.kind == "postgres":
+        from python_ingest.sources.postgres.tap import PgTap as Tap
     if settings.broker.embedded and broker.start(settings):
         print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
     stop = threading.Event()
@@ -44,7 +48,8 @@ def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
     print(f"tap {source.name}: {stats.row_changes} row changes, {stats.messages} messages, "
           f"{stats.transactions} transactions; checkpoint {tap.store.path}")
     for table, info in sorted(tap.stopped.items()):
-        print(f"  STOPPED {table} at {info['file']}:{info['pos']}: {info['error']}")
+        where = info["lsn"] if "lsn" in info else f"{info['file']}:{info['pos']}"
+        print(f"  STOPPED {table} at {where}: {info['error']}")
     return 1 if tap.stopped else 0
 
 
@@ -82,6 +87,14 @@ def cmd_bootstrap(args: argparse.Namespace, settings: Settings) -> int:
     from python_ingest.sources.binlog.bootstrap import bootstrap
 
     source = settings.source(args.source)
+    if source.kind == "postgres":  # one consistent snapshot of every named table
+        from python_ingest.sources.postgres.snapshot import bootstrap_tables
+
+        if settings.broker.embedded and broker.start(settings):
+            print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
+        bootstrap_tables(settings, source, args.table, workers=args.workers,
+                         chunk_rows=args.chunk_rows, progress=printer(sys.stdout))
+        return 0
     if settings.broker.embedded and broker.start(settings):
         print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
     bootstrap(settings, source, args.table, workers=args.workers, chunk_rows=args.chunk_rows,
@@ -92,8 +105,9 @@ def cmd_bootstrap(args: argparse.Namespace, settings: Settings) -> int:
 def add_tap_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings], int], str],
                                    argparse.ArgumentParser]) -> None:
     """Register ``tap`` and ``bootstrap`` on the main parser (``add`` from build_parser)."""
-    tap = add("tap", cmd_tap, "Tap a MariaDB/MySQL binlog (sources: in sluice.yml) into one "
-                              "Kafka topic per table; SIGTERM/SIGINT stop it cleanly.")
+    tap = add("tap", cmd_tap, "Tap a MariaDB/MySQL binlog or a PostgreSQL slot (sources: in "
+                              "sluice.yml) into one Kafka topic per table; SIGTERM/SIGINT stop "
+                              "it cleanly.")
     tap.add_argument("source", help="source name from the config's sources:")
     tap.add_argument("--until-end", action="store_true",
                      help="stop at the binlog's current end instead of waiting for more")
@@ -107,7 +121,8 @@ def add_tap_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings]
     boot = add("bootstrap", cmd_bootstrap, "Publish a table's current rows as a consistent "
                                            "snapshot, then hand over to the tap.")
     boot.add_argument("source", help="source name from the config's sources:")
-    boot.add_argument("table", help="the table as <database>.<table>")
+    boot.add_argument("table", help="the table as <database>.<table> (PostgreSQL: "
+                                    "<schema>.<table>, several joined by commas, or 'all')")
     boot.add_argument("--workers", type=int, help="parallel reader processes "
                                                   "(default: the source's bootstrap_workers)")
     boot.add_argument("--chunk-rows", type=int, help="rows per key-ordered chunk "

@@ -1,4 +1,6 @@
-"""Binlog sources (``sources:`` in sluice.yml): the MySQL-family servers ``sluice tap`` reads."""
+"""Sources (``sources:`` in sluice.yml) that ``sluice tap`` reads: MySQL-family servers (their
+binlog) and PostgreSQL servers (logical replication, ``kind: postgres``,
+docs/postgres-source.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from python_ingest.config.checks import NAME, check_keys, choice, mapping, posit
 from python_ingest.config.secrets import masked_repr
 from python_ingest.exceptions import ConfigError
 
-SOURCE_KINDS = ("mariadb", "mysql")
+SOURCE_KINDS = ("mariadb", "mysql", "postgres")
+POSTGRES = "postgres"
 START_FROM = ("current", "earliest")
 
 
@@ -42,6 +45,11 @@ class SourceConfig:
     bootstrap_chunk_rows: int = 10_000
     bootstrap_workers: int = 2
     key_columns: Mapping[str, Any] = field(default_factory=dict)  # sources/binlog/keys.py
+    # kind: postgres only (docs/postgres-source.md)
+    database: str = "postgres"
+    slot: str | None = None  # default sluice_<source>
+    publication: str | None = None  # default sluice_<source>
+    slot_lag_warn_bytes: int = 1 << 30  # `sluice status` warns past this much retained WAL
 
     def __repr__(self) -> str:
         return masked_repr(self)
@@ -49,6 +57,16 @@ class SourceConfig:
     @property
     def topic_base(self) -> str:
         return self.topic_prefix or self.name
+
+    @property
+    def slot_name(self) -> str:
+        """PostgreSQL: the replication slot the tap reads (created when missing)."""
+        return self.slot or f"sluice_{self.name}"
+
+    @property
+    def publication_name(self) -> str:
+        """PostgreSQL: the publication of the tapped tables (created when missing)."""
+        return self.publication or f"sluice_{self.name}"
 
     def secret(self) -> str:
         """The password (credentials.py): from ``password_env``, ``password_file`` or
@@ -79,16 +97,17 @@ def parse_source(name: str, raw: Mapping[str, Any], root: Path | None = None) ->
     check_keys(raw, set(SourceConfig.__dataclass_fields__) - {"name"}, where)
     d = SourceConfig
     for text in ("host", "user", *credentials.FIELDS, "topic_prefix", "data_center",
-                 "schema_registry"):
+                 "schema_registry", "database", "slot", "publication"):
         if text in raw and not isinstance(raw[text], str):
             raise ConfigError(f"{where}.{text}", "expected text" if "password" in text
                               else f"expected text, got {raw[text]!r}")
-    port = positive_int(raw.get("port", d.port), f"{where}.port")
+    kind = choice(raw.get("kind", d.kind), SOURCE_KINDS, f"{where}.kind")
+    port = positive_int(raw.get("port", 5432 if kind == POSTGRES else d.port), f"{where}.port")
     if port > 65535:
         raise ConfigError(f"{where}.port", f"not a TCP port: {port}")
     return SourceConfig(
         name=name,
-        kind=choice(raw.get("kind", d.kind), SOURCE_KINDS, f"{where}.kind"),
+        kind=kind,
         host=raw.get("host", d.host),
         port=port,
         user=raw.get("user", d.user),
@@ -115,6 +134,21 @@ def parse_source(name: str, raw: Mapping[str, Any], root: Path | None = None) ->
         bootstrap_workers=positive_int(raw.get("bootstrap_workers", d.bootstrap_workers),
                                         f"{where}.bootstrap_workers"),
         key_columns=dict(mapping(raw.get("key_columns"), f"{where}.key_columns")),
+        database=raw.get("database", d.database),
+        slot=_identifier(raw.get("slot"), f"{where}.slot"),
+        publication=_identifier(raw.get("publication"), f"{where}.publication"),
+        slot_lag_warn_bytes=positive_int(raw.get("slot_lag_warn_bytes", d.slot_lag_warn_bytes),
+                                         f"{where}.slot_lag_warn_bytes"),
     )
+
+
+def _identifier(value: Any, field_name: str) -> str | None:
+    """A PostgreSQL slot or publication name: lowercase letters, digits, underscores."""
+    if value is None:
+        return None
+    if not NAME.match(value) or len(value) > 63:
+        raise ConfigError(field_name, f"expected a name of lowercase letters, digits and "
+                          f"underscores (at most 63), got {value!r}")
+    return str(value)
 
 

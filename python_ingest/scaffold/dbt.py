@@ -148,6 +148,9 @@ def scaffold(settings: Settings, source: SourceConfig, project: Path,
     ``say`` hears which key each table got and why."""
     from python_ingest.sources.binlog.jobs import error_job_config, table_jobs
 
+    if source.kind == "postgres":  # docs/postgres-source.md
+        from python_ingest.sources.postgres.jobs import table_jobs
+
     planned = table_jobs(settings, source)
     result = ScaffoldResult(jobs={j.name: j.config for j in planned},
                             keys={j.name: f"row key {j.key.describe()}: {j.key.why}"

@@ -68,6 +68,7 @@ class LocalPostgres:
     folder: Path | None = None
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
+    settings: tuple[str, ...] = ()  # more server settings, "name=value" (passed as -c)
 
     @property
     def dsn(self) -> str:
@@ -93,7 +94,8 @@ class LocalPostgres:
         self.process = subprocess.Popen(
             [str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.port),
              "-k", str(self.folder), "-h", "127.0.0.1", "-c", "fsync=off",
-             "-c", "synchronous_commit=off", "-c", "full_page_writes=off"],
+             "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+             *(arg for setting in self.settings for arg in ("-c", setting))],
             stdout=log, stderr=log, cwd=self.folder, **_as_user(user))
         deadline = time.monotonic() + timeout_s
         import psycopg

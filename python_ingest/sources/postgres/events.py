@@ -1,0 +1,186 @@
+"""One pgoutput row change → changelog records (DBEvents), as the binlog tap publishes them
+(binlog/events.py) with what logical replication adds:
+
+- insert: the full row, ``_changed_columns`` null;
+- update: the new row. A TOASTed value the update left unchanged is not in the WAL
+  (``UNCHANGED``): under REPLICA IDENTITY FULL it is taken from the old row; otherwise the
+  update is *partial*: ``_changed_columns`` names every column it carries, and the merge keeps
+  the lake's value of the others (never a NULL written over it). An update of the key is a
+  delete of the old key and an insert of the new one;
+- delete: the old row (REPLICA IDENTITY FULL) or only its key columns, ``_is_deleted`` true.
+
+Keys follow the table's KeyChoice (binlog/registry.py): key columns (or their text in
+``sluice_row_id``), a full-row identity (REPLICA IDENTITY FULL without a key: the old row
+names the copy an update or delete removes), or an append-only changelog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from python_ingest.sources.binlog.columns import OPERATION, ROW_ID, ColumnSpec
+from python_ingest.sources.binlog.events import (
+    DELETE,
+    INSERT,
+    SNAPSHOT,
+    UPDATE,
+    Change,
+    Envelope,
+    Problem,
+    preview,
+    to_record,
+)
+from python_ingest.sources.binlog.keys import RowCounts, row_digest
+from python_ingest.sources.binlog.producer import Encoder
+from python_ingest.sources.binlog.registry import CHANGELOG, ROW, TableShape
+from python_ingest.sources.postgres.columns import Converter
+from python_ingest.sources.postgres.pgoutput import UNCHANGED
+
+
+@dataclass
+class PgTable:
+    """What the tap needs to publish one table's changes."""
+
+    shape: TableShape
+    schema_id: int
+    encoder: Encoder
+    topic: str
+    converters: tuple[Converter, ...]  # per column, in table order
+    full_identity: bool  # REPLICA IDENTITY FULL: the old row comes whole
+    rows: RowCounts | None = None  # full-row identity: the copies (the tap's)
+
+    @property
+    def specs(self) -> tuple[ColumnSpec, ...]:
+        return self.shape.columns
+
+
+def convert(table: PgTable, texts: list[Any], problems: list[Problem]) -> dict[str, Any]:
+    """The Avro values of a tuple's texts; a value that cannot be converted is null and
+    reported in ``problems``; an unchanged TOASTed value stays UNCHANGED."""
+    out: dict[str, Any] = {}
+    for spec, convert_one, text in zip(table.specs, table.converters, texts, strict=True):
+        if text is None or text is UNCHANGED:
+            out[spec.name] = text
+            continue
+        try:
+            out[spec.name] = convert_one(text)
+        except Exception as exc:
+            problems.append(Problem(spec.name, f"cannot convert the {spec.kind} value: "
+                                    f"{type(exc).__name__}: {exc}", preview(text)))
+            out[spec.name] = None
+    return out
+
+
+def _keyed(table: PgTable, values: dict[str, Any], problems: list[Problem]) -> str | None:
+    failed = [p.column for p in problems if p.column in table.shape.key.columns]
+    if failed or any(values.get(c) is UNCHANGED for c in table.shape.key.columns):
+        problems.append(Problem(failed[0] if failed else None,
+                                "a key column has no value: the change is not published"))
+        return None
+    key = table.shape.key_of(values)
+    if table.shape.key.synthetic:
+        values[ROW_ID] = key
+    return key
+
+
+def _copy(table: PgTable, values: dict[str, Any], add: bool) -> str:
+    assert table.rows is not None
+    digest = row_digest(table.specs, values)
+    qualified = table.shape.qualified
+    n = table.rows.add(qualified, digest) if add else table.rows.remove(qualified, digest)
+    values[ROW_ID] = f"{digest}#{n}"
+    return str(values[ROW_ID])
+
+
+def _record(table: PgTable, values: dict[str, Any], ref: int, env: Envelope,
+            deleted: bool = False) -> dict[str, Any]:
+    record = to_record(table, values, ref, env, deleted)  # type: ignore[arg-type]
+    unchanged = [s.name for s in table.specs if values.get(s.name) is UNCHANGED]
+    if unchanged:  # a partial update: the columns it sets
+        for name in unchanged:
+            record[name] = None
+        record["_changed_columns"] = [n for n in (*table.shape.key.synthetic_columns,
+                                                  *(s.name for s in table.specs))
+                                      if n not in unchanged]
+    return record
+
+
+def insert(table: PgTable, new: list[Any], ref: int, env: Envelope) -> Change:
+    problems: list[Problem] = []
+    values = convert(table, new, problems)
+    mode = table.shape.key.kind
+    if mode == CHANGELOG:
+        values[ROW_ID], values[OPERATION] = str(ref), INSERT
+        return Change(values[ROW_ID], _record(table, values, ref, env), INSERT, problems)
+    key = _copy(table, values, True) if mode == ROW else _keyed(table, values, problems)
+    return Change(key, _record(table, values, ref, env), INSERT, problems)
+
+
+def delete(table: PgTable, old: list[Any], ref: int, env: Envelope) -> Change:
+    problems: list[Problem] = []
+    values = convert(table, old, problems)
+    mode = table.shape.key.kind
+    if mode == CHANGELOG:
+        values[ROW_ID], values[OPERATION] = str(ref), DELETE
+        return Change(values[ROW_ID], _record(table, values, ref, env), DELETE, problems)
+    key = _copy(table, values, False) if mode == ROW else _keyed(table, values, problems)
+    return Change(key, _record(table, values, ref, env, deleted=True), DELETE, problems)
+
+
+def update(table: PgTable, old: list[Any] | None, new: list[Any], first_ref: int,
+           env: Envelope) -> list[Change]:
+    """The changes of one update: one, or a delete and an insert (refs ``first_ref`` and
+    ``first_ref + 1``; the caller counts ``len(result)`` positions)."""
+    if old is not None and table.full_identity:  # unchanged TOAST: the old row's value
+        new = [o if n is UNCHANGED else n for o, n in zip(old, new, strict=True)]
+    mode = table.shape.key.kind
+    problems: list[Problem] = []
+    after = convert(table, new, problems)
+    if mode == CHANGELOG:
+        after[ROW_ID], after[OPERATION] = str(first_ref), UPDATE
+        return [Change(after[ROW_ID], _record(table, after, first_ref, env), UPDATE, problems)]
+    if mode == ROW:
+        if old is None:  # cannot be: a full-row identity needs REPLICA IDENTITY FULL
+            problems.append(Problem(None, "an update without the old row (REPLICA IDENTITY "
+                                    "FULL is needed): the change is not published"))
+            return [Change(None, _record(table, after, first_ref, env), UPDATE, problems)]
+        before_problems: list[Problem] = []
+        before = convert(table, old, before_problems)
+        if all(before[s.name] == after[s.name] for s in table.specs):
+            return []
+        gone = Change(_copy(table, before, False),
+                      _record(table, before, first_ref, env, deleted=True), DELETE,
+                      before_problems)
+        return [gone, Change(_copy(table, after, True), _record(table, after, first_ref + 1, env),
+                             INSERT, problems)]
+    new_key = _keyed(table, after, problems)
+    if old is not None:
+        before_problems = []
+        before = convert(table, old, before_problems)
+        if table.full_identity and all(before[s.name] == after[s.name] for s in table.specs):
+            return []  # an update that changes nothing publishes nothing
+        old_key = _keyed(table, before, before_problems)
+        if old_key != new_key:
+            return [Change(old_key, _record(table, before, first_ref, env, deleted=True), DELETE,
+                           before_problems),
+                    Change(new_key, _record(table, after, first_ref + 1, env), INSERT, problems)]
+    return [Change(new_key, _record(table, after, first_ref, env), UPDATE, problems)]
+
+
+def snapshot(table: PgTable, texts: list[Any], ref: int, env: Envelope, ordinal: int,
+             copies: dict[str, int]) -> Change:
+    """A snapshot row (``ordinal``-th; ``copies`` counts full-row identities)."""
+    problems: list[Problem] = []
+    values = convert(table, texts, problems)
+    mode = table.shape.key.kind
+    if mode == CHANGELOG:
+        values[ROW_ID], values[OPERATION] = f"{ref}.{ordinal}", SNAPSHOT
+        return Change(values[ROW_ID], _record(table, values, ref, env), SNAPSHOT, problems)
+    if mode == ROW:
+        digest = row_digest(table.specs, values)
+        copies[digest] = copies.get(digest, 0) + 1
+        values[ROW_ID] = f"{digest}#{copies[digest]}"
+        return Change(values[ROW_ID], _record(table, values, ref, env), SNAPSHOT, problems)
+    return Change(_keyed(table, values, problems), _record(table, values, ref, env), SNAPSHOT,
+                  problems)

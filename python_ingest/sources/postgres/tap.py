@@ -1,0 +1,399 @@
+"""The PostgreSQL tap's main loop: pgoutput → changelog events → Kafka, checkpointed at
+transaction ends, the slot confirmed only behind the checkpoint.
+
+The tap reads the source's logical replication slot (created when missing, with the
+publication) with psycopg2's LogicalReplicationConnection, protocol version 1: the server
+sends each committed transaction whole, in commit order (Begin, Relation when a table is first
+seen or changed, Insert/Update/Delete/Truncate, Commit). A transaction's end LSN becomes the
+checkpoint once the broker has acknowledged every event produced before it; the checkpoint
+file is written first and only then is the LSN confirmed to the server (flush), which lets it
+drop the WAL before it. A kill -9 anywhere therefore resends from the last confirmed LSN:
+delivery is at least once, and the ref keys (commit LSN, then the change's position in its
+transaction, position.py) make the repeats harmless to the merge.
+
+When the slot has nothing for the tapped tables (an idle source, or WAL of other databases) the
+server's keepalives carry its WAL end; with no transaction open and every event acknowledged,
+that becomes the checkpoint too, so an idle tap does not hold WAL back.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from python_ingest.config import Settings, SourceConfig
+from python_ingest.exceptions import (
+    IncompatibleSchemaChange,
+    SluiceError,
+    TapError,
+    UnsupportedColumn,
+)
+from python_ingest.kafka import broker as broker_mod
+from python_ingest.sources.binlog import ddl, keys
+from python_ingest.sources.binlog.errors import ErrorSink, check_topic_limit, error_topic, publish
+from python_ingest.sources.binlog.events import Envelope
+from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
+from python_ingest.sources.binlog.registry import CHANGELOG, ROW, Registry
+from python_ingest.sources.binlog.tap import TapStats, registry_root
+from python_ingest.sources.postgres import events, pgoutput, server
+from python_ingest.sources.postgres.events import PgTable
+from python_ingest.sources.postgres.position import (
+    PgCheckpoint,
+    PgCheckpointStore,
+    as_position,
+    lsn_text,
+    ref_key,
+)
+from python_ingest.sources.postgres.shapes import table_shape
+
+log = logging.getLogger(__name__)
+
+SOURCE = "postgres"  # the events' _source
+
+
+def topic_for(source: SourceConfig, schema: str, table: str) -> str:
+    return f"{source.topic_base}.{schema}.{table}"
+
+
+class PgTap:
+    """Reads one PostgreSQL source's slot and publishes its tapped tables' changes."""
+
+    def __init__(self, settings: Settings, source: SourceConfig,
+                 stop: threading.Event | None = None) -> None:
+        self.settings = settings
+        self.source = source
+        self.stop = stop or threading.Event()
+        self.store = PgCheckpointStore(settings.path(settings.state_dir), source.name)
+        self.registry_root = registry_root(settings, source)
+        self.stats = TapStats()
+        self.relations: dict[int, pgoutput.Relation] = {}
+        self.tables: dict[int, PgTable | None] = {}  # None: not tapped (excluded or stopped)
+        self._signatures: dict[int, tuple[Any, ...]] = {}
+        self.stopped: dict[str, dict[str, Any]] = {}
+        self.rows = keys.RowCounts()
+        self._pending: deque[tuple[int, int, Any]] = deque()  # (seq, end LSN, row counts)
+        self._saved = 0
+        self._confirmed = 0
+        self._last_save = 0.0
+        self._commit_lsn = 0  # of the transaction being read (0: none open)
+        self._commit_ms = 0
+        self._index = 0  # the next change's position in it
+        self._known_topics: set[str] = set()
+        self._conn: Any = None
+        self._repl: Any = None
+        self._cursor: Any = None
+        self.producer: ChangelogProducer | None = None
+        self.errors: ErrorSink | None = None
+
+    # ---- public -----------------------------------------------------------------------
+
+    def run(self, until_end: bool = False) -> TapStats:
+        """Tap until stopped or, with ``until_end``, until the WAL's end when it started."""
+        if not self.store.try_lock():
+            raise TapError(f"another tap (or bootstrap) of source '{self.source.name}' is "
+                           f"running (lock {self.store.lock_path}); run one per source")
+        try:
+            return self._run(until_end)
+        finally:
+            self.store.release()
+            for conn in (self._repl, self._conn):
+                if conn is not None:
+                    conn.close()
+
+    # ---- start ------------------------------------------------------------------------
+
+    def _start_lsn(self) -> int:
+        """The LSN to stream from: the checkpoint's, or the slot's (created when missing)."""
+        slot = self.source.slot_name
+        checkpoint = self.store.load()
+        info = server.slot_info(self._conn, slot)
+        if info is not None and info["plugin"] != "pgoutput":
+            raise TapError(f"source {self.source.name}: the replication slot {slot} uses the "
+                           f"plugin {info['plugin']}, the tap reads pgoutput: name another slot "
+                           f"(sources.{self.source.name}.slot) or drop this one")
+        if checkpoint is not None:
+            if info is None or checkpoint.slot != slot:
+                raise TapError(
+                    f"source {self.source.name}: the replication slot {slot} is gone (the "
+                    f"checkpoint {self.store.path} is at {lsn_text(checkpoint.lsn)} in slot "
+                    f"{checkpoint.slot}): the changes since are lost to the tap. Start over: "
+                    f"delete {self.store.path}, then `sluice bootstrap {self.source.name}` "
+                    "(it creates the slot and copies the tables; docs/postgres-source.md)")
+            if info["wal_status"] == "lost":
+                raise TapError(f"source {self.source.name}: the slot {slot} lost WAL it needed "
+                               "(max_slot_wal_keep_size): drop it and start over as for a "
+                               "missing slot (docs/postgres-source.md)")
+            self.stopped = dict(checkpoint.stopped)
+            self.rows = keys.RowCounts(checkpoint.rows)
+            return checkpoint.lsn
+        if info is None:
+            repl = server.replication_connect(self.source)
+            try:
+                start, _ = server.create_slot(repl, slot)
+            finally:
+                repl.close()
+            log.info("source %s: created the replication slot %s at %s", self.source.name,
+                     slot, lsn_text(start))
+        else:
+            start = info["confirmed_flush"] or 0
+        self.store.save(PgCheckpoint(start, slot))
+        return start
+
+    def _run(self, until_end: bool) -> TapStats:
+        keys.check_setting(self.source)
+        self._conn = server.connect(self.source)
+        server.check_server(self._conn, self.source)
+        refused = [t for t in server.without_identity(self._conn, self.source)
+                   if keys.configured(self.source, t) != CHANGELOG]
+        if refused:
+            raise TapError(f"source {self.source.name}: "
+                           + "; ".join(server.no_identity_error(self.source, t) for t in refused))
+        if server.ensure_publication(self._conn, self.source):
+            log.info("source %s: created the publication %s", self.source.name,
+                     self.source.publication_name)
+        start = self._start_lsn()
+        self._saved = self._confirmed = start
+        target = server.current_lsn(self._conn) if until_end else None
+        self.producer = ChangelogProducer(self.settings.broker.bootstrap_servers)
+        broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, error_topic(self.source),
+                                self.source.partitions)
+        self.errors = ErrorSink(self.producer, self.source, self.registry_root)
+        self._repl = server.replication_connect(self.source)
+        self._cursor = cur = self._repl.cursor()
+        import psycopg2
+
+        try:
+            cur.start_replication(slot_name=self.source.slot_name, decode=False,
+                                  start_lsn=start, status_interval=self.source.heartbeat_s * 5,
+                                  options={"proto_version": "1",
+                                           "publication_names": self.source.publication_name})
+        except psycopg2.Error as exc:
+            raise TapError(f"source {self.source.name}: cannot stream from the slot "
+                           f"{self.source.slot_name}: {str(exc).strip()} (another tap may be "
+                           "reading it)") from exc
+        log.info("tapping source %s from %s (slot %s, publication %s) into topics "
+                 "%s.<schema>.<table>", self.source.name, lsn_text(start), self.source.slot_name,
+                 self.source.publication_name, self.source.topic_base)
+        last_ask = 0.0
+        while not self.stop.is_set():
+            try:
+                message = cur.read_message()
+            except psycopg2.Error as exc:
+                raise TapError(f"source {self.source.name}: the replication stream failed "
+                               f"after {lsn_text(self._saved)}: {str(exc).strip()}") from exc
+            if message is not None:
+                self.stats.events += 1
+                self._message(message.payload)
+                if self._commit_lsn == 0:
+                    self._maybe_save()
+                continue
+            self._idle()
+            if target is not None:
+                if self._commit_lsn == 0 and max(self._seen_end(), cur.wal_end) >= target:
+                    break
+                now = time.monotonic()
+                if now - last_ask > 0.1:  # a keepalive with the server's WAL end
+                    cur.send_feedback(reply=True)
+                    last_ask = now
+            select.select([cur], [], [], 0.1 if target is not None
+                          else min(self.source.heartbeat_s, 1.0))
+        self._finish()
+        return self.stats
+
+    def _seen_end(self) -> int:
+        return self._pending[-1][1] if self._pending else self._saved
+
+    # ---- messages ---------------------------------------------------------------------
+
+    def _message(self, payload: bytes) -> None:
+        msg = pgoutput.decode(payload)
+        kind = type(msg)
+        if kind is pgoutput.Insert:
+            table = self._tapped(msg.relation)
+            if table is not None:
+                self._publish(table, [events.insert(table, msg.new, self._next_ref(), self._env)])
+        elif kind is pgoutput.Update:
+            table = self._tapped(msg.relation)
+            if table is not None:
+                found = events.update(table, msg.old, msg.new, self._ref(), self._env)
+                self._index += max(len(found), 1)
+                self._publish(table, found)
+        elif kind is pgoutput.Delete:
+            table = self._tapped(msg.relation)
+            if table is not None:
+                self._publish(table, [events.delete(table, msg.old, self._next_ref(), self._env)])
+        elif kind is pgoutput.Begin:
+            self._commit_lsn, self._commit_ms, self._index = msg.final_lsn, msg.commit_ms, 0
+            self._env = Envelope(SOURCE, msg.commit_ms, self.source.data_center)
+        elif kind is pgoutput.Commit:
+            self._commit(msg)
+        elif kind is pgoutput.Relation:
+            self._relation(msg)
+        elif kind is pgoutput.Truncate:
+            for oid in msg.relations:
+                self._truncate(oid)
+
+    def _tapped(self, oid: int) -> PgTable | None:
+        """The table of a row change, None when it is not published (not tapped, stopped, or
+        the change is in the table's snapshot already: full-row identities)."""
+        table = self.tables.get(oid)
+        if table is not None and table.rows is not None and \
+                self.rows.skip(table.shape.qualified, as_position(self._commit_lsn)):
+            self._index += 1
+            return None
+        return table
+
+    def _ref(self) -> int:
+        return ref_key(self._commit_lsn, self._index)
+
+    def _next_ref(self) -> int:
+        ref = ref_key(self._commit_lsn, self._index)
+        self._index += 1
+        return ref
+
+    _env = Envelope(SOURCE, 0, None)
+
+    def _publish(self, table: PgTable, changes: list[Any]) -> None:
+        assert self.producer is not None and self.errors is not None
+        qualified = table.shape.qualified
+        self.stats.row_changes += 1
+        reported = self.errors.reported
+        where = (lsn_text(self._commit_lsn), self._index)
+        for change in changes:
+            if publish(self.producer, table.topic, table.encoder, change,
+                       table.shape.key.columns, self.errors, qualified, where, self._env):
+                self.stats.messages += 1
+        self.stats.errors += self.errors.reported - reported
+
+    def _commit(self, msg: pgoutput.Commit) -> None:
+        assert self.producer is not None
+        self.stats.transactions += 1
+        self._pending.append((self.producer.acks.next_seq, msg.end_lsn, self.rows.take_delta()))
+        self._commit_lsn = 0
+
+    # ---- tables -----------------------------------------------------------------------
+
+    def _relation(self, rel: pgoutput.Relation) -> None:
+        """A table's (new) shape: registered as a new schema version when its columns changed."""
+        self.relations[rel.oid] = rel
+        qualified = rel.qualified
+        if not server.included(self.source, rel.namespace, rel.name) or \
+                qualified in self.stopped:
+            self.tables[rel.oid] = None
+            return
+        signature = (rel.identity, rel.columns)
+        if self._signatures.get(rel.oid) == signature and rel.oid in self.tables:
+            return
+        try:
+            table = self._register(rel)
+        except (IncompatibleSchemaChange, UnsupportedColumn, SluiceError) as exc:
+            self._stop_table(qualified, str(exc))
+            self.tables[rel.oid] = None
+            return
+        self.tables[rel.oid] = table
+        self._signatures[rel.oid] = signature
+
+    def _register(self, rel: pgoutput.Relation) -> PgTable:
+        registry = Registry(self.registry_root / rel.qualified)
+        latest = registry.latest()
+        found = table_shape(self._conn, self.source, rel.namespace, rel.name,
+                            latest[1] if latest else None,
+                            tuple((c.name, c.type_oid, c.typmod) for c in rel.columns),
+                            rel.identity)
+        previous = latest[0] if latest else None
+        schema_id = registry.register(found.shape)
+        if previous is not None and schema_id != previous:
+            log.info("table %s: columns added, new schema version %d", rel.qualified, schema_id)
+        elif previous is None:
+            log.info("table %s: keyed by %s (%s)", rel.qualified, found.shape.key.describe(),
+                     found.shape.key.why)
+        topic = topic_for(self.source, rel.namespace, rel.name)
+        if topic not in self._known_topics:
+            bootstrap = self.settings.broker.bootstrap_servers
+            broker_mod.ensure_topic(bootstrap, topic, self.source.partitions)
+            check_topic_limit(bootstrap, topic)
+            self._known_topics.add(topic)
+        return PgTable(found.shape, schema_id, Encoder(schema_id, found.shape.avro()), topic,
+                       found.converters, found.identity == "f",
+                       self.rows if found.shape.key.kind == ROW else None)
+
+    def _truncate(self, oid: int) -> None:
+        """A delete for every row the table's topic holds live (binlog/ddl.py), with the
+        TRUNCATE's ref key."""
+        table = self.tables.get(oid)
+        if table is None:
+            return
+        qualified = table.shape.qualified
+        if table.shape.key.kind == CHANGELOG:
+            return  # an append-only changelog keeps every change
+        assert self.producer is not None
+        published = ddl.truncate(self.producer, self.settings.broker.bootstrap_servers,
+                                 table.topic, Registry(self.registry_root / qualified).versions(),
+                                 self._next_ref(), self._env)
+        if isinstance(published, str):
+            self._stop_table(qualified, f"TRUNCATE at {lsn_text(self._commit_lsn)}: {published}")
+            self.tables[oid] = None
+            return
+        self.stats.messages += published
+        if table.rows is not None:
+            self.rows.clear(qualified)
+        log.info("source %s: TRUNCATE %s at %s: published %d deletes", self.source.name,
+                 qualified, lsn_text(self._commit_lsn), published)
+
+    def _stop_table(self, qualified: str, reason: str) -> None:
+        """Stop publishing one table (kept in the checkpoint; a bootstrap clears it)."""
+        self.stopped[qualified] = {"lsn": lsn_text(self._commit_lsn or self._seen_end()),
+                                   "error": reason}
+        log.error("source %s: STOPPED table %s: %s", self.source.name, qualified, reason)
+
+    # ---- checkpoints ------------------------------------------------------------------
+
+    def _idle(self) -> None:
+        """Nothing to read: save what is acknowledged; with nothing pending, the server's WAL
+        end (from its keepalives) is a checkpoint too."""
+        self._maybe_save()
+        assert self.producer is not None
+        wal_end = int(self._cursor.wal_end or 0)
+        if (self._commit_lsn == 0 and not self._pending and self.producer.acks.in_flight == 0
+                and wal_end > self._saved and
+                time.monotonic() - self._last_save >= self.source.checkpoint_interval_s):
+            self._save(wal_end)
+
+    def _maybe_save(self, force: bool = False) -> None:
+        assert self.producer is not None
+        now = time.monotonic()
+        if not force and now - self._last_save < self.source.checkpoint_interval_s:
+            return
+        self.producer.poll()
+        done = self.producer.acks.done_below
+        safe: tuple[int, int, Any] | None = None
+        while self._pending and self._pending[0][0] <= done:
+            safe = self._pending.popleft()
+            self.rows.apply(safe[2])
+        self._last_save = now
+        if safe is not None and safe[1] > self._saved:
+            self._save(safe[1])
+
+    def _save(self, lsn: int) -> None:
+        """Write the checkpoint, then confirm the LSN to the server (never the other way)."""
+        self.store.save(PgCheckpoint(lsn, self.source.slot_name, dict(self.stopped),
+                                     self.rows.to_json(as_position(lsn))))
+        self._saved = lsn
+        self._last_save = time.monotonic()
+        self.stats.checkpoints_saved += 1
+        self._cursor.send_feedback(write_lsn=lsn, flush_lsn=lsn, force=True)
+        self._confirmed = lsn
+
+    def _finish(self) -> None:
+        """Clean stop: every event produced is acknowledged, then the checkpoint is saved."""
+        assert self.producer is not None
+        self.producer.flush()
+        self._maybe_save(force=True)
+        log.info("tap of %s stopped cleanly at %s: %d row changes, %d messages, %d "
+                 "transactions, %d error records", self.source.name, lsn_text(self._saved),
+                 self.stats.row_changes, self.stats.messages, self.stats.transactions,
+                 self.stats.errors)
