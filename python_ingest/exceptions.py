@@ -141,6 +141,11 @@ class UnsupportedColumn(SluiceError):
     """A column the tap cannot represent; stops that table with this message."""
 
 
+class SchemaRegistryError(SluiceError):
+    """A Schema Registry over HTTP cannot be reached, refuses sluice, or lacks a subject; the
+    batch stops before any data moves (an unknown schema id is one message's error row)."""
+
+
 class DecodeError(Exception):  # not a SluiceError: one record's fault, caught per record
     """One message could not become a raw row; the message text goes to the error table."""
 

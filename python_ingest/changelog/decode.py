@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import fastavro
 
+from python_ingest.changelog import debezium
+from python_ingest.changelog.registry import RegistryClient
 from python_ingest.changelog.schema import (
     CONFLUENT_MAGIC,
     JOINED,
@@ -160,11 +162,15 @@ class Decoder:
 
     def __init__(self, schema: ChangelogSchema) -> None:
         self.schema = schema
-        reader = _strip_logical(schema.avro)
+        self.debezium = schema.debezium  # Debezium envelopes, flattened after decoding
+        # a Debezium job decodes its envelopes, read with the newest one (changelog/debezium.py)
+        self._strip = _strip_logical if schema.envelope is None else debezium.strip_logical
+        reader = _strip_logical(schema.avro) if schema.envelope is None else schema.envelope
+        self._reader_schema = reader
         self.reader = fastavro.parse_schema(reader)
         # Pass no reader schema when the writer is the reader: schema resolution is slow.
-        self.writers = {sid: (fastavro.parse_schema(_strip_logical(w)),
-                              None if _strip_logical(w) == reader else self.reader)
+        self.writers = {sid: (fastavro.parse_schema(self._strip(w)),
+                              None if self._strip(w) == reader else self.reader)
                         for sid, w in schema.writer_schemas.items()}
         self._missing: dict[int, str] = {}  # unknown ids (registry read once): reason
         fields = {f["name"]: f["type"] for f in schema.avro["fields"]}
@@ -186,6 +192,8 @@ class Decoder:
         """Decode one message value to its Avro record (raises DecodeError). The hot path."""
         if not value:
             raise DecodeError("empty message value (tombstone or null)")
+        if self.debezium is not None and self.debezium.encoding == "json":
+            return debezium.flatten(debezium.parse_json(value), self.debezium)
         buffer = io.BytesIO(value)
         if self.schema.confluent:
             writer, reader = self._writer_of(value)
@@ -202,6 +210,8 @@ class Decoder:
         if buffer.tell() != len(value):
             raise DecodeError(f"Avro decode left {len(value) - buffer.tell()} trailing bytes: "
                               "the message does not match the job's schema")
+        if self.debezium is not None:
+            return debezium.flatten(record, self.debezium)  # type: ignore[arg-type]
         return record  # type: ignore[return-value]  # a record schema decodes to a dict
 
     def _writer_of(self, value: bytes) -> tuple[Any, Any]:
@@ -219,6 +229,8 @@ class Decoder:
             return False
         self._missing[sid] = (f"unknown schema id {sid}: add it to the job's schema_ids or "
                               "schema_registry")
+        if self.schema.http_registry is not None:
+            return self._fetched(sid, self.schema.http_registry)
         if self.schema.registry is None:
             return False
         file = Path(self.schema.registry) / f"{sid}.avsc"
@@ -232,8 +244,26 @@ class Decoder:
                                   f"{type(exc).__name__}: {exc}")
             return False
         del self._missing[sid]
-        self.writers[sid] = (parsed, None if writer == _strip_logical(self.schema.avro)
-                             else self.reader)
+        self.writers[sid] = (parsed, None if writer == self._reader_schema else self.reader)
+        return True
+
+    def _fetched(self, sid: int, registry: RegistryClient) -> bool:
+        """Fetch id ``sid`` from the Schema Registry (once per process: registry.py); an id the
+        registry lacks is an error row naming it; a registry gone fails the task (raises)."""
+        found = registry.schema(sid)
+        if found is None:
+            self._missing[sid] = (f"unknown schema id {sid}: the schema registry at "
+                                  f"{registry.shown_url} has no schema with that id")
+            return False
+        try:
+            writer = self._strip(found)
+            parsed = fastavro.parse_schema(writer)
+        except Exception as exc:  # noqa: BLE001  # every message of that id is an error row
+            self._missing[sid] = (f"schema id {sid} from {registry.shown_url} is not a valid "
+                                  f"Avro schema: {type(exc).__name__}: {exc}")
+            return False
+        del self._missing[sid]
+        self.writers[sid] = (parsed, None if writer == self._reader_schema else self.reader)
         return True
 
     def to_arrow(self, records: list[dict[str, Any]]) -> tuple[pa.RecordBatch, dict[int, str]]:

@@ -12,14 +12,16 @@ Decoding one message is in ``changelog.decode``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import fastavro
 
-from python_ingest.config import ROW_KEY_ENCODINGS, JobConfig, Settings
-from python_ingest.exceptions import ConfigError
+from python_ingest.changelog import debezium
+from python_ingest.changelog.registry import RegistryClient, subject_of
+from python_ingest.config import DEBEZIUM, ROW_KEY_ENCODINGS, JobConfig, Settings
+from python_ingest.exceptions import ConfigError, SchemaRegistryError
 
 if TYPE_CHECKING:
     pass
@@ -107,15 +109,38 @@ class ChangelogSchema:
     confluent: bool
     registry: str | None = None  # the schema_registry folder (absolute), read again for new ids
     row_key_encoding: str = JSON_KEYS
+    # confluent-avro from a Schema Registry over HTTP: ids not loaded yet are fetched by id
+    http_registry: RegistryClient | None = None
+    # source: debezium: how events become flat records; envelope: the Avro reader envelope
+    debezium: debezium.DebeziumFormat | None = None
+    envelope: dict[str, Any] | None = None
 
     @classmethod
     def load(cls, job: JobConfig, root: Path) -> ChangelogSchema:
-        """Parse and check the job's schema files; raises ConfigError naming what is wrong."""
+        """Parse and check the job's schema files; raises ConfigError naming what is wrong.
+
+        A job reading a Schema Registry over HTTP loads every version of its topic's subject
+        (TopicNameStrategy) here, before anything is read: a registry that cannot be reached
+        raises SchemaRegistryError, naming its URL."""
         writers = {sid: _read_schema(root, path, f"jobs.{job.name}.schema_ids.{sid}")
                    for sid, path in job.schema_ids.items()}
         if job.schema_registry:
             writers.update(registry_schemas(root, job.schema_registry, job.name))
-        if job.value_format == "confluent-avro" and not writers:
+        http = None
+        if job.registry is not None and not writers:
+            http = RegistryClient(job.registry.url, job.registry.user,
+                                  job.registry.secret(f"jobs.{job.name}.schema_registry"),
+                                  job.registry.timeout_s)
+            writers.update(http.versions(subject_of(job.topic)))
+            if not writers and not job.schema:
+                raise SchemaRegistryError(
+                    f"the schema registry at {http.shown_url} has no subject "
+                    f"'{subject_of(job.topic)}' (TopicNameStrategy) for job {job.name}: "
+                    "produce to the topic with a registry-aware serializer first, or set the "
+                    "job's schema (an .avsc of the newest version)")
+        if job.source == DEBEZIUM:
+            return cls._debezium(job, root, writers, http)
+        if job.value_format == "confluent-avro" and not writers and http is None:
             raise ConfigError(f"jobs.{job.name}.schema_ids",
                               "value_format confluent-avro needs the writer schema of each id",
                               "map ids to .avsc files, e.g. {1: schemas/trips.avsc}, or set "
@@ -124,10 +149,42 @@ class ChangelogSchema:
             avro = _read_schema(root, job.schema, f"jobs.{job.name}.schema")
         else:  # the newest registered version reads all older ones
             avro = writers[max(writers)]
+        return cls._checked(job, root, avro, writers, http)
+
+    @classmethod
+    def _debezium(cls, job: JobConfig, root: Path, writers: dict[int, dict[str, Any]],
+                  http: RegistryClient | None) -> ChangelogSchema:
+        """A Debezium job's flat reader schema: the row's columns in lake types plus the
+        changelog fields flattening fills (changelog/debezium.py)."""
+        given = _read_schema(root, job.schema, f"jobs.{job.name}.schema") if job.schema else None
+        envelope = None
+        if job.value_format == "confluent-avro":
+            envelope = writers[max(writers)] if writers else given
+        row_source = given or envelope
+        if row_source is None:
+            raise ConfigError(f"jobs.{job.name}.schema", "a json Debezium job needs the row's "
+                              "schema (.avsc)", "sluice debezium scaffold writes it")
+        try:
+            is_envelope = {"op", "after"} <= {f["name"] for f in row_source.get("fields", [])}
+            row = debezium.row_schema(row_source) if is_envelope else row_source
+            if envelope is not None:
+                debezium.row_schema(envelope)
+        except ConfigError as exc:
+            raise ConfigError(f"jobs.{job.name}.schema", str(exc)) from None
+        encoding = "json" if job.value_format == "json" else "avro"
+        avro, fmt = debezium.flat_schema(row, job.name, encoding, job.ordering)
+        stripped = None if envelope is None else debezium.strip_logical(envelope)
+        return replace(cls._checked(replace(job, ref_key=debezium.REF_KEY), root, avro,
+                                    writers, http), debezium=fmt, envelope=stripped)
+
+    @classmethod
+    def _checked(cls, job: JobConfig, root: Path, avro: dict[str, Any],
+                 writers: dict[int, dict[str, Any]],
+                 http: RegistryClient | None) -> ChangelogSchema:
         if avro.get("type") != "record":
             raise ConfigError(f"jobs.{job.name}.schema", "the top-level Avro type must be a record")
         fields = {f["name"]: f["type"] for f in avro["fields"]}
-        source = job.schema or job.schema_registry
+        source = job.schema or job.schema_registry or (http and http.shown_url)
         for column in job.row_key:
             if column not in fields:
                 raise ConfigError(f"jobs.{job.name}.row_key",
@@ -151,7 +208,8 @@ class ChangelogSchema:
             registry = str(folder if folder.is_absolute() else (root / folder).resolve())
         return cls(avro=avro, payload=payload, row_key=job.row_key, ref_key=job.ref_key,
                    writer_schemas=writers, confluent=job.value_format == "confluent-avro",
-                   registry=registry, row_key_encoding=job.row_key_encoding)
+                   registry=registry, row_key_encoding=job.row_key_encoding,
+                   http_registry=http)
 
     def keyed_differently(self) -> bool:
         """Whether the two row key encodings give this job's rows different ``_row_key``\ s.
@@ -175,6 +233,8 @@ def check_job_schemas(settings: Settings) -> None:
 
     Run before any data moves (the CLI does it right after reading the config)."""
     for job in settings.jobs.values():
+        if job.registry is not None and not (job.schema_registry or job.schema_ids):
+            continue  # read from the registry by the job's ingest, before data moves
         ChangelogSchema.load(job, settings.root)
 
 

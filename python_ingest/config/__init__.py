@@ -37,6 +37,8 @@ from python_ingest.config.files import (
     check_no_file_keys,
     parse_files,
 )
+from python_ingest.config.registry import URL_ENV as _REGISTRY_URL_ENV
+from python_ingest.config.registry import RegistryConfig, parse_registry
 from python_ingest.config.runner import RunnerConfig, parse_priority, parse_runner
 from python_ingest.config.secrets import masked_repr
 from python_ingest.config.services import ServicesConfig, parse_services
@@ -47,7 +49,8 @@ CONFIG_ENV = "SLUICE_CONFIG"
 DEFAULT_CONFIG_FILE = "sluice.yml"
 
 READERS = ("kafka-python", "confluent-kafka")
-VALUE_FORMATS = ("avro", "confluent-avro")
+VALUE_FORMATS = ("avro", "confluent-avro", "json")  # json: Debezium's JsonConverter only
+DEBEZIUM = "debezium"  # source: debezium, Debezium change events (docs/debezium.md)
 STARTING_OFFSETS = ("earliest", "latest")
 DATA_LOSS_POLICIES = ("fail", "accept")
 # How _row_key is made from the row key columns (docs/architecture.md, "Row keys"): json (a
@@ -121,6 +124,11 @@ class JobConfig:
     # every batch (debugging; a plain `dbt run` always does); off: the runner's batch path
     # converts and forks in one pass on the way to the lake (steps/batch.py)
     keep_step_tables: bool = False
+    # confluent-avro without a folder or schema_ids: writer schemas by id from this Schema
+    # Registry over HTTP (config/registry.py; the job's own, else the project's)
+    registry: RegistryConfig | None = None
+    # source: debezium, MySQL/MariaDB: order by binlog position or by GTID (changelog/debezium.py)
+    ordering: str = "position"
 
 
 @dataclass(frozen=True)
@@ -137,6 +145,7 @@ class Settings:
     table_format: str = "hudi"  # of every table sluice and dbt write (docs/formats.md)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     table_permissions: str = "owner"  # TABLE_PERMISSIONS: the warehouse's namespace folders
+    schema_registry: RegistryConfig | None = None  # the project's (config/registry.py)
 
     def path(self, relative: str) -> Path:
         """Resolve a path from config against the project root."""
@@ -161,22 +170,43 @@ class Settings:
         return self.sources[name]
 
 
-def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
-    """Validate one job's mapping from the config file into a JobConfig."""
+def parse_job(name: str, raw: Mapping[str, Any], root: Path,
+              project_registry: RegistryConfig | None = None) -> JobConfig:
+    """Validate one job's mapping from the config file into a JobConfig (``project_registry``:
+    the project's Schema Registry, for confluent-avro jobs with no schemas of their own)."""
     where = f"jobs.{name}"
     if not _NAME.match(name):
         raise ConfigError(where, "job names are lowercase letters, digits and underscores",
                           "the name becomes the table name raw.<name>")
     _check_keys(raw, ({f.name for f in JobConfig.__dataclass_fields__.values()}
-                      - {"name", "files"}) | FILE_KEYS, where)
+                      - {"name", "files", "registry"}) | FILE_KEYS, where)
     source = _choice(raw.get("source", "kafka"), SOURCES, f"{where}.source")
     files = parse_files(raw, where, root) if source == "files" else None
+    if source == DEBEZIUM and raw.get("ref_key", "_ref_key") != "_ref_key":
+        raise ConfigError(f"{where}.ref_key", "a Debezium job's ref key is the change's source "
+                          "position (_ref_key); remove ref_key")
     if files is None:
         check_no_file_keys(raw, where)
     for required in ("row_key",) if files else ("topic", "row_key"):
         if not raw.get(required):
             raise ConfigError(f"{where}.{required}", "is required")
-    if not raw.get("schema") and not raw.get("schema_registry"):
+    job_registry = None
+    if isinstance(raw.get("schema_registry"), Mapping):  # the job's own registry over HTTP
+        job_registry = parse_registry(raw["schema_registry"], f"{where}.schema_registry", root)
+        raw = {k: v for k, v in raw.items() if k != "schema_registry"}
+    value_format = raw.get("value_format", "avro")
+    if value_format == "json" and source != DEBEZIUM:
+        raise ConfigError(f"{where}.value_format", "json is for source: debezium only",
+                          "Debezium's JsonConverter, with or without its schema envelope")
+    if (value_format == "confluent-avro" and not raw.get("schema_registry")
+            and not raw.get("schema_ids")):
+        job_registry = job_registry or project_registry
+        if job_registry is None:
+            raise ConfigError(f"{where}.schema_ids", "value_format confluent-avro needs the "
+                              "writer schema of each id", "map ids to .avsc files, set "
+                              "schema_registry to a folder of <id>.avsc files, or name a Schema "
+                              "Registry: schema_registry: {url: ...} at the top of sluice.yml")
+    if not raw.get("schema") and not raw.get("schema_registry") and job_registry is None:
         raise ConfigError(f"{where}.schema", "is required (or schema_registry, a folder of "
                           "<id>.avsc files, with value_format confluent-avro)")
     row_key = raw["row_key"]
@@ -234,6 +264,9 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path) -> JobConfig:
         table_format=None if raw.get("table_format") is None else _choice(
             str(raw["table_format"]).strip().lower(), TABLE_FORMATS, f"{where}.table_format"),
         keep_step_tables=_flag(raw.get("keep_step_tables", False), f"{where}.keep_step_tables"),
+        registry=job_registry,
+        ordering=_choice(raw.get("ordering", "position"), ("position", "gtid"),
+                         f"{where}.ordering"),
     )
     return job
 
@@ -257,6 +290,10 @@ def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
     data["catalog"] = _catalog_with_env(_mapping(data.get("catalog"), "catalog"), env)
     if env.get("SLUICE_STATE_DIR"):  # e.g. a second runner on this host: its own status file
         data["state_dir"] = env["SLUICE_STATE_DIR"]
+    if env.get(_REGISTRY_URL_ENV):  # the project's Schema Registry
+        registry = data.get("schema_registry")
+        data["schema_registry"] = {**(registry if isinstance(registry, dict) else {}),
+                                   "url": env[_REGISTRY_URL_ENV]}
     if env.get("SLUICE_TABLE_FORMAT"):
         data["table_format"] = env["SLUICE_TABLE_FORMAT"].strip().lower()
     if env.get("SLUICE_BROKER_EMBEDDED"):
@@ -300,7 +337,8 @@ def load_settings(path: str | os.PathLike[str] | None = None,
         data = json.loads(json.dumps(loaded))  # deep copy with plain types
     _env_overrides(data, env)
     _check_keys(data, {"spark", "catalog", "broker", "jobs", "state_dir", "sources",
-                       "table_format", "runner", "table_permissions"}, "config")
+                       "table_format", "runner", "table_permissions", "schema_registry"},
+                "config")
 
     spark_raw = _mapping(data.get("spark"), "spark")
     _check_keys(spark_raw, {"master", "app_name", "conf"}, "spark")
@@ -326,8 +364,11 @@ def load_settings(path: str | os.PathLike[str] | None = None,
         retention_bytes=-1 if (kept := broker_raw.get("retention_bytes", -1)) == -1
         else parse_size(kept, "broker.retention_bytes"),
     )
+    registry = None
+    if data.get("schema_registry") is not None:
+        registry = parse_registry(data["schema_registry"], "schema_registry", root)
     jobs = {
-        str(name): parse_job(str(name), _mapping(raw, f"jobs.{name}"), root)
+        str(name): parse_job(str(name), _mapping(raw, f"jobs.{name}"), root, registry)
         for name, raw in _mapping(data.get("jobs"), "jobs").items()
     }
     sources = {
@@ -341,4 +382,5 @@ def load_settings(path: str | os.PathLike[str] | None = None,
                     runner=parse_runner(_mapping(data.get("runner"), "runner")),
                     table_permissions=_choice(
                         data.get("table_permissions", Settings.table_permissions),
-                        TABLE_PERMISSIONS, "table_permissions"))
+                        TABLE_PERMISSIONS, "table_permissions"),
+                    schema_registry=registry)

@@ -11,7 +11,7 @@ from typing import Any
 from python_ingest.config.checks import positive_int
 from python_ingest.exceptions import ConfigError
 
-SOURCES = ("kafka", "files")
+SOURCES = ("kafka", "files", "debezium")  # debezium: a Kafka topic of Debezium events
 # A files job's default max_bytes: its files are read on the driver (docs/files-source.md)
 FILES_MAX_BYTES = 256 * 1024**2
 # The job keys only a files job has (max_bytes is shared with Kafka jobs).

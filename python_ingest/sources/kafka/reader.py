@@ -134,6 +134,8 @@ class _Emitter:
 
     def add(self, chunk: _Chunk, batch: kafka_client.MessageBatch) -> None:
         """Decode a batch of messages into the chunk (the per-message hot loop)."""
+        if self.decoder.debezium is not None and not all(batch.values):
+            batch = _without_tombstones(batch)  # Debezium's tombstones: for compaction only
         self.report.bytes += (sum(map(len, filter(None, batch.keys)))
                               + sum(map(len, filter(None, batch.values))))
         decode = self.decoder.record
@@ -230,6 +232,16 @@ class _Emitter:
                   else pa.array(list(values), pa.int64()).cast(f.type)
                   for values, f in zip(columns, self.schema, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _without_tombstones(batch: kafka_client.MessageBatch) -> kafka_client.MessageBatch:
+    """The batch without its null values (a Debezium delete's tombstone follows the delete
+    event, so that log compaction can drop the key: no change of its own)."""
+    kept = [i for i, value in enumerate(batch.values) if value]
+    return kafka_client.MessageBatch([batch.keys[i] for i in kept],
+                                     [batch.values[i] for i in kept],
+                                     [batch.offsets[i] for i in kept],
+                                     [batch.timestamps_ms[i] for i in kept])
 
 
 def decode_messages(spec: ReadSpec, partition: int, batch: kafka_client.MessageBatch

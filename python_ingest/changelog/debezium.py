@@ -1,0 +1,329 @@
+"""Debezium change events as changelog rows (``source: debezium``; docs/debezium.md).
+
+A Debezium event's value is an envelope: ``op`` (c create, r snapshot read, u update, d
+delete), ``before`` and ``after`` (the row's images), ``source`` (where in the database's log
+the change was read) and ``ts_ms``. It arrives as Avro framed by a Schema Registry, or as JSON
+from Kafka Connect's JsonConverter with or without its ``{"schema", "payload"}`` envelope.
+
+The job's reader schema is flat, as every job's: the row's columns in their lake types (the
+Debezium logical types mapped as ``flat_schema`` says) plus ``_ref_key``, ``_source``,
+``_event_ts`` and ``_is_deleted``. ``flatten`` turns one decoded envelope into such a record;
+the chunk's column-wise conversion (changelog/decode.py) does the rest, as for any job.
+
+Ordering (``_ref_key``, strictly increasing per row, from the source position):
+
+- MySQL/MariaDB: ``(binlog file index << 32) | (pos + row)``: ``pos`` is the row event's
+  offset in its file and every row image takes at least one byte of the event, so ``pos + row``
+  grows within a file; with ``ordering: gtid`` (failover between servers) the GTID's sequence
+  number instead of the file index (MariaDB ``domain-server-seq``, MySQL ``uuid:n``);
+- PostgreSQL: the change's ``lsn``;
+- otherwise (a documented fallback): the source's ``ts_us`` (or ``ts_ms`` × 1000): two changes
+  of one row within the same microsecond are then ordered arbitrarily.
+
+A snapshot read (``op: r``) takes the position just before the log position its snapshot
+began at, so every streamed change of that row after the snapshot is newer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from python_ingest.exceptions import ConfigError, DecodeError
+
+REF_KEY = "_ref_key"
+ORDERINGS = ("position", "gtid")  # MySQL/MariaDB: binlog file/pos/row, or the GTID
+_BINLOG = ("mysql", "mariadb")
+_FILE_INDEX = re.compile(r"(\d+)$")
+_MARIADB_GTID = re.compile(r"^\d+-\d+-(\d+)$")
+_MYSQL_GTID = re.compile(r":(\d+)$")
+_ENVELOPE_FIELDS = [
+    {"name": REF_KEY, "type": "long"},
+    {"name": "_source", "type": ["null", "string"], "default": None},
+    {"name": "_event_ts", "type": ["null", "long"], "default": None},
+    {"name": "_is_deleted", "type": "boolean", "default": False},
+]
+
+# connect.name (or logicalType) -> (flat Avro type, conversion of the value)
+_TEMPORAL: dict[str, tuple[Any, str]] = {
+    "io.debezium.time.Date": ({"type": "int", "logicalType": "date"}, ""),
+    "org.apache.kafka.connect.data.Date": ({"type": "int", "logicalType": "date"}, ""),
+    "date": ({"type": "int", "logicalType": "date"}, ""),
+    "io.debezium.time.Timestamp": ({"type": "long", "logicalType": "timestamp-millis"}, ""),
+    "org.apache.kafka.connect.data.Timestamp": (
+        {"type": "long", "logicalType": "timestamp-millis"}, ""),
+    "timestamp-millis": ({"type": "long", "logicalType": "timestamp-millis"}, ""),
+    "io.debezium.time.MicroTimestamp": ({"type": "long", "logicalType": "timestamp-micros"}, ""),
+    "timestamp-micros": ({"type": "long", "logicalType": "timestamp-micros"}, ""),
+    "io.debezium.time.NanoTimestamp": ({"type": "long", "logicalType": "timestamp-micros"},
+                                       "nanos"),
+    "io.debezium.time.ZonedTimestamp": ({"type": "long", "logicalType": "timestamp-micros"},
+                                        "zoned"),
+    "io.debezium.time.Time": ("string", "time_ms"),
+    "org.apache.kafka.connect.data.Time": ("string", "time_ms"),
+    "time-millis": ("string", "time_ms"),
+    "io.debezium.time.MicroTime": ("string", "time_us"),
+    "time-micros": ("string", "time_us"),
+    "io.debezium.time.NanoTime": ("string", "time_ns"),
+}
+_TEXT = ("io.debezium.data.Json", "io.debezium.data.Uuid", "io.debezium.data.Enum",
+         "io.debezium.data.EnumSet", "io.debezium.data.Xml", "io.debezium.time.ZonedTime",
+         "io.debezium.time.Interval", "io.debezium.data.Ltree")
+_GEOMETRY = ("io.debezium.data.geometry.Geometry", "io.debezium.data.geometry.Point",
+             "io.debezium.data.geometry.Geography")
+_PLAIN = {"string": "string", "long": "long", "int": "long", "boolean": "boolean",
+          "float": "float", "double": "double", "bytes": "bytes"}
+
+
+@dataclass(frozen=True)
+class DebeziumFormat:
+    """How a job's Debezium events become flat records (pickled into Spark tasks)."""
+
+    encoding: str  # avro | json
+    conversions: tuple[tuple[str, str], ...]  # (column, conversion) for columns that need one
+    columns: tuple[str, ...]  # every row column, in the reader schema's order
+    scales: tuple[tuple[str, int], ...] = ()  # decimal columns' scales (JSON's base64 bytes)
+    ordering: str = "position"
+
+
+def _branch(avro_type: Any) -> Any:
+    if isinstance(avro_type, list):
+        branches = [t for t in avro_type if t != "null"]
+        return branches[0] if len(branches) == 1 else avro_type
+    return avro_type
+
+
+def _column_type(name: str, avro_type: Any, job: str) -> tuple[Any, str, int | None]:
+    """(flat Avro type, conversion, decimal scale) of one row column."""
+    t = _branch(avro_type)
+    if isinstance(t, str):
+        if t in _PLAIN:
+            return _PLAIN[t], "", None
+        raise ConfigError(f"jobs.{job}.schema", f"column '{name}': unsupported type {t!r}")
+    if not isinstance(t, dict):
+        raise ConfigError(f"jobs.{job}.schema", f"column '{name}': unsupported type {t!r}")
+    connect = t.get("connect.name") or t.get("logicalType") or ""
+    if connect in _TEMPORAL:
+        flat, conversion = _TEMPORAL[connect]
+        return flat, conversion, None
+    if connect in _TEXT:
+        return "string", "", None
+    if connect in _GEOMETRY:
+        return "bytes", "wkb", None
+    if connect in ("io.debezium.time.Year", "io.debezium.time.MicroDuration"):
+        return "long", "", None
+    if connect == "io.debezium.data.VariableScaleDecimal":
+        return "string", "variable_decimal", None
+    if connect in ("org.apache.kafka.connect.data.Decimal", "decimal"):
+        params = t.get("connect.parameters") or {}
+        scale = int(t.get("scale", params.get("scale", 0)))
+        precision = t.get("precision", params.get("connect.decimal.precision"))
+        if precision is None or int(precision) > 38:  # beyond Spark's decimals: exact text
+            return "string", f"decimal_text:{scale}", scale
+        return ({"type": "bytes", "logicalType": "decimal", "precision": int(precision),
+                 "scale": scale}, "decimal", scale)
+    if connect == "io.debezium.data.Bits":
+        length = int((t.get("connect.parameters") or {}).get("length", 64))
+        if length <= 63:
+            return "long", "bits", None
+        return {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 0}, \
+            "bits_decimal", None
+    base = t.get("type")
+    if base == "enum":
+        return "string", "", None
+    if isinstance(base, str) and base in _PLAIN:
+        return _PLAIN[base], "", None
+    raise ConfigError(f"jobs.{job}.schema",
+                      f"column '{name}': unsupported Debezium type {connect or base!r}")
+
+
+def row_schema(envelope: dict[str, Any]) -> dict[str, Any]:
+    """The row's record schema inside a Debezium envelope (its ``after`` field's type)."""
+    fields = {f["name"]: f["type"] for f in envelope.get("fields", [])}
+    if "op" not in fields or "after" not in fields:
+        raise ConfigError("schema", f"{envelope.get('name', 'the schema')} is not a Debezium "
+                          "change event envelope (no 'op' and 'after' fields)")
+    return dict(_branch(fields["after"]))
+
+
+def flat_schema(row: dict[str, Any], job: str, encoding: str,
+                ordering: str = "position") -> tuple[dict[str, Any], DebeziumFormat]:
+    """The job's flat reader schema for a Debezium row record, and how to flatten events."""
+    fields, conversions, scales = [], [], []
+    for f in row.get("fields", []):
+        flat, conversion, scale = _column_type(f["name"], f["type"], job)
+        fields.append({"name": f["name"], "type": ["null", flat], "default": None})
+        if conversion:
+            conversions.append((f["name"], conversion))
+        if scale is not None:
+            scales.append((f["name"], scale))
+    schema = {"type": "record", "name": str(row.get("name", "Value")).replace(".", "_"),
+              "fields": fields + _ENVELOPE_FIELDS}
+    return schema, DebeziumFormat(encoding, tuple(conversions),
+                                  tuple(f["name"] for f in row.get("fields", [])),
+                                  tuple(scales), ordering)
+
+
+def strip_logical(avro_type: Any) -> Any:
+    """An envelope schema with every logical type but decimal plain (values stay the integers
+    and texts Debezium wrote; ``flatten`` and the chunk's conversion handle them)."""
+    if isinstance(avro_type, list):
+        return [strip_logical(t) for t in avro_type]
+    if isinstance(avro_type, dict):
+        out = {k: v for k, v in avro_type.items()
+               if k != "logicalType" or v == "decimal"}
+        if out.get("type") == "record":
+            out["fields"] = [{**f, "type": strip_logical(f["type"])} for f in out["fields"]]
+        elif isinstance(out.get("type"), dict | list):
+            out["type"] = strip_logical(out["type"])
+        return out
+    return avro_type
+
+
+def parse_json(value: bytes) -> dict[str, Any]:
+    """A JsonConverter message: the payload, with or without the schema envelope."""
+    try:
+        event = json.loads(value)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DecodeError(f"not JSON: {type(exc).__name__}: {exc}") from None
+    if isinstance(event, dict) and "payload" in event and "schema" in event:
+        event = event["payload"]
+    if not isinstance(event, dict):
+        raise DecodeError("not a Debezium change event: the JSON value is not an object")
+    return event
+
+
+def _time_text(value: int, per_second: int) -> str:
+    sign = "-" if value < 0 else ""
+    total, fraction = divmod(abs(value), per_second)
+    hours, rest = divmod(total, 3600)
+    text = f"{sign}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+    if fraction:
+        digits = len(str(per_second)) - 1
+        text += "." + f"{fraction:0{digits}d}"[:6].rstrip("0")
+    return text
+
+
+def _decimal(value: Any, scale: int) -> Decimal:
+    """A decimal as Avro (Decimal already), JSON base64 bytes, a number or numeric text."""
+    if isinstance(value, Decimal):
+        return value
+    if isinstance(value, bytes):
+        return Decimal(int.from_bytes(value, "big", signed=True)).scaleb(-scale)
+    if isinstance(value, str):
+        try:
+            return Decimal(value)
+        except ArithmeticError:
+            raw = base64.b64decode(value)
+            return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale)
+    return Decimal(str(value))
+
+
+def _bits(value: Any) -> int:
+    raw = base64.b64decode(value) if isinstance(value, str) else value
+    return int.from_bytes(raw, "little")  # Debezium's Bits: little-endian bytes
+
+
+def convert(value: Any, conversion: str, scale: int) -> Any:
+    """One column's Debezium value as its flat type (None stays None)."""
+    if value is None:
+        return None
+    if conversion == "nanos":
+        return value // 1000
+    if conversion == "zoned":
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return (int(moment.timestamp()) * 1_000_000 + moment.microsecond)
+    if conversion.startswith("time_"):
+        per_second = {"time_ms": 1000, "time_us": 1_000_000, "time_ns": 1_000_000_000}
+        return _time_text(int(value), per_second[conversion])
+    if conversion == "decimal":
+        return _decimal(value, scale)
+    if conversion.startswith("decimal_text"):
+        return format(_decimal(value, scale), "f")
+    if conversion == "variable_decimal":
+        raw = value["value"]
+        raw = base64.b64decode(raw) if isinstance(raw, str) else raw
+        return format(Decimal(int.from_bytes(raw, "big", signed=True))
+                      .scaleb(-int(value["scale"])), "f")
+    if conversion == "bits":
+        return _bits(value)
+    if conversion == "bits_decimal":
+        return Decimal(_bits(value))
+    if conversion == "wkb":
+        wkb = value.get("wkb") if isinstance(value, dict) else value
+        return base64.b64decode(wkb) if isinstance(wkb, str) else wkb
+    return value
+
+
+def _binlog_ref(source: dict[str, Any], ordering: str) -> int | None:
+    offset = int(source.get("pos") or 0) + int(source.get("row") or 0)
+    if ordering == "gtid" and source.get("gtid"):
+        gtid = str(source["gtid"])
+        found = _MARIADB_GTID.match(gtid) or _MYSQL_GTID.search(gtid)
+        if found:
+            return (int(found.group(1)) << 32) | (offset & 0xFFFFFFFF)
+    found = _FILE_INDEX.search(str(source.get("file") or ""))
+    if found is None:
+        return None
+    return (int(found.group(1)) << 32) | (offset & 0xFFFFFFFF)
+
+
+def ref_key(event: dict[str, Any], ordering: str) -> int:
+    """The change's ``_ref_key`` from its source position (the module's docstring)."""
+    source = event.get("source") or {}
+    connector = str(source.get("connector") or "")
+    ref: int | None = None
+    if connector in _BINLOG:
+        ref = _binlog_ref(source, ordering)
+    elif connector == "postgresql" and source.get("lsn") is not None:
+        ref = int(source["lsn"])
+    if ref is None:  # the fallback: the change's time in microseconds
+        us = source.get("ts_us") or event.get("ts_us")
+        ms = source.get("ts_ms") or event.get("ts_ms")
+        if us is not None:
+            ref = int(us)
+        elif ms is not None:
+            ref = int(ms) * 1000
+        else:
+            raise DecodeError("Debezium event without a source position or time: cannot order it")
+    if event.get("op") == "r":  # a snapshot read: just before the log position it began at
+        ref = max(ref - 1, 0)
+    return ref
+
+
+def flatten(event: dict[str, Any], fmt: DebeziumFormat) -> dict[str, Any]:
+    """One decoded Debezium envelope as a flat changelog record (raises DecodeError)."""
+    op = event.get("op")
+    if op in ("c", "r", "u"):
+        row = event.get("after")
+    elif op == "d":
+        row = event.get("before")
+    elif op == "t":
+        raise DecodeError("a Debezium truncate event: sluice applies row changes only; empty "
+                          "the lake table yourself if the source table was truncated")
+    else:
+        raise DecodeError(f"not a Debezium change event: op {op!r}")
+    if not isinstance(row, dict):
+        image = "before" if op == "d" else "after"
+        raise DecodeError(f"Debezium '{op}' event without its '{image}' image (PostgreSQL: set "
+                          "the table's REPLICA IDENTITY FULL for deletes)")
+    record = {name: row.get(name) for name in fmt.columns}
+    scales = dict(fmt.scales)
+    for name, conversion in fmt.conversions:
+        try:
+            record[name] = convert(record[name], conversion, scales.get(name, 0))
+        except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
+            raise DecodeError(f"column '{name}': {record[name]!r:.80} is not a valid "
+                              f"{conversion} value: {type(exc).__name__}: {exc}") from None
+    source = event.get("source") or {}
+    record[REF_KEY] = ref_key(event, fmt.ordering)
+    record["_source"] = source.get("connector")
+    ts = source.get("ts_ms") if source.get("ts_ms") is not None else event.get("ts_ms")
+    record["_event_ts"] = int(ts) if ts is not None else None
+    record["_is_deleted"] = op == "d"
+    return record

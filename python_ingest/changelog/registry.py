@@ -1,0 +1,124 @@
+"""A Schema Registry over HTTP (Confluent's REST API): writer schemas by id, subjects by
+TopicNameStrategy (``<topic>-value``).
+
+The client is a frozen value pickled into Spark tasks with the job's schema: the driver loads
+the subject's versions before a batch reads anything (an unreachable registry fails the batch
+there, before any data moves), and a task that meets an id registered since fetches it itself.
+Schemas by id are immutable, so each is fetched once per process (driver and every Python
+worker) and kept for the process's life (``_BY_ID``).
+
+Plain ``urllib``: the Confluent API is a few GETs, and executors need nothing more installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from python_ingest.config.secrets import redact
+from python_ingest.exceptions import SchemaRegistryError
+
+ACCEPT = "application/vnd.schemaregistry.v1+json"
+_BY_ID: dict[tuple[str, int], dict[str, Any] | None] = {}  # (url, id): schema, None: 404
+_BY_VERSION: dict[tuple[str, str, int], tuple[int, dict[str, Any]]] = {}
+_LOCK = threading.Lock()
+
+
+def subject_of(topic: str) -> str:
+    """The value subject of a topic under TopicNameStrategy (Confluent's default)."""
+    return f"{topic}-value"
+
+
+@dataclass(frozen=True)
+class RegistryClient:
+    """Reads a Confluent-compatible Schema Registry; its password never shows in a repr."""
+
+    url: str
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    timeout_s: float = 10.0
+
+    def __repr__(self) -> str:
+        return f"RegistryClient(url={redact(self.url)!r}, user={self.user!r})"
+
+    @property
+    def shown_url(self) -> str:
+        return redact(self.url, self.password)
+
+    def _get(self, path: str) -> Any:
+        """GET ``path`` as JSON; None for a 404; SchemaRegistryError when the registry cannot
+        be reached or refuses (what the user must fix, naming the URL)."""
+        request = urllib.request.Request(self.url + path, headers={"Accept": ACCEPT})
+        if self.user is not None:
+            token = base64.b64encode(f"{self.user}:{self.password or ''}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            if exc.code in (401, 403):
+                raise SchemaRegistryError(
+                    f"the schema registry at {self.shown_url} refused sluice ({exc.code} "
+                    f"{exc.reason}): check schema_registry.user and its password_env or "
+                    "password_file in sluice.yml") from None
+            raise SchemaRegistryError(
+                f"the schema registry at {self.shown_url} answered {exc.code} {exc.reason} to "
+                f"GET {path}: check the registry's health; nothing was read") from None
+        except (OSError, ValueError) as exc:  # refused, DNS, timeout, not JSON
+            reason = getattr(exc, "reason", exc)
+            raise SchemaRegistryError(
+                f"the schema registry at {self.shown_url} cannot be reached "
+                f"({type(exc).__name__}: {redact(str(reason), self.password)}): start it or fix "
+                "schema_registry.url in sluice.yml, then run again; no data was read") from None
+
+    def schema(self, sid: int) -> dict[str, Any] | None:
+        """The Avro schema registered with id ``sid`` (None: the registry has none), fetched
+        once per process."""
+        key = (self.url, sid)
+        with _LOCK:
+            if key in _BY_ID:
+                return _BY_ID[key]
+        found = self._get(f"/schemas/ids/{sid}")
+        parsed = None if found is None else _avro(found, f"schema id {sid}")
+        with _LOCK:
+            _BY_ID[key] = parsed
+        return parsed
+
+    def versions(self, subject: str) -> dict[int, dict[str, Any]]:
+        """Every version registered under ``subject``, by schema id (oldest first); empty when
+        the subject does not exist. One request, plus one per version not seen before."""
+        quoted = urllib.parse.quote(subject, safe="")
+        numbers = self._get(f"/subjects/{quoted}/versions")
+        found: dict[int, dict[str, Any]] = {}
+        for number in sorted(numbers or []):
+            key = (self.url, subject, int(number))
+            with _LOCK:
+                known = _BY_VERSION.get(key)
+            if known is None:
+                version = self._get(f"/subjects/{quoted}/versions/{int(number)}")
+                if version is None:  # deleted since the listing
+                    continue
+                known = (int(version["id"]), _avro(version, f"{subject} v{number}"))
+                with _LOCK:
+                    _BY_VERSION[key] = known
+                    _BY_ID[(self.url, known[0])] = known[1]
+            found[known[0]] = known[1]
+        return found
+
+
+def _avro(answer: dict[str, Any], what: str) -> dict[str, Any]:
+    kind = answer.get("schemaType", "AVRO")
+    if kind != "AVRO":
+        raise SchemaRegistryError(f"{what} is a {kind} schema: sluice reads Avro only")
+    parsed = json.loads(answer["schema"])
+    if not isinstance(parsed, dict):
+        raise SchemaRegistryError(f"{what} is not an Avro record schema: {parsed!r:.80}")
+    return parsed

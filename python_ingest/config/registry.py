@@ -1,0 +1,74 @@
+"""A Schema Registry over HTTP (Confluent's API): where Confluent-framed messages' writer
+schemas come from when a job has no folder of ``<id>.avsc`` files (docs/debezium.md).
+
+```yaml
+schema_registry:                      # the project's registry (top level of sluice.yml)
+  url: http://registry:8081           # Apicurio: http://host:8080/apis/ccompat/v7
+  user: sluice                        # basic auth, optional
+  password_env: SLUICE_REGISTRY_PASSWORD   # or password_file (credentials.py)
+  timeout_s: 10
+```
+
+A job may name its own registry with the same mapping under ``jobs.<name>.schema_registry``
+(a text there is still a folder of ``<id>.avsc`` files, the embedded default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from python_ingest import credentials
+from python_ingest.config.checks import check_keys
+from python_ingest.config.secrets import masked_repr
+from python_ingest.exceptions import ConfigError
+
+URL_ENV = "SLUICE_SCHEMA_REGISTRY_URL"
+
+
+@dataclass(frozen=True, repr=False)
+class RegistryConfig:
+    """A Confluent-compatible Schema Registry; subjects by TopicNameStrategy
+    (``<topic>-value``). The password never shows in a repr (credentials.py)."""
+
+    url: str
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    password_env: str | None = None
+    password_file: str | None = None
+    timeout_s: float = 10.0
+
+    def __repr__(self) -> str:
+        return masked_repr(self)
+
+    def secret(self, where: str = "schema_registry") -> str | None:
+        """The basic-auth password, None without a user. For requests only: never log it."""
+        if self.user is None:
+            return None
+        return credentials.reveal(where, self.password, self.password_env, self.password_file)
+
+
+def parse_registry(raw: Any, where: str, root: Path) -> RegistryConfig:
+    """Validate a ``schema_registry`` mapping (``where`` names it in errors)."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(where, f"expected a mapping with a url, got {raw!r}")
+    check_keys(raw, set(RegistryConfig.__dataclass_fields__), where)
+    url = raw.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}.url", f"expected an http(s) URL, got {url!r}",
+                          "the registry's Confluent API, e.g. http://registry:8081 "
+                          "(Apicurio: http://host:8080/apis/ccompat/v7)")
+    for text in ("user", *credentials.FIELDS):
+        if text in raw and not isinstance(raw[text], str):
+            raise ConfigError(f"{where}.{text}", "expected text")
+    if raw.get("user") is None and any(raw.get(f) is not None for f in credentials.FIELDS):
+        raise ConfigError(f"{where}.user", "is required with a password (basic auth)")
+    timeout = raw.get("timeout_s", RegistryConfig.timeout_s)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise ConfigError(f"{where}.timeout_s", f"expected a positive number, got {timeout!r}")
+    return RegistryConfig(url=url.rstrip("/"), user=raw.get("user"), password=raw.get("password"),
+                          password_env=raw.get("password_env"),
+                          password_file=credentials.check(where, raw, root),
+                          timeout_s=float(timeout))
