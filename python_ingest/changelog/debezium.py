@@ -31,7 +31,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 from python_ingest.exceptions import ConfigError, DecodeError
@@ -39,6 +39,7 @@ from python_ingest.exceptions import ConfigError, DecodeError
 REF_KEY = "_ref_key"
 ORDERINGS = ("position", "gtid")  # MySQL/MariaDB: binlog file/pos/row, or the GTID
 _BINLOG = ("mysql", "mariadb")
+_EXACT = Context(prec=1000)  # decimals beyond the default 28 digits, never rounded
 _FILE_INDEX = re.compile(r"(\d+)$")
 _MARIADB_GTID = re.compile(r"^\d+-\d+-(\d+)$")
 _MYSQL_GTID = re.compile(r":(\d+)$")
@@ -148,7 +149,30 @@ def row_schema(envelope: dict[str, Any]) -> dict[str, Any]:
     if "op" not in fields or "after" not in fields:
         raise ConfigError("schema", f"{envelope.get('name', 'the schema')} is not a Debezium "
                           "change event envelope (no 'op' and 'after' fields)")
-    return dict(_branch(fields["after"]))
+    found = _branch(fields["after"])
+    if isinstance(found, str):  # a reference to the record ``before`` defines
+        found = _named(envelope, envelope.get("namespace"), found)
+    if not isinstance(found, dict) or found.get("type") != "record":
+        raise ConfigError("schema", f"the 'after' field of {envelope.get('name')} is not a record")
+    return dict(found)
+
+
+def _named(schema: Any, namespace: str | None, wanted: str) -> dict[str, Any] | None:
+    """The record named ``wanted`` (full or short name) defined anywhere inside ``schema``."""
+    if isinstance(schema, list):
+        return next(filter(None, (_named(t, namespace, wanted) for t in schema)), None)
+    if not isinstance(schema, dict):
+        return None
+    if schema.get("type") == "record":
+        space = schema.get("namespace", namespace)
+        name = schema.get("name", "")
+        full = name if "." in name or not space else f"{space}.{name}"
+        if wanted in (full, name) or (space and f"{space}.{wanted}" == full):
+            return schema
+        return next(filter(None, (_named(f["type"], space, wanted)
+                                  for f in schema.get("fields", []))), None)
+    return _named(schema.get("type"), namespace, wanted) if isinstance(
+        schema.get("type"), dict | list) else None
 
 
 def flat_schema(row: dict[str, Any], job: str, encoding: str,
@@ -214,13 +238,13 @@ def _decimal(value: Any, scale: int) -> Decimal:
     if isinstance(value, Decimal):
         return value
     if isinstance(value, bytes):
-        return Decimal(int.from_bytes(value, "big", signed=True)).scaleb(-scale)
+        return Decimal(int.from_bytes(value, "big", signed=True)).scaleb(-scale, _EXACT)
     if isinstance(value, str):
         try:
             return Decimal(value)
         except ArithmeticError:
             raw = base64.b64decode(value)
-            return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale)
+            return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale, _EXACT)
     return Decimal(str(value))
 
 
@@ -243,13 +267,14 @@ def convert(value: Any, conversion: str, scale: int) -> Any:
         return _time_text(int(value), per_second[conversion])
     if conversion == "decimal":
         return _decimal(value, scale)
-    if conversion.startswith("decimal_text"):
-        return format(_decimal(value, scale), "f")
+    if conversion.startswith("decimal_text"):  # exactly ``scale`` decimals, as the tap's
+        return format(_decimal(value, scale).quantize(Decimal(1).scaleb(-scale), None, _EXACT),
+                      "f")
     if conversion == "variable_decimal":
         raw = value["value"]
         raw = base64.b64decode(raw) if isinstance(raw, str) else raw
         return format(Decimal(int.from_bytes(raw, "big", signed=True))
-                      .scaleb(-int(value["scale"])), "f")
+                      .scaleb(-int(value["scale"]), _EXACT), "f")
     if conversion == "bits":
         return _bits(value)
     if conversion == "bits_decimal":

@@ -365,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     from python_ingest.cli.disperse import add_disperse_command
 
     add_disperse_command(add)  # sluice disperse
+    from python_ingest.cli.debezium import add_debezium_commands
+
+    add_debezium_commands(add)  # sluice debezium scaffold
     return parser
 
 

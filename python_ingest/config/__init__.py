@@ -206,7 +206,8 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path,
                               "writer schema of each id", "map ids to .avsc files, set "
                               "schema_registry to a folder of <id>.avsc files, or name a Schema "
                               "Registry: schema_registry: {url: ...} at the top of sluice.yml")
-    if not raw.get("schema") and not raw.get("schema_registry") and job_registry is None:
+    if (not raw.get("schema") and not raw.get("schema_registry") and job_registry is None
+            and not (source == DEBEZIUM and raw.get("schema_ids"))):
         raise ConfigError(f"{where}.schema", "is required (or schema_registry, a folder of "
                           "<id>.avsc files, with value_format confluent-avro)")
     row_key = raw["row_key"]

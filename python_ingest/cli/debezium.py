@@ -1,0 +1,53 @@
+"""The ``sluice debezium scaffold`` command (registered by python_ingest.cli.main)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from python_ingest.config import Settings
+
+
+def cmd_debezium_scaffold(args: argparse.Namespace, settings: Settings) -> int:
+    """Write the jobs, converters and suites of Debezium topics (docs/debezium.md)."""
+    import os
+    from pathlib import Path
+
+    import yaml
+
+    from python_ingest.config import CONFIG_ENV, DEFAULT_CONFIG_FILE
+    from python_ingest.scaffold.debezium import scaffold
+    from python_ingest.steps.dbt import project_dir
+
+    config = Path(args.config or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
+    project = project_dir(settings)
+    result = scaffold(settings, args.topic, project, config if config.is_file() else None,
+                      value_format=args.value_format, source=args.source,
+                      key=args.key.split(",") if args.key else ())
+    for path in result.written:
+        print(f"wrote {path.relative_to(project) if path.is_relative_to(project) else path}")
+    if result.kept:
+        print(f"kept {len(result.kept)} existing file(s) as they are")
+    if config.is_file():
+        print(f"jobs added to {config}: {', '.join(result.jobs_added) or 'none (all present)'}")
+    else:
+        print(yaml.safe_dump({"jobs": result.jobs}, sort_keys=False), end="")
+    print("next: `sluice run --all` (or `sluice run <job>`)")
+    return 0
+
+
+def add_debezium_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings], int],
+                                         str], argparse.ArgumentParser]) -> None:
+    """Register ``debezium scaffold`` on the main parser (``add`` from build_parser)."""
+    dbz = add("debezium", cmd_debezium_scaffold, "Debezium topics: `sluice debezium scaffold "
+              "TOPIC...` writes their jobs (source: debezium), converters and suites.")
+    dbz.add_argument("action", choices=("scaffold",))
+    dbz.add_argument("topic", nargs="+", help="Debezium topics (<prefix>.<db>.<table>)")
+    dbz.add_argument("--value-format", choices=("confluent-avro", "json"),
+                     default="confluent-avro",
+                     help="the connector's value converter: Avro with the Schema Registry "
+                          "(schema_registry: in sluice.yml; default) or JSON with its schema "
+                          "envelope")
+    dbz.add_argument("--source", default="debezium",
+                     help="dbt source name the models go under (default: debezium)")
+    dbz.add_argument("--key", help="key columns, comma-separated (default: the topic's key)")

@@ -1,0 +1,137 @@
+"""``sluice debezium scaffold TOPIC...``: what Debezium topics need to reach the lake.
+
+The counterpart of ``sluice tap --scaffold`` (scaffold/dbt.py) for topics a Debezium deployment
+writes. For each topic (sources/debezium/topics.py reads its row schema and key) it writes
+
+    models/staging/<source>/_<source>__sources.yml   the raw tables (schema raw)
+    models/staging/<source>/stg_<source>__<job>.sql  {{ sluice_passthrough(source(...)) }}
+    models/lake/<source>/<job>.sql                   {{ sluice_merge_all_columns(ref(...)) }}
+    expectations/stg_<source>__<job>.json            not null on the row key columns
+    schemas/debezium/<job>.avsc                      the row's schema (JSON topics only)
+
+and adds a ``source: debezium`` job per topic to the config file. Idempotent: existing files
+are kept as they are, jobs already in the config are not touched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from python_ingest.config import Settings
+from python_ingest.exceptions import ConfigError
+from python_ingest.scaffold.dbt import ScaffoldResult, add_jobs_to_config, dbt_name, staging_model
+from python_ingest.sources.debezium.topics import (
+    DebeziumTopic,
+    from_messages,
+    from_registry,
+    job_name,
+)
+
+SCHEMAS = Path("schemas") / "debezium"
+
+
+def _write(path: Path, text: str, result: ScaffoldResult) -> None:
+    if path.exists():
+        result.kept.append(path)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    result.written.append(path)
+
+
+def describe(settings: Settings, topics: Sequence[str], value_format: str,
+             key: Sequence[str] = ()) -> list[DebeziumTopic]:
+    """Each topic's row schema and key (from the registry, or from its first JSON event)."""
+    found = []
+    for topic in topics:
+        if value_format == "confluent-avro":
+            if settings.schema_registry is None:
+                raise ConfigError("schema_registry", "Avro Debezium topics need the Schema "
+                                  "Registry", "set schema_registry: {url: ...} in sluice.yml")
+            described = from_registry(topic, settings.schema_registry, key)
+        else:
+            described = from_messages(topic, settings.broker.bootstrap_servers, key)
+        found.append(described)
+    return found
+
+
+def _sources_yml(path: Path, source: str, jobs: dict[str, str], result: ScaffoldResult) -> None:
+    data: dict[str, Any] = {"version": 2, "sources": []}
+    if path.exists():
+        data = yaml.safe_load(path.read_text()) or data
+    entry = next((s for s in data.setdefault("sources", []) if s.get("name") == source), None)
+    if entry is None:
+        entry = {"name": source, "description": "Debezium change events, one raw table per "
+                 "topic (sluice debezium scaffold).", "schema": "raw", "tables": []}
+        data["sources"].append(entry)
+    present = {t.get("name") for t in entry.setdefault("tables", [])}
+    missing = [job for job in jobs if job not in present]
+    if not missing:
+        result.kept.append(path)
+        return
+    for job in missing:
+        entry["tables"].append({
+            "name": job, "description": f"Debezium change events of topic {jobs[job]}.",
+            "columns": [{"name": "_row_key", "data_tests": ["not_null"]},
+                        {"name": "_ref_key", "data_tests": ["not_null"]}]})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# Written by `sluice debezium scaffold` (tables are added, never "
+                    "removed).\n" + yaml.safe_dump(data, sort_keys=False))
+    result.written.append(path)
+
+
+def scaffold(settings: Settings, topics: Sequence[str], project: Path, config: Path | None,
+             value_format: str = "confluent-avro", source: str = "debezium",
+             key: Sequence[str] = (), say: Callable[[str], None] | None = print
+             ) -> ScaffoldResult:
+    """Write the models, suites (and JSON topics' row schemas) of ``topics``; add their jobs."""
+    name = dbt_name(source)
+    result = ScaffoldResult()
+    for described in describe(settings, topics, value_format, key):
+        job = job_name(described.topic)
+        columns = {f["name"] for f in described.row.get("fields", [])}
+        missing = [c for c in described.key if c not in columns]
+        if missing or not described.key:
+            raise ConfigError("--key", f"key column(s) {missing or '(none)'} not in the row "
+                              f"of {described.topic}", f"its columns: {sorted(columns)}")
+        entry: dict[str, Any] = {"source": "debezium", "topic": described.topic,
+                                 "value_format": value_format, "row_key": list(described.key)}
+        if value_format == "json":
+            schema_file = settings.root / SCHEMAS / f"{job}.avsc"
+            _write(schema_file, json.dumps(described.row, indent=2) + "\n", result)
+            entry["schema"] = str(SCHEMAS / f"{job}.avsc")
+        result.jobs[job] = entry
+        result.keys[job] = f"row key ({', '.join(described.key)}): the topic's message key"
+        if say is not None:
+            say(f"{described.topic} -> job {job}, {result.keys[job]}")
+    staging_dir = project / "models" / "staging" / name
+    _sources_yml(staging_dir / f"_{name}__sources.yml", name,
+                 {j: e["topic"] for j, e in result.jobs.items()}, result)
+    for job, entry in result.jobs.items():
+        model = staging_model(source, job)
+        _write(staging_dir / f"{model}.sql",
+               f"-- Converter of {entry['topic']} (Debezium): every column as the source has "
+               "it, new columns included.\n-- Written by `sluice debezium scaffold`; edit "
+               "freely (docs/write-a-converter.md).\n"
+               "{{ config(materialized='incremental') }}\n\n"
+               f"{{{{ sluice_passthrough(source('{name}', '{job}')) }}}}\n", result)
+        _write(project / "models" / "lake" / name / f"{job}.sql",
+               f"-- The current state of {entry['topic']}'s table: every column of {model}'s "
+               "valid rows,\n-- merged batch by batch. Written by `sluice debezium scaffold`.\n"
+               "{{ config(materialized='lake_merge') }}\n\n"
+               f"{{{{ sluice_merge_all_columns(ref('{model}')) }}}}\n", result)
+        expectations = [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": c}}
+                        for c in [*entry["row_key"], "_row_key", "_ref_key"]]
+        _write(project / "expectations" / f"{model}.json",
+               json.dumps({"name": model, "meta": {"notes": f"Minimal suite of "
+                           f"{entry['topic']} (Debezium): the row key is never null. Add the "
+                           "table's own rules here."}, "expectations": expectations},
+                          indent=2) + "\n", result)
+    if config is not None:
+        result.jobs_added = add_jobs_to_config(config, result.jobs, result.keys)
+    return result

@@ -1,0 +1,1 @@
+"""Debezium topics: what they hold, for the scaffold (docs/debezium.md)."""

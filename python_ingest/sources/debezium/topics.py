@@ -1,0 +1,131 @@
+"""What a Debezium topic holds, for ``sluice debezium scaffold``: the row's schema and its key.
+
+Avro topics (a Schema Registry): the newest version of ``<topic>-value`` is the change event
+envelope, its ``after`` field the row; the newest of ``<topic>-key`` names the key columns.
+JSON topics (Kafka Connect's JsonConverter): the first change event on the topic; with its
+schema envelope (``schemas.enable=true``) the Connect schema of ``after`` becomes the row's
+Avro schema, written as Confluent's AvroConverter would (``connect.name`` kept, so the
+Debezium logical types land as docs/debezium.md says); its key message names the key columns.
+Without schemas there is nothing to learn the column types from: the user writes the .avsc.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from python_ingest.changelog import debezium
+from python_ingest.changelog.registry import RegistryClient, subject_of
+from python_ingest.config import RegistryConfig
+from python_ingest.exceptions import SluiceError
+from python_ingest.kafka.client import partition_offsets, read_range
+
+SAMPLE_MESSAGES = 1000  # read at most this many messages looking for a change event
+_AVRO = {"int8": "int", "int16": "int", "int32": "int", "int64": "long", "float32": "float",
+         "float64": "double", "boolean": "boolean", "string": "string", "bytes": "bytes"}
+
+
+@dataclass(frozen=True)
+class DebeziumTopic:
+    """A Debezium topic's row schema (Avro, with Debezium's connect.name annotations) and key."""
+
+    topic: str
+    row: dict[str, Any]
+    key: tuple[str, ...]
+
+
+def job_name(topic: str) -> str:
+    """A job name for ``<prefix>.<db>.<table>``: ``<db>_<table>`` (lowercase, underscores)."""
+    parts = topic.split(".")
+    name = re.sub(r"[^a-z0-9_]", "_", "_".join(parts[-2:] if len(parts) > 1 else parts).lower())
+    return name if name[:1].isalpha() else f"t_{name}"
+
+
+def connect_to_avro(schema: dict[str, Any], name: str = "Value") -> Any:
+    """A Connect schema (JsonConverter's form) as the AvroConverter writes it."""
+    kind = schema.get("type")
+    logical = schema.get("name")
+    if kind == "struct":
+        fields = []
+        for field in schema.get("fields", []):
+            avro = connect_to_avro(field, field["field"])
+            if field.get("optional", True):
+                fields.append({"name": field["field"], "type": ["null", avro], "default": None})
+            else:
+                fields.append({"name": field["field"], "type": avro})
+        record: dict[str, Any] = {"type": "record",
+                                  "name": (logical or name).rsplit(".", 1)[-1], "fields": fields}
+        if logical:
+            record["connect.name"] = logical
+        return record
+    if kind == "array":
+        return {"type": "array", "items": connect_to_avro(schema["items"], name)}
+    if kind not in _AVRO:
+        raise SluiceError(f"Connect type {kind!r} of field '{name}' has no Avro form sluice reads")
+    out: dict[str, Any] = {"type": _AVRO[kind]}
+    if logical:
+        out["connect.name"] = logical
+    params = schema.get("parameters")
+    if params:
+        out["connect.parameters"] = params
+    if logical == "org.apache.kafka.connect.data.Decimal" and params:
+        out["logicalType"] = "decimal"
+        out["scale"] = int(params.get("scale", 0))
+        if "connect.decimal.precision" in params:
+            out["precision"] = int(params["connect.decimal.precision"])
+    return out
+
+
+def from_registry(topic: str, registry: RegistryConfig, key: Sequence[str] = ()
+                  ) -> DebeziumTopic:
+    """The row and key (unless given) of an Avro Debezium topic, from the registry's newest
+    versions."""
+    client = RegistryClient(registry.url, registry.user, registry.secret(), registry.timeout_s)
+    values = client.versions(subject_of(topic))
+    if not values:
+        raise SluiceError(f"the schema registry at {client.shown_url} has no subject "
+                          f"'{subject_of(topic)}': is {topic} a Debezium topic written with "
+                          "the AvroConverter?")
+    row = debezium.row_schema(values[max(values)])
+    if key:
+        return DebeziumTopic(topic, row, tuple(key))
+    keys = client.versions(f"{topic}-key")
+    if not keys:
+        raise SluiceError(f"the schema registry at {client.shown_url} has no subject "
+                          f"'{topic}-key': give the key columns with --key")
+    key = tuple(f["name"] for f in keys[max(keys)].get("fields", []))
+    return DebeziumTopic(topic, row, key)
+
+
+def from_messages(topic: str, bootstrap: str, key: Sequence[str] = ()) -> DebeziumTopic:
+    """The row and key (unless given) of a JSON Debezium topic, from its first change
+    event."""
+    for offsets in partition_offsets(bootstrap, topic):
+        end = min(offsets.end, offsets.earliest + SAMPLE_MESSAGES)
+        for message in read_range("confluent-kafka", bootstrap, topic, offsets.partition,
+                                  offsets.earliest, end, 30.0):
+            if not message.value:
+                continue  # a tombstone
+            value = json.loads(message.value)
+            if not isinstance(value, dict) or "schema" not in value:
+                raise SluiceError(f"{topic}'s JSON events carry no schema (the JsonConverter's "
+                                  "schemas.enable=false): write the row's .avsc and the job "
+                                  "by hand (docs/debezium.md)")
+            after = next((f for f in value["schema"].get("fields", [])
+                          if f.get("field") == "after"), None)
+            if after is None:
+                raise SluiceError(f"{topic} does not hold Debezium change events (no 'after')")
+            row = connect_to_avro(after)
+            if key:
+                return DebeziumTopic(topic, row, tuple(key))
+            found = json.loads(message.key) if message.key else {}
+            found = found.get("payload", found) if isinstance(found, dict) else {}
+            if not found:
+                raise SluiceError(f"{topic}'s events have no key: give the key columns "
+                                  "with --key")
+            return DebeziumTopic(topic, row, tuple(found))
+    raise SluiceError(f"no Debezium change event among the first {SAMPLE_MESSAGES} messages "
+                      f"of each partition of {topic}")
