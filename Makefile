@@ -8,6 +8,7 @@ POMS := jvm/spark/pom.xml jvm/kafka/pom.xml
 JARS_STAMP := .sluice/jars/.resolved
 ASSETS_STAMP := .sluice/report-assets/.vendored
 APICURIO_STAMP := .sluice/jars/.apicurio
+CONNECT_STAMP := .sluice/jars/.connect
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -71,7 +72,13 @@ $(APICURIO_STAMP): $(STAMP) jvm/apicurio/pom.xml
 	$(BIN)/python -m python_ingest.runtime.apicurio resolve
 	touch $(APICURIO_STAMP)
 
-setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) ## everything a fresh machine needs (idempotent)
+# Kafka Connect and Debezium's MariaDB connector (jvm/connect/pom.xml), for the Debezium tests
+# and bench, into .sluice/jars (once; atomic)
+$(CONNECT_STAMP): $(STAMP) jvm/connect/pom.xml
+	$(BIN)/python -m python_ingest.runtime.connect resolve
+	touch $(CONNECT_STAMP)
+
+setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) $(CONNECT_STAMP) ## everything a fresh machine needs (idempotent)
 
 run: setup ## run the main job on the embedded default (local Spark, Hudi tables, Apache Kafka, demo data)
 	$(BIN)/sluice demo

@@ -285,13 +285,17 @@ def convert(value: Any, conversion: str, scale: int) -> Any:
     return value
 
 
-def _binlog_ref(source: dict[str, Any], ordering: str) -> int | None:
+def _binlog_ref(source: dict[str, Any], ordering: str, snapshot: bool) -> int | None:
     offset = int(source.get("pos") or 0) + int(source.get("row") or 0)
-    if ordering == "gtid" and source.get("gtid"):
-        gtid = str(source["gtid"])
-        found = _MARIADB_GTID.match(gtid) or _MYSQL_GTID.search(gtid)
-        if found:
-            return (int(found.group(1)) << 32) | (offset & 0xFFFFFFFF)
+    if ordering == "gtid":
+        if snapshot:  # snapshot reads carry no GTID: older than every streamed change
+            return 1
+        found = (_MARIADB_GTID.match(str(source.get("gtid") or ""))
+                 or _MYSQL_GTID.search(str(source.get("gtid") or "")))
+        if found is None:
+            raise DecodeError(f"ordering gtid: a change without a GTID ({source.get('gtid')!r}"
+                              "): turn GTIDs on in the server, or use ordering: position")
+        return (int(found.group(1)) << 32) | (offset & 0xFFFFFFFF)
     found = _FILE_INDEX.search(str(source.get("file") or ""))
     if found is None:
         return None
@@ -304,7 +308,7 @@ def ref_key(event: dict[str, Any], ordering: str) -> int:
     connector = str(source.get("connector") or "")
     ref: int | None = None
     if connector in _BINLOG:
-        ref = _binlog_ref(source, ordering)
+        ref = _binlog_ref(source, ordering, event.get("op") == "r")
     elif connector == "postgresql" and source.get("lsn") is not None:
         ref = int(source["lsn"])
     if ref is None:  # the fallback: the change's time in microseconds

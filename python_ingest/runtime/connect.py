@@ -1,0 +1,183 @@
+"""Kafka Connect with Debezium's MariaDB connector, as users run Debezium: for tests and benches.
+
+``jvm/connect/pom.xml`` pins Apache Kafka's Connect runtime and
+``io.debezium:debezium-connector-mariadb``. ``make setup`` runs ``python -m
+python_ingest.runtime.connect resolve``, which copies them and their runtime closure with Maven
+into ``<jars home>/connect-<sha256 of the pom, 12 hex>/`` (built under a temporary name and
+renamed, as the other jars are). ``start_standalone`` runs a standalone worker (offsets in a
+file) with one connector, its REST API on a free loopback port, and waits until the connector's
+task runs. Nothing is fetched at run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from python_ingest.exceptions import SetupError
+from python_ingest.runtime.jars import DEPENDENCY_PLUGIN, MVN_TIMEOUT_S, jars_home, repo_root
+from python_ingest.runtime.processes import free_port, stop_server
+
+POM = Path("jvm") / "connect" / "pom.xml"
+CLASSPATH_FILE = "classpath.txt"
+MAIN = "org.apache.kafka.connect.cli.ConnectStandalone"
+
+
+def jars_dir(home: Path | None = None, root: Path | None = None) -> Path:
+    pom = (root or repo_root()) / POM
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
+    return (home or jars_home()).resolve() / f"connect-{digest}"
+
+
+def classpath(home: Path | None = None) -> list[Path]:
+    """The resolved jars; SetupError (run 'make setup') when they are not."""
+    folder = jars_dir(home)
+    listing = folder / CLASSPATH_FILE
+    if not listing.is_file():
+        raise SetupError(f"Kafka Connect and Debezium are not resolved in {folder}: run "
+                         "'make setup'")
+    return [folder / line for line in listing.read_text().split() if line]
+
+
+def resolve(home: Path | None = None, root: Path | None = None) -> Path:
+    """Copy the pinned jars from Maven Central once; returns their folder."""
+    root = root or repo_root()
+    final = jars_dir(home, root)
+    if (final / CLASSPATH_FILE).is_file():
+        return final
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise SetupError("Maven (mvn) is not installed: run 'make setup' (apt package maven)")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp", dir=final.parent))
+    try:
+        tmp.chmod(0o755)
+        result = subprocess.run(
+            [mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(root / POM),
+             f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={tmp}",
+             "-DincludeScope=runtime"],
+            capture_output=True, text=True, check=False, timeout=MVN_TIMEOUT_S)
+        jars = sorted(p.name for p in tmp.glob("*.jar"))
+        if result.returncode != 0 or not jars:
+            errors = [line for line in (result.stdout + result.stderr).splitlines()
+                      if line.startswith("[ERROR]")][:4]
+            raise SetupError(f"Maven could not resolve the jars pinned in {root / POM} from "
+                             "Maven Central:\n" + "\n".join(errors) + "\nCheck network access "
+                             "to https://repo.maven.apache.org, then run 'make setup' again.")
+        (tmp / CLASSPATH_FILE).write_text("".join(f"{name}\n" for name in jars))
+        try:
+            tmp.rename(final)
+        except OSError:
+            if not (final / CLASSPATH_FILE).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+@dataclass
+class ConnectWorker:
+    """A running standalone Connect worker with one connector."""
+
+    process: subprocess.Popen[bytes]
+    rest: str  # http://127.0.0.1:<port>
+    connector: str
+    log: Path
+
+    def status(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.rest}/connectors/{self.connector}/status",
+                                    timeout=5) as response:
+            return dict(json.loads(response.read()))
+
+    def stop(self) -> None:
+        stop_server(self.process, 60)
+
+
+def _properties(values: Mapping[str, object]) -> str:
+    return "".join(f"{key}={value}\n" for key, value in values.items())
+
+
+def start_standalone(folder: Path, bootstrap: str, connector: Mapping[str, object], *,
+                     worker: Mapping[str, object] | None = None, heap: str = "512m",
+                     wait_s: float = 120.0) -> ConnectWorker:
+    """Start a standalone worker in ``folder`` running ``connector`` (its properties, with
+    ``name``); returns once the connector's task is RUNNING. Converters default to JSON with
+    schemas; ``worker`` overrides any worker setting."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    settings = {
+        "bootstrap.servers": bootstrap,
+        "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "key.converter.schemas.enable": "true",
+        "value.converter.schemas.enable": "true",
+        "offset.storage.file.filename": str(folder / "offsets.dat"),
+        "offset.flush.interval.ms": "1000",
+        "listeners": f"http://127.0.0.1:{port}",
+        "plugin.discovery": "only_scan",
+        **(worker or {}),
+    }
+    (folder / "worker.properties").write_text(_properties(settings))
+    (folder / "connector.properties").write_text(_properties(connector))
+    (folder / "log4j2.properties").write_text(
+        "rootLogger.level = INFO\nrootLogger.appenderRef.file.ref = FILE\n"
+        "appender.file.type = File\nappender.file.name = FILE\n"
+        f"appender.file.fileName = {folder / 'connect.log'}\n"
+        "appender.file.layout.type = PatternLayout\n"
+        "appender.file.layout.pattern = %d %p %c{1}: %m%n\n")
+    java = shutil.which("java")
+    if java is None:
+        raise SetupError("no java on PATH: run 'make setup' (Java 17)")
+    command = [java, f"-Xmx{heap}", "-cp", ":".join(map(str, classpath())),
+               f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
+               MAIN, str(folder / "worker.properties"), str(folder / "connector.properties")]
+    log = folder / "connect.out"
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, cwd=folder, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    handle = ConnectWorker(process, f"http://127.0.0.1:{port}", str(connector["name"]),
+                           folder / "connect.log")
+    deadline = time.monotonic() + wait_s
+    state = "not started"
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            status = handle.status()
+            tasks = status.get("tasks") or []
+            state = ",".join(str(t.get("state")) for t in tasks) or "no task"
+            if tasks and all(t.get("state") == "RUNNING" for t in tasks):
+                return handle
+            if "FAILED" in state:
+                break
+        except OSError:
+            pass
+        time.sleep(0.5)
+    handle.stop()
+    text = handle.log.read_text(errors="replace") if handle.log.exists() else ""
+    errors = [line for line in text.splitlines() if " ERROR " in line][-8:]
+    raise SetupError(f"the Kafka Connect worker's connector did not run (state {state}; log "
+                     f"{handle.log}):\n" + "\n".join(errors))
+
+
+def main(argv: list[str]) -> int:
+    """``resolve [JARS_DIR]``: resolve the pinned jars once; prints their folder."""
+    args = argv[1:] if argv[:1] == ["resolve"] else argv
+    try:
+        print(resolve(Path(args[0]) if args else None))
+    except SetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # used by `make setup`
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,124 @@
+"""Debezium itself (issue #37, part 3): Kafka Connect (Apache Kafka's standalone worker) with
+Debezium's MariaDB connector reading a private MariaDB, writing JSON to the test broker; sluice
+scaffolds the topic and runs the pipeline; the lake equals the MariaDB table.
+
+The connector starts with ``snapshot.mode=initial`` while a random workload already runs, so
+its snapshot (``op: r``) hands over to its stream under load: a gap or a stale snapshot row
+would leave the lake unequal to the table.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sources.binlog.conftest import mariadb  # noqa: F401  # the private server fixture
+from tests.sources.binlog.lake import make_project
+
+pytestmark = [pytest.mark.debezium, pytest.mark.e2e]
+MARKER = 1_000_000
+
+
+def workload(server: Any, database: str, seed: int, changes: int) -> None:
+    """Random inserts, updates (some in multi-statement transactions), deletes and key
+    changes on ``items``."""
+    rng = random.Random(seed)
+    with server.root(database) as conn, conn.cursor() as cur:
+        for _ in range(changes):
+            cur.execute("SELECT id FROM items WHERE id < %s", (MARKER,))
+            ids = [r[0] for r in cur.fetchall()]
+            kind = rng.random()
+            if kind < 0.35 or not ids:
+                new = rng.randrange(1, 100_000)
+                cur.execute("INSERT IGNORE INTO items VALUES (%s, %s, %s, NOW(6))",
+                            (new, f"n{rng.randrange(1000)}", Decimal(rng.randrange(10**6)) / 100))
+            elif kind < 0.75:
+                cur.execute("BEGIN")
+                for key in rng.sample(ids, min(3, len(ids))):
+                    cur.execute("UPDATE items SET name = %s, price = price + 1, upd = NOW(6) "
+                                "WHERE id = %s", (f"u{rng.randrange(1000)}", key))
+                cur.execute("COMMIT")
+            elif kind < 0.9:
+                cur.execute("DELETE FROM items WHERE id = %s", (rng.choice(ids),))
+            else:
+                cur.execute("UPDATE IGNORE items SET id = %s WHERE id = %s",
+                            (rng.randrange(100_000, 200_000), rng.choice(ids)))
+
+
+def wait_for_marker(bootstrap: str, topic: str, timeout_s: float = 120) -> None:
+    from python_ingest.kafka.client import partition_offsets, read_range
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for p in partition_offsets(bootstrap, topic):
+            for message in read_range("confluent-kafka", bootstrap, topic, p.partition,
+                                      p.earliest, p.end, 30):
+                if message.value and b'"id":%d' % MARKER in message.value:
+                    return
+        time.sleep(1)
+    raise AssertionError(f"Debezium did not deliver the marker row to {topic}")
+
+
+def test_debezium_on_kafka_connect_to_the_lake_equals_mariadb(
+        spark: Any, broker: str, mariadb: Any, tmp_path: Path, workdir: Path) -> None:  # noqa: F811
+    from python_ingest.config import load_settings
+    from python_ingest.runtime import connect
+    from python_ingest.scaffold.debezium import scaffold
+    from python_ingest.steps.pipeline import run_all
+    from tests.conftest import write_config
+
+    database = f"dbz{int(time.time() * 1000) % 10**8}"
+    with mariadb.root() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {database}")
+        cur.execute(f"CREATE TABLE {database}.items (id INT PRIMARY KEY, name VARCHAR(20), "
+                    "price DECIMAL(12,2), upd DATETIME(6))")
+        cur.executemany(f"INSERT INTO {database}.items VALUES (%s, %s, %s, NOW(6))",
+                        [(i, f"s{i}", Decimal(i) / 4) for i in range(1, 301)])
+        cur.execute("CREATE USER IF NOT EXISTS 'dbz'@'127.0.0.1' IDENTIFIED BY 'dbz-secret'")
+        cur.execute("GRANT SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, BINLOG MONITOR, "
+                    "LOCK TABLES ON *.* TO 'dbz'@'127.0.0.1'")
+    prefix = f"{database}cdc"
+    writer = threading.Thread(target=workload, args=(mariadb, database, 7, 400))
+    writer.start()  # the snapshot meets a running workload
+    try:
+        worker = connect.start_standalone(tmp_path / "connect", broker, {
+            "name": database, "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+            "tasks.max": 1, "database.hostname": "127.0.0.1", "database.port": mariadb.port,
+            "database.user": "dbz", "database.password": "dbz-secret",
+            "database.server.id": 5400 + random.randrange(1000), "topic.prefix": prefix,
+            "database.include.list": database, "snapshot.mode": "initial",
+            "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
+            "schema.history.internal.file.filename": str(tmp_path / "history.dat")})
+    finally:
+        writer.join()
+    topic = f"{prefix}.{database}.items"
+    try:
+        with mariadb.root(database) as conn, conn.cursor() as cur:
+            cur.execute("INSERT INTO items VALUES (%s, 'marker', 0, NOW(6))", (MARKER,))
+        wait_for_marker(broker, topic)
+    finally:
+        worker.stop()
+
+    make_project(tmp_path)
+    config = write_config(tmp_path / "sluice.yml", workdir, broker, {})
+    result = scaffold(load_settings(config, env={}), [topic], tmp_path, config,
+                      value_format="json", say=None)
+    job = result.jobs_added[0]
+    runs = run_all(spark, load_settings(config, env={}), [job])
+    assert runs[0].counts.get("decode_errors", 0) == 0, runs[0].counts
+    lake = {r["id"]: (r["name"], r["price"], r["upd"].replace(tzinfo=None))
+            for r in spark.table(f"lake.{job}").collect()}
+    with mariadb.root(database) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id, name, price, upd FROM items")
+        source = {r[0]: (r[1], r[2], r[3]) for r in cur.fetchall()}
+    assert len(source) > 250 and lake == source
+    ops = spark.table(f"raw.{job}").groupBy("_is_deleted").count().collect()
+    assert sum(r["count"] for r in ops) > 700 and json.dumps(sorted(
+        r["_is_deleted"] for r in ops)) == "[false, true]"
