@@ -161,7 +161,9 @@ def create_slot(repl: Any, slot: str, export: bool = False, temporary: bool = Fa
 
 
 def current_lsn(conn: Any) -> int:
-    return parse_lsn(rows(conn, "SELECT pg_current_wal_lsn()::text")[0][0])
+    """The end of the WAL inserted so far: every transaction committed lies before it (the
+    write position may lag behind an asynchronous commit)."""
+    return parse_lsn(rows(conn, "SELECT pg_current_wal_insert_lsn()::text")[0][0])
 
 
 # ---- the catalog of one table ----------------------------------------------------------------

@@ -120,9 +120,9 @@ class PgTap:
                 raise TapError(
                     f"source {self.source.name}: the replication slot {slot} is gone (the "
                     f"checkpoint {self.store.path} is at {lsn_text(checkpoint.lsn)} in slot "
-                    f"{checkpoint.slot}): the changes since are lost to the tap. Start over: "
-                    f"delete {self.store.path}, then `sluice bootstrap {self.source.name}` "
-                    "(it creates the slot and copies the tables; docs/postgres-source.md)")
+                    f"{checkpoint.slot}): the changes since are lost to the tap. Start over with "
+                    f"`sluice bootstrap {self.source.name} all`: it creates the slot and copies "
+                    "every tapped table again (docs/postgres-source.md)")
             if info["wal_status"] == "lost":
                 raise TapError(f"source {self.source.name}: the slot {slot} lost WAL it needed "
                                "(max_slot_wal_keep_size): drop it and start over as for a "

@@ -100,7 +100,7 @@ class PgEnv(TapEnv):
     def current_lsn(self) -> int:
         from python_ingest.sources.postgres.position import parse_lsn
 
-        return parse_lsn(self.sql("SELECT pg_current_wal_lsn()::text")[0][0])
+        return parse_lsn(self.sql("SELECT pg_current_wal_insert_lsn()::text")[0][0])
 
     def wait_caught_up(self, timeout_s: float = 120) -> None:
         """Wait until the tap's saved checkpoint reaches the server's current WAL end."""

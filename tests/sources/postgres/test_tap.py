@@ -37,3 +37,136 @@ def test_changes_reach_topics_and_the_checkpoint_confirms_the_slot(pg_env) -> No
     assert checkpoint["lsn"] == slot  # confirmed exactly where the checkpoint is
     again = env.tap_until_end()  # nothing new: nothing published again
     assert again.stats.messages == 0
+
+
+def _events(env, table: str) -> list[dict]:
+    decoder = env.decoder(table)
+    return sorted((decoder.decode(value) for _key, value in env.messages(table)),
+                  key=lambda r: r["_ref_key"])
+
+
+BIG = "(SELECT string_agg(md5(random()::text || g), '') FROM generate_series(1, 300) g)"
+
+
+def test_unchanged_toast_is_a_partial_update_never_a_null(pg_env) -> None:
+    """REPLICA IDENTITY DEFAULT: an update that leaves a TOASTed value alone does not carry it;
+    the event names the columns it sets and the merge keeps the value."""
+    env = pg_env
+    env.sql("CREATE TABLE docs (doc_id int PRIMARY KEY, title text, body text)",
+            "CREATE TABLE docs_full (doc_id int PRIMARY KEY, title text, body text)",
+            "ALTER TABLE docs_full REPLICA IDENTITY FULL")
+    env.add_jobs()
+    env.tap_until_end()
+    for table in ("docs", "docs_full"):
+        env.sql(f"INSERT INTO {table} SELECT g, 't' || g, {BIG} FROM generate_series(1, 5) g",
+                f"UPDATE {table} SET title = 'changed' WHERE doc_id <= 3",
+                f"UPDATE {table} SET body = 'small now' WHERE doc_id = 5")
+    env.tap_until_end()
+    assert len(env.sql("SELECT body FROM docs WHERE doc_id = 1")[0][0]) == 9600
+    for table in ("docs", "docs_full"):
+        assert env.assert_equal(table) == 5  # the oracle applies partial updates as the merge
+    partial = [e for e in _events(env, "docs") if e["_changed_columns"] is not None]
+    assert len(partial) == 3
+    assert all("body" not in e["_changed_columns"] and e["body"] is None for e in partial)
+    assert all(set(e["_changed_columns"]) == {"doc_id", "title"} for e in partial)
+    # FULL: the old row holds the value, every update is whole
+    assert all(e["_changed_columns"] is None for e in _events(env, "docs_full"))
+    assert all(len(e["body"]) == 9600 for e in _events(env, "docs_full")
+               if e["title"] == "changed")
+
+
+def test_replica_identities_index_full_without_key_and_nothing(pg_env) -> None:
+    from python_ingest.exceptions import TapError
+
+    env = pg_env
+    env.sql("CREATE TABLE by_index (code text NOT NULL, n int, note text)",
+            "CREATE UNIQUE INDEX by_index_code ON by_index (code)",
+            "ALTER TABLE by_index REPLICA IDENTITY USING INDEX by_index_code",
+            "CREATE TABLE tags (tag text, n int)",  # no key at all: a multiset
+            "ALTER TABLE tags REPLICA IDENTITY FULL")
+    jobs = env.add_jobs()
+    assert jobs["public_by_index"]["row_key"] == ["code"]
+    assert jobs["public_tags"]["row_key"] == ["sluice_row_id"]
+    env.tap_until_end()
+    env.sql("INSERT INTO by_index SELECT 'k' || g, g, 'x' FROM generate_series(1, 20) g",
+            "UPDATE by_index SET n = n * 10 WHERE n % 2 = 0",
+            "UPDATE by_index SET code = 'renamed' WHERE code = 'k7'",
+            "DELETE FROM by_index WHERE n % 5 = 0",
+            "INSERT INTO tags VALUES ('a', 1), ('a', 1), ('a', 1), ('b', 2), (NULL, 3)",
+            "DELETE FROM tags WHERE ctid = (SELECT min(ctid) FROM tags WHERE tag = 'a')",
+            "UPDATE tags SET n = 20 WHERE tag = 'b'")
+    env.tap_until_end()
+    assert env.assert_equal("by_index") == 8  # the odd n but 5 and 15
+    live = env.oracle("tags")
+    def order(row: tuple) -> tuple:
+        return (row[0] or "", row[1])
+
+    assert sorted(((r["tag"], r["n"]) for r in live.values()), key=order) == \
+        sorted(env.sql("SELECT tag, n FROM tags"), key=order)
+    assert len(live) == 4
+    # NOTHING: refused, naming the table and the statement that fixes it
+    env.sql("CREATE TABLE events_log (at timestamptz, what text)",
+            "ALTER TABLE events_log REPLICA IDENTITY NOTHING")
+    with pytest.raises(TapError, match=r'ALTER TABLE "public"."events_log" REPLICA IDENTITY '
+                                       r"FULL"):
+        env.tap_until_end()
+
+
+def test_truncate_deletes_every_row_and_later_rows_live(pg_env) -> None:
+    env = pg_env
+    env.sql(ORDERS)
+    env.add_jobs()
+    env.tap_until_end()
+    env.sql("INSERT INTO orders (customer, amount) SELECT 'c' || g, g "
+            "FROM generate_series(1, 30) g")
+    env.tap_until_end()
+    env.sql("TRUNCATE orders",
+            "INSERT INTO orders (customer, amount) SELECT 'd' || g, g FROM generate_series(1, 7) g")
+    tap = env.tap_until_end()
+    assert tap.stats.messages == 30 + 7  # a delete per live row, then the inserts
+    assert env.assert_equal("orders") == 7
+
+
+def test_added_column_is_a_new_version_dropped_column_stops_the_table(pg_env) -> None:
+    env = pg_env
+    env.sql(ORDERS, "CREATE TABLE other (id int PRIMARY KEY, v text)")
+    env.add_jobs()
+    env.tap_until_end()
+    env.sql("INSERT INTO orders (customer) VALUES ('a'), ('b')",
+            "ALTER TABLE orders ADD COLUMN coupon varchar(20)",
+            "INSERT INTO orders (customer, coupon) VALUES ('c', 'SPRING-ß')",
+            "UPDATE orders SET coupon = 'X' WHERE customer = 'a'")
+    tap = env.tap_until_end()
+    assert not tap.stopped
+    registry = sorted(p.name for p in (env.tmp / "registry" / "public.orders").glob("*.avsc"))
+    assert registry == ["1.avsc", "2.avsc"]
+    env.add_jobs()  # the job reads with the newest version
+    assert env.assert_equal("orders") == 3
+    env.sql("ALTER TABLE orders DROP COLUMN status",
+            "INSERT INTO orders (customer) VALUES ('d')",
+            "INSERT INTO other VALUES (1, 'still published')")
+    tap = env.tap_until_end()
+    assert "dropped or renamed column(s) status" in tap.stopped["public.orders"]["error"]
+    assert env.checkpoint()["stopped"]["public.orders"]
+    assert env.assert_equal("other") == 1  # the other table goes on
+
+
+def test_clear_errors_for_missing_replication_and_a_lost_slot(pg_env) -> None:
+    from python_ingest.exceptions import TapError
+
+    env = pg_env
+    env.sql(ORDERS, "CREATE ROLE plain LOGIN", "GRANT SELECT ON orders TO plain")
+    env.write_config(user="plain")
+    with pytest.raises(TapError, match="lacks the REPLICATION attribute: run ALTER ROLE plain "
+                                       "REPLICATION"):
+        env.tap_until_end()
+    env.write_config(user="sluice")
+    env.add_jobs()
+    env.tap_until_end()
+    env.sql(f"SELECT pg_drop_replication_slot('sluice_{env.source}')")
+    with pytest.raises(TapError, match=r"slot sluice_\w+ is gone .*`sluice bootstrap \w+ all`"):
+        env.tap_until_end()
+    env.bootstrap_all()  # what the message says: a new slot, every table copied again
+    env.sql("INSERT INTO orders (customer) VALUES ('after')")
+    env.tap_until_end()
+    assert env.assert_equal("orders") == 1
