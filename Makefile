@@ -141,10 +141,13 @@ bench-dispersal: setup ## dispersal: 1M lake rows into a private PostgreSQL (ful
 bench-cluster: setup ## the demo on a 2-worker Spark standalone cluster vs local mode; wall time of each
 	$(BIN)/python bench/cluster_bench.py
 
+bench-debezium: setup ## Debezium (Kafka Connect) vs sluice's tap: the same 200k changes captured, then each topic to the lake
+	$(BIN)/python bench/debezium_bench.py
+
 broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 	-$(BIN)/sluice broker stop
 
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-profile bench-formats bench-hudi-merge bench-mor-scan bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal bench-cluster broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-profile bench-formats bench-hudi-merge bench-mor-scan bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal bench-cluster bench-debezium broker-stop clean
