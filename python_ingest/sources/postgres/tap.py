@@ -219,7 +219,10 @@ class PgTap:
         elif kind is pgoutput.Update:
             table = self._tapped(msg.relation)
             if table is not None:
-                found = events.update(table, msg.old, msg.new, self._ref(), self._env)
+                new = msg.new
+                if msg.old_is_key and pgoutput.UNCHANGED in new:
+                    new = self._unchanged_values(msg.relation, new)
+                found = events.update(table, msg.old, new, self._ref(), self._env)
                 self._index += max(len(found), 1)
                 self._publish(table, found)
         elif kind is pgoutput.Delete:
@@ -236,6 +239,28 @@ class PgTap:
         elif kind is pgoutput.Truncate:
             for oid in msg.relations:
                 self._truncate(oid)
+
+    def _unchanged_values(self, oid: int, new: list[Any]) -> list[Any]:
+        """A key change that left TOASTed values alone (REPLICA IDENTITY DEFAULT or USING
+        INDEX) moves the row to a new key, whose lake row has none of its values: they are read
+        from the table now. A later change of the row is published after this one with a
+        higher ref key, so the lake ends with the row's last values either way; a row gone
+        since keeps them unchanged (a partial insert, which the merge rejects; the row's later
+        delete is published too). REPLICA IDENTITY FULL needs none of this."""
+        rel = self.relations[oid]
+        keys_ = [(c.name, v) for c, v in zip(rel.columns, new, strict=True) if c.is_key]
+        wanted = [i for i, v in enumerate(new) if v is pgoutput.UNCHANGED]
+        columns = ", ".join(f'"{rel.columns[i].name}"::text' for i in wanted)
+        where = " AND ".join(f'"{name}" = %s' for name, _v in keys_)
+        found = server.rows(self._conn, f"SELECT {columns} FROM "
+                            f"{server.quoted(rel.namespace, rel.name)} WHERE {where}",
+                            [v for _n, v in keys_])
+        if not found:
+            return new
+        filled = list(new)
+        for i, value in zip(wanted, found[0], strict=True):
+            filled[i] = value
+        return filled
 
     def _tapped(self, oid: int) -> PgTable | None:
         """The table of a row change, None when it is not published (not tapped, stopped, or

@@ -159,3 +159,21 @@ class PgEnv(TapEnv):
                 KEY_SEPARATOR.join(str(decoded[k]) for k in shape.primary_key)
             out[key] = decoded
         return out
+
+    def assert_equal(self, table: str) -> int:
+        """The oracle of the table's topic equals the PostgreSQL table (NaN equals NaN)."""
+        expected = self.source_rows(table)
+        actual = self.oracle(table)
+        missing = sorted(set(expected) - set(actual))[:5]
+        extra = sorted(set(actual) - set(expected))[:5]
+        assert not missing and not extra, f"{table}: missing keys {missing}, extra keys {extra}"
+        for key, row in expected.items():
+            got = {k: _same(actual[key].get(k)) for k in row}
+            want = {k: _same(v) for k, v in row.items()}
+            assert got == want, f"{table} row {key}: topic says {got}, PostgreSQL says {want}"
+        return len(expected)
+
+
+def _same(value: Any) -> Any:
+    """NaN as a value equal to itself (for comparing rows)."""
+    return "NaN" if isinstance(value, float) and value != value else value
