@@ -175,3 +175,48 @@ def test_json_topic_lands_raw_rows_and_skips_tombstones(
         (2, True), (3, True), (30, False), (1, False)]
     assert [r["name"] for r in rows if r["id"] == 1] == ["snap1", "upd1", "last1"]
     assert rows[0]["seen"] == ev.expected(1, "snap1")["seen"]
+
+
+def test_ordering_by_source_position_per_connector() -> None:
+    """``_ref_key`` from the source position: binlog file/pos/row or GTID, PostgreSQL's LSN,
+    the documented fallback; snapshot reads before the stream; what cannot land says why."""
+    from python_ingest.changelog.debezium import DebeziumFormat, flatten, ref_key
+    from python_ingest.exceptions import DecodeError
+
+    def at(op: str = "u", **source: Any) -> dict[str, Any]:
+        return {"op": op, "source": source, "ts_ms": 1}
+
+    binlog = [at("r", connector="mariadb", file="bin.000007", pos=900, row=0),
+              at(connector="mariadb", file="bin.000007", pos=900, row=0),
+              at(connector="mariadb", file="bin.000007", pos=900, row=3),
+              at(connector="mariadb", file="bin.000007", pos=950, row=0),
+              at(connector="mysql", file="bin.000008", pos=4, row=0)]
+    refs = [ref_key(e, "position") for e in binlog]
+    assert refs == sorted(set(refs)) and refs[1] == (7 << 32) | 900
+    failover = [at("r", connector="mariadb", file="a.000009", pos=5),
+                at(connector="mariadb", file="a.000009", pos=7000, gtid="0-1-41"),
+                at(connector="mariadb", file="b.000001", pos=300, gtid="0-2-42"),
+                at(connector="mysql", file="c.000001", pos=4,
+                   gtid="3e11fa47-71ca-11e1-9e33-c80aa9429562:43")]
+    refs = [ref_key(e, "gtid") for e in failover]
+    assert refs == sorted(set(refs)) and refs[0] == 0
+    with pytest.raises(DecodeError, match="without a GTID"):
+        ref_key(at(connector="mariadb", file="a.000001", pos=4), "gtid")
+    postgres = [at("r", connector="postgresql", lsn=5000), at("c", connector="postgresql",
+                                                              lsn=5000),
+                at("d", connector="postgresql", lsn=5100)]
+    assert [ref_key(e, "position") for e in postgres] == [4999, 5000, 5100]
+    assert ref_key(at(connector="sqlserver", ts_ms=1700, ts_us=1_700_123), "position") \
+        == 1_700_123
+    assert ref_key(at(connector="oracle", ts_ms=1700), "position") == 1_700_000
+
+    fmt = DebeziumFormat("json", (), ("id",))
+    row = flatten({"op": "d", "before": {"id": 5}, "after": None,
+                   "source": {"connector": "postgresql", "lsn": 77, "ts_ms": 9}}, fmt)
+    assert row == {"id": 5, "_ref_key": 77, "_source": "postgresql", "_event_ts": 9,
+                   "_is_deleted": True}
+    for event, reason in [({"op": "t", "source": {}}, "truncate"),
+                          ({"op": "d", "before": None, "source": {}}, "REPLICA IDENTITY FULL"),
+                          ({"schema": 1}, "not a Debezium change event")]:
+        with pytest.raises(DecodeError, match=reason):
+            flatten(event, fmt)
