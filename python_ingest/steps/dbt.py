@@ -133,12 +133,15 @@ class Dbt:
     def compiled(self, select: str, variables: Mapping[str, Any] | None = None) -> str:
         """The SQL dbt compiles for one model with ``variables`` (``dbt compile``, on the
         parsed project: nothing written, nothing run but dbt's own look-ups). The model is
-        selected by its file: dbt prints the SQL of a model selected by name."""
+        selected by a glob of its file that does not spell its name: dbt prints the SQL of
+        every model whose name is part of the selector's text."""
         from dbt.contracts.graph.nodes import ModelNode
 
-        paths = [n.original_file_path for n in self.manifest().nodes.values()
+        paths = [Path(n.original_file_path) for n in self.manifest().nodes.values()
                  if isinstance(n, ModelNode) and n.name == select]
-        by = f"path:{paths[0]}" if len(paths) == 1 else select
+        by = select
+        if len(paths) == 1 and paths[0].name:
+            by = f"path:{paths[0].parent / ('[' + paths[0].name[0] + ']' + paths[0].name[1:])}"
         result = self.invoke(["compile", "--select", by], variables, single_threaded=True,
                              parsed=True)
         for node in getattr(result, "results", []):

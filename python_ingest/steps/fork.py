@@ -71,6 +71,9 @@ log = logging.getLogger(__name__)
 # unique per raw row across batches (a files job's partition and offset repeat in every
 # batch: its file index and record number), kept by converters
 ROW_ID = ("_batch_id", "_kafka_partition", "_kafka_offset")
+# rows Great Expectations validates at once (the fallback): it brings each failing row's id
+# to the driver, so this bounds what a batch where every row fails holds there
+FALLBACK_ROWS_PER_PASS = 200_000
 # errors.<job>: rows the fork or the merge rejected (the raw step's are in errors.<job>__raw)
 ERROR_COLUMNS: tuple[tuple[str, str], ...] = (
     ("_row_key", "string"),
@@ -288,7 +291,12 @@ def _validate_fallback(spark: SparkSession, batch: DataFrame, suite: dict[str, A
                        compiled: Compiled) -> tuple[DataFrame, list[dict[str, Any]]]:
     """Great Expectations' own validation of the expectations without a SQL form: the batch
     with ``__sluice_fallback`` (their failures per row, by the row's batch, partition and
-    offset: unique across batches), and their results for the report."""
+    offset: unique across batches), and their results for the report.
+
+    GE brings every failing row's id to the driver; so that a batch where every row fails
+    cannot exhaust the driver, a batch of more than ``FALLBACK_ROWS_PER_PASS`` rows is
+    validated in slices of about that many (by a hash of the row id), and each slice's
+    failures are handed to Spark (checkpointed on the executors) before the next slice."""
     from pyspark.sql import functions as F
 
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no phoning home
@@ -308,40 +316,93 @@ def _validate_fallback(spark: SparkSession, batch: DataFrame, suite: dict[str, A
         raise PipelineError(f"expectation suite '{name}' is invalid: {exc}") from exc
     validation = context.validation_definitions.add(
         gx.ValidationDefinition(name=name, data=definition, suite=gx_suite))
-    outcome = validation.run(batch_parameters={"dataframe": batch}, result_format={
-        "result_format": "COMPLETE", "unexpected_index_column_names": list(ROW_ID)})
-    failures: list[tuple[int, int, int, str]] = []
-    results: list[dict[str, Any]] = []
-    # GE orders its results its own way: each is matched to the suite by the id GE gave it,
-    # and named by the suite's own words (GE turns 2 into 2.0)
+    # GE orders its results its own way: each is matched to the suite by the id GE gave it
     position = {e.id: n for n, e in enumerate(gx_suite.expectations)}
-    for result in outcome.results:
-        config = result.expectation_config
-        n = position[config.id] if config is not None and config.id in position else None
-        if n is None:
-            raise PipelineError(f"Great Expectations returned a result for an expectation not "
-                                f"in suite '{name}': {config}")
-        index, own = compiled.fallback_index[n], compiled.fallback[n]
-        kwargs = dict(own.get("kwargs") or {})
-        column = str(kwargs.get("column") or "")
-        name_ = label(str(own.get("type")), kwargs)
-        figures = result.result or {}
-        if result.exception_info and result.exception_info.get("raised_exception"):
-            raise PipelineError(f"expectation {name_} could not run: "
-                                f"{result.exception_info.get('exception_message')}")
-        results.append({"result": result, "figures": {
-            "index": index, "expectation": name_, "column": column, "ge": True,
-            "checked": int(figures.get("element_count") or 0),
-            "unexpected": int(figures.get("unexpected_count") or 0)}})
-        failure = failure_name(column, name_)
-        for row in figures.get("unexpected_index_list") or []:
-            failures.append((int(row["_batch_id"]), int(row["_kafka_partition"]),
-                             int(row["_kafka_offset"]), failure))
+    rows = batch.count()
+    passes = max(1, -(-rows // FALLBACK_ROWS_PER_PASS))
+    if passes > 1:
+        log.info("expectation suite %s: Great Expectations validates %d rows in %d slices "
+                 "(at most about %d failing row ids on the driver at once)", name, rows,
+                 passes, FALLBACK_ROWS_PER_PASS)
+    slot = F.pmod(F.xxhash64(*[F.col(c) for c in ROW_ID]), F.lit(passes))
     schema = "_batch_id bigint, _kafka_partition int, _kafka_offset bigint, failure string"
-    if not failures:
-        return batch.withColumn("__sluice_fallback", F.array().cast("array<string>")), results
-    failed = spark.createDataFrame(failures, schema).groupBy(*ROW_ID).agg(
-        F.collect_set("failure").alias("__sluice_fallback"))
-    tagged = batch.join(F.broadcast(failed), list(ROW_ID), "left").withColumn(
+    results: dict[int, dict[str, Any]] = {}
+    failed_parts: list[DataFrame] = []
+    for k in range(passes):
+        part = batch if passes == 1 else batch.where(slot == k)
+        outcome = validation.run(batch_parameters={"dataframe": part}, result_format={
+            "result_format": "COMPLETE", "unexpected_index_column_names": list(ROW_ID)})
+        failures: list[tuple[int, int, int, str]] = []
+        for result in outcome.results:
+            n = _fallback_position(result, position, name)
+            failure = _fallback_figures(result, compiled, n, results)
+            for row in (result.result or {}).get("unexpected_index_list") or []:
+                failures.append((int(row["_batch_id"]), int(row["_kafka_partition"]),
+                                 int(row["_kafka_offset"]), failure))
+            _forget_rows(result)
+        if failures:
+            # checkpointed on the executors: neither the list nor Spark's copy of it (the
+            # parallelized collection) stays on the driver
+            failed_parts.append(spark.createDataFrame(failures, schema).localCheckpoint())
+        del failures
+    ordered = [results[n] for n in sorted(results, key=lambda n: results[n]["figures"]["index"])]
+    if not failed_parts:
+        return batch.withColumn("__sluice_fallback", F.array().cast("array<string>")), ordered
+    failed_rows = failed_parts[0]
+    for more in failed_parts[1:]:
+        failed_rows = failed_rows.unionByName(more)
+    failed = failed_rows.groupBy(*ROW_ID).agg(F.collect_set("failure").alias("__sluice_fallback"))
+    if passes == 1:
+        failed = F.broadcast(failed)
+    tagged = batch.join(failed, list(ROW_ID), "left").withColumn(
         "__sluice_fallback", F.coalesce("__sluice_fallback", F.array().cast("array<string>")))
-    return tagged, results
+    return tagged, ordered
+
+
+def _fallback_position(result: Any, position: dict[Any, int], name: str) -> int:
+    config = result.expectation_config
+    n = position.get(config.id) if config is not None else None
+    if n is None:
+        raise PipelineError(f"Great Expectations returned a result for an expectation not "
+                            f"in suite '{name}': {config}")
+    return n
+
+
+def _fallback_figures(result: Any, compiled: Compiled, n: int,
+                      results: dict[int, dict[str, Any]]) -> str:
+    """Add one slice's result of fallback expectation ``n`` to ``results`` (its figures
+    summed over the slices, GE's own result of the first kept for the report); returns the
+    name its failing rows are routed under, in the suite's own words (GE turns 2 into 2.0)."""
+    index, own = compiled.fallback_index[n], compiled.fallback[n]
+    kwargs = dict(own.get("kwargs") or {})
+    column = str(kwargs.get("column") or "")
+    name_ = label(str(own.get("type")), kwargs)
+    figures = result.result or {}
+    if result.exception_info and result.exception_info.get("raised_exception"):
+        raise PipelineError(f"expectation {name_} could not run: "
+                            f"{result.exception_info.get('exception_message')}")
+    checked = int(figures.get("element_count") or 0)
+    unexpected = int(figures.get("unexpected_count") or 0)
+    if n not in results:
+        results[n] = {"result": result, "figures": {
+            "index": index, "expectation": name_, "column": column, "ge": True,
+            "checked": 0, "unexpected": 0}}
+    kept = results[n]
+    kept["figures"]["checked"] += checked
+    kept["figures"]["unexpected"] += unexpected
+    shown = kept["result"].result
+    if shown is not None and kept["result"] is not result:
+        shown["element_count"] = kept["figures"]["checked"]
+        shown["unexpected_count"] = kept["figures"]["unexpected"]
+        total = kept["figures"]["checked"]
+        shown["unexpected_percent"] = 100.0 * kept["figures"]["unexpected"] / total \
+            if total else None
+        kept["result"].success = kept["result"].success and result.success
+    return failure_name(column, name_)
+
+
+def _forget_rows(result: Any) -> None:
+    """Drop GE's full lists from a result kept for the report (its partial lists stay)."""
+    for key in ("unexpected_list", "unexpected_index_list", "unexpected_index_query"):
+        if result.result:
+            result.result.pop(key, None)
