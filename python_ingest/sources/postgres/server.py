@@ -68,6 +68,15 @@ def replication_connect(source: SourceConfig) -> Any:
                        f"{source.host}:{source.port} as {source.user}: {text}{hint}") from exc
 
 
+def raw_text(conn: Any) -> None:
+    """Make ``conn`` hand over every value as the server's text (its output function's, as
+    pgoutput sends it) instead of psycopg2's Python values."""
+    import psycopg2.extensions as ext
+
+    oids = tuple(int(r[0]) for r in rows(conn, "SELECT oid FROM pg_type"))
+    ext.register_type(ext.new_type(oids, "SLUICE_TEXT", lambda value, _cur: value), conn)
+
+
 def rows(conn: Any, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
     with conn.cursor() as cur:
         cur.execute(sql, params)

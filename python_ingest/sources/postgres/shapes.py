@@ -31,6 +31,10 @@ class Shape:
     shape: TableShape
     converters: tuple[Converter, ...]
     identity: str  # d, n, f, i
+    selects: tuple[str, ...] = ()  # the snapshot's SELECT expression of each column
+
+    def select_list(self) -> str:
+        return ", ".join(self.selects)
 
 
 def table_shape(conn: Any, source: SourceConfig, schema: str, table: str,
@@ -46,6 +50,7 @@ def table_shape(conn: Any, source: SourceConfig, schema: str, table: str,
     pg_types = server.types(conn, {t for _n, t, _m in described})
     specs: list[ColumnSpec] = []
     converters: list[Converter] = []
+    selects: list[str] = []
     for name, type_oid, typmod in described:
         pg_type = pg_types[type_oid]
         if pg_type.typmod == -1 and typmod != -1:  # the column's modifier (a domain's wins)
@@ -56,6 +61,9 @@ def table_shape(conn: Any, source: SourceConfig, schema: str, table: str,
             raise UnsupportedColumn(f"table {schema}.{table}: {exc}") from None
         specs.append(spec)
         converters.append(converter(spec, pg_type))
+        # as the output function writes it (server.raw_text: no cast, which may differ:
+        # char(n)::text drops the padding, bool::text says 'true', inet::text adds /32)
+        selects.append('"{}"'.format(name.replace('"', '""')))
     identity = identity or server.identity(conn, oid)
     qualified = f"{schema}.{table}"
     primary = server.primary_key(conn, oid)
@@ -72,4 +80,5 @@ def table_shape(conn: Any, source: SourceConfig, schema: str, table: str,
     if identity == "i":
         primary = ()  # the identity index names the rows an update or delete changes
     key = keys.decide(source, qualified, tuple(specs), primary, uniques, registered)
-    return Shape(TableShape(schema, table, tuple(specs), key), tuple(converters), identity)
+    return Shape(TableShape(schema, table, tuple(specs), key), tuple(converters), identity,
+                 tuple(selects))

@@ -88,6 +88,7 @@ def _tables(conn: Any, source: SourceConfig, spec: str) -> list[tuple[str, str]]
 
 def _snapshot_conn(source: SourceConfig, snapshot: str) -> Any:
     conn = server.connect(source)
+    server.raw_text(conn)
     conn.autocommit = False
     with conn.cursor() as cur:
         cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -184,8 +185,7 @@ def _copy(settings: Settings, source: SourceConfig, wanted: list[tuple[str, str]
             table = PgTable(shape.shape, schema_id, Encoder(schema_id, shape.shape.avro()),
                             topic, shape.converters, shape.identity == "f",
                             keys.RowCounts() if shape.shape.key.kind == ROW else None)
-            columns = ", ".join(f'"{c.name}"::text' for c in shape.shape.columns)
-            select = f"SELECT {columns} FROM {server.quoted(schema, name)}"
+            select = f"SELECT {shape.select_list()} FROM {server.quoted(schema, name)}"
             pages, kind, width = server.rows(
                 main, "SELECT pg_relation_size(c.oid) / current_setting('block_size')::int, "
                       "c.relkind, GREATEST(c.reltuples / GREATEST(c.relpages, 1), 1) "

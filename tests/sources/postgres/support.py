@@ -130,16 +130,16 @@ class PgEnv(TapEnv):
 
         from python_ingest.changelog.schema import KEY_SEPARATOR
         from python_ingest.sources.postgres.events import PgTable, convert
-        from python_ingest.sources.postgres.server import connect
+        from python_ingest.sources.postgres.server import connect, raw_text
         from python_ingest.sources.postgres.shapes import table_shape
 
         settings = self.settings()
         conn = connect(settings.source(self.source))
         try:
             found = table_shape(conn, settings.source(self.source), "public", table)
-            columns = ", ".join(f'"{c.name}"::text' for c in found.shape.columns)
+            raw_text(conn)
             with conn.cursor() as cur:
-                cur.execute(f'SELECT {columns} FROM public."{table}"')
+                cur.execute(f'SELECT {found.select_list()} FROM public."{table}"')
                 rows = cur.fetchall()
         finally:
             conn.close()
