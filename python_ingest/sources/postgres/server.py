@@ -157,6 +157,24 @@ def slot_info(conn: Any, slot: str) -> dict[str, Any] | None:
             "wal_status": status}
 
 
+def wait_inactive(conn: Any, source: SourceConfig, timeout_s: float = 15.0) -> None:
+    """Wait until no connection streams from the source's slot (the server ends the walsender
+    of a tap that just died a moment later); TapError when one still does."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = rows(conn, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s "
+                           "AND active", (source.slot_name,))
+        if not found:
+            return
+        if time.monotonic() > deadline:
+            raise TapError(f"source {source.name}: the slot {source.slot_name} is in use by "
+                           f"server process {found[0][0]}: another tap of it runs (on another "
+                           "host?); run one per source")
+        time.sleep(0.1)
+
+
 def create_slot(repl: Any, slot: str, export: bool = False, temporary: bool = False
                 ) -> tuple[int, str | None]:
     """Create a logical slot for pgoutput on the replication connection ``repl``: its

@@ -162,6 +162,7 @@ class PgTap:
         broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, error_topic(self.source),
                                 self.source.partitions)
         self.errors = ErrorSink(self.producer, self.source, self.registry_root)
+        server.wait_inactive(self._conn, self.source)  # a tap killed just now: its walsender
         self._repl = server.replication_connect(self.source)
         self._cursor = cur = self._repl.cursor()
         import psycopg2

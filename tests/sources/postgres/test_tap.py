@@ -163,6 +163,12 @@ def test_clear_errors_for_missing_replication_and_a_lost_slot(pg_env) -> None:
     env.write_config(user="sluice")
     env.add_jobs()
     env.tap_until_end()
+    from python_ingest.sources.postgres import server
+
+    settings = env.settings()
+    conn = server.connect(settings.source(env.source))
+    server.wait_inactive(conn, settings.source(env.source))
+    conn.close()
     env.sql(f"SELECT pg_drop_replication_slot('sluice_{env.source}')")
     with pytest.raises(TapError, match=r"slot sluice_\w+ is gone .*`sluice bootstrap \w+ all`"):
         env.tap_until_end()
