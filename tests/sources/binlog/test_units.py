@@ -164,7 +164,7 @@ def _config(tmp_path: Path, source: dict) -> Path:
 
 @pytest.mark.parametrize(("source", "field"), [
     ({"port": "x"}, "sources.shop.port"),
-    ({"kind": "postgres"}, "sources.shop.kind"),
+    ({"kind": "oracle"}, "sources.shop.kind"),
     ({"include": "shop"}, "sources.shop.include"),
     ({"partitions": 0}, "sources.shop.partitions"),
     ({"hots": "a"}, "sources.shop.hots"),
