@@ -83,8 +83,14 @@ setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) $(CO
 run: setup ## run the main job on the embedded default (local Spark, Hudi tables, Apache Kafka, demo data)
 	$(BIN)/sluice demo
 
+# `make test` runs the suite in TEST_WORKERS processes (pytest-xdist, a test file per worker at
+# a time: module fixtures stay whole), each with its own broker, Spark session, servers,
+# warehouse and state folder; TEST_WORKERS=0 runs it in this process
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: setup ## run all tests (unit and end-to-end, against real Apache Kafka, Spark, Hudi and Iceberg)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-quick: setup ## only the quick unit tests
 	$(BIN)/python -m pytest -m "not e2e" $(PYTEST_ARGS)

@@ -20,7 +20,13 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-STATE_DIR = REPO / ".sluice"  # where `make setup` resolved the pinned jars
+# the tests' state folder (status file, leases, positions, Spark's scratch warehouse): the
+# project's own .sluice, or one per pytest-xdist worker (`make test` runs two), since a
+# runner refuses a state folder another live runner holds; jars and report assets are found
+# in the repository's .sluice whatever the state folder
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+STATE_DIR = REPO / ".sluice" / "test-workers" / _WORKER if _WORKER else REPO / ".sluice"
+STATE_DIR.mkdir(parents=True, exist_ok=True)
 _counter = itertools.count(1)
 
 
