@@ -111,6 +111,9 @@ bench: setup ## the ingestion benchmark (1M records; prints records/s and the ra
 bench-tap: setup ## the binlog tap benchmark (1M-row bootstrap, tap rate vs bare mysql-replication)
 	$(BIN)/python bench/tap_bench.py
 
+bench-pg-tap: setup ## the PostgreSQL tap benchmark (200k changes: tap vs a bare pgoutput reader; snapshot rows/s)
+	$(BIN)/python bench/pg_tap_bench.py
+
 bench-verify: setup ## the verify benchmark (1M rows each side: equal and one-row-diff vs a scan)
 	$(BIN)/python bench/verify_bench.py
 
@@ -156,4 +159,4 @@ broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-verify bench-profile bench-formats bench-hudi-merge bench-mor-scan bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal bench-cluster bench-debezium broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-pg-tap bench-verify bench-profile bench-formats bench-hudi-merge bench-mor-scan bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal bench-cluster bench-debezium broker-stop clean

@@ -28,9 +28,8 @@ def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
         return _scaffold(args, settings, source)
     from python_ingest.kafka import broker
     from python_ingest.sources.binlog.tap import Tap
+    from python_ingest.sources.postgres.tap import PgTap
 
-    if source.kind == "postgres":
-        from python_ingest.sources.postgres.tap import PgTap as Tap
     if settings.broker.embedded and broker.start(settings):
         print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
     stop = threading.Event()
@@ -40,7 +39,7 @@ def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        tap = Tap(settings, source, stop)
+        tap: Tap | PgTap = (PgTap if source.kind == "postgres" else Tap)(settings, source, stop)
         stats = tap.run(until_end=args.until_end)
     finally:
         for s, handler in previous.items():

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -54,6 +55,9 @@ Converter = Callable[[str], Any]
 _LONG = {"int2", "int4", "int8", "oid", "xid", "cid"}
 _MAX_DAY = days_from_civil(9999, 12, 31)
 _MIN_DAY = days_from_civil(1, 1, 1)
+_EPOCH = datetime(1970, 1, 1)
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,15 @@ def _micros_of_day(clock: str) -> int:
 def to_timestamp(text: str) -> int:
     """Microseconds since the epoch of a timestamp's text; a timestamptz's text is in UTC
     (TimeZone=UTC: ``+00`` at the end)."""
+    if text[0] != "-" and not text.endswith(("BC", "y")):  # the common case, in C
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            pass
+        else:
+            if moment.tzinfo is not None:
+                return (moment - _EPOCH_UTC) // _MICRO
+            return (moment - _EPOCH) // _MICRO
     if text == "infinity":
         return _MAX_DAY * DAY_MICROS + DAY_MICROS - 1
     if text == "-infinity":

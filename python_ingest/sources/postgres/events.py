@@ -16,10 +16,11 @@ names the copy an update or delete removes), or an append-only changelog.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from python_ingest.sources.binlog.columns import OPERATION, ROW_ID, ColumnSpec
+from python_ingest.changelog.schema import KEY_SEPARATOR
+from python_ingest.sources.binlog.columns import OPERATION, ROW_ID, ColumnSpec, key_text
 from python_ingest.sources.binlog.events import (
     DELETE,
     INSERT,
@@ -29,7 +30,6 @@ from python_ingest.sources.binlog.events import (
     Envelope,
     Problem,
     preview,
-    to_record,
 )
 from python_ingest.sources.binlog.keys import RowCounts, row_digest
 from python_ingest.sources.binlog.producer import Encoder
@@ -49,10 +49,28 @@ class PgTable:
     converters: tuple[Converter, ...]  # per column, in table order
     full_identity: bool  # REPLICA IDENTITY FULL: the old row comes whole
     rows: RowCounts | None = None  # full-row identity: the copies (the tap's)
+    names: tuple[str, ...] = field(init=False)  # every field of an event's row part
+    key_specs: tuple[ColumnSpec, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.names = tuple(s.name for s in self.shape.payload)
+        by_name = {s.name: s for s in self.shape.payload}
+        self.key_specs = tuple(by_name[c] for c in self.shape.key.columns)
 
     @property
     def specs(self) -> tuple[ColumnSpec, ...]:
         return self.shape.columns
+
+    def key_of(self, values: dict[str, Any]) -> str:
+        """The row key (TableShape.key_of, its common case without the look-ups)."""
+        if self.shape.key.synthetic or len(self.key_specs) != 1:
+            parts = [key_text(s, values[s.name]) for s in self.key_specs] \
+                if not self.shape.key.synthetic else []
+            if self.shape.key.synthetic or any(KEY_SEPARATOR in p for p in parts):
+                return self.shape.key_of(values)  # synthetic, or the error it raises
+            return KEY_SEPARATOR.join(parts)
+        spec = self.key_specs[0]
+        return key_text(spec, values[spec.name])
 
 
 def convert(table: PgTable, texts: list[Any], problems: list[Problem]) -> dict[str, Any]:
@@ -78,7 +96,7 @@ def _keyed(table: PgTable, values: dict[str, Any], problems: list[Problem]) -> s
         problems.append(Problem(failed[0] if failed else None,
                                 "a key column has no value: the change is not published"))
         return None
-    key = table.shape.key_of(values)
+    key = table.key_of(values)
     if table.shape.key.synthetic:
         values[ROW_ID] = key
     return key
@@ -95,14 +113,15 @@ def _copy(table: PgTable, values: dict[str, Any], add: bool) -> str:
 
 def _record(table: PgTable, values: dict[str, Any], ref: int, env: Envelope,
             deleted: bool = False) -> dict[str, Any]:
-    record = to_record(table, values, ref, env, deleted)  # type: ignore[arg-type]
-    unchanged = [s.name for s in table.specs if values.get(s.name) is UNCHANGED]
-    if unchanged:  # a partial update: the columns it sets
+    record = {name: values.get(name) for name in table.names}
+    record.update(_ref_key=ref, _changed_columns=None, _source=env.source,
+                  _event_ts=env.event_ts_ms, _is_deleted=deleted, _force_update=False,
+                  _data_center=env.data_center)
+    if UNCHANGED in values.values():  # a partial update: the columns it sets
+        unchanged = [n for n in table.names if values.get(n) is UNCHANGED]
         for name in unchanged:
             record[name] = None
-        record["_changed_columns"] = [n for n in (*table.shape.key.synthetic_columns,
-                                                  *(s.name for s in table.specs))
-                                      if n not in unchanged]
+        record["_changed_columns"] = [n for n in table.names if n not in unchanged]
     return record
 
 

@@ -1,0 +1,140 @@
+"""PostgreSQL tap benchmark: the snapshot's rate, the tap's rate, and a bare pgoutput reader.
+
+Starts its own private PostgreSQL cluster (wal_level=logical) and embedded broker (temporary
+folders), then:
+
+1. fills ``public.items`` with ``--rows`` rows and bootstraps it (the slot created with an
+   exported snapshot, the table copied under it in chunks): rows/s;
+2. creates a second slot for the bare reader, writes ``--changes`` row changes (UPDATEs of
+   10k rows each), and reads that stretch of WAL twice: with a bare pgoutput consumer
+   (psycopg2's replication stream, every message decoded by pgoutput.py, nothing else) and
+   with the tap (decode, convert, Avro-encode, produce, wait for the broker's acks,
+   checkpoint, confirm the slot): row changes/s each.
+
+The last line is ``pg-tap: changes=N tap=R bare=R ratio=X snapshot_rows_s=R``. Run with
+``make bench-pg-tap``; ``--rows`` and ``--changes`` scale it down for a quick look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import select
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from python_ingest.cli.progress import printer  # noqa: E402
+from python_ingest.config import load_settings  # noqa: E402
+from python_ingest.kafka import broker  # noqa: E402
+from python_ingest.sinks.pgserver import LocalPostgres  # noqa: E402
+from python_ingest.sources.postgres import pgoutput, server  # noqa: E402
+from python_ingest.sources.postgres.snapshot import bootstrap_tables  # noqa: E402
+from python_ingest.sources.postgres.tap import PgTap  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bare_read(source: object, slot: str, publication: str, changes: int) -> tuple[int, float]:
+    """Row changes/s of psycopg2's replication stream + pgoutput decoding alone."""
+    began = time.monotonic()
+    conn = server.replication_connect(source)  # type: ignore[arg-type]
+    cur = conn.cursor()
+    cur.start_replication(slot_name=slot, decode=False, options={
+        "proto_version": "1", "publication_names": publication})
+    rows = 0
+    kinds = (pgoutput.Insert, pgoutput.Update, pgoutput.Delete)
+    while rows < changes:
+        message = cur.read_message()
+        if message is None:
+            select.select([cur], [], [], 0.5)
+            continue
+        if isinstance(pgoutput.decode(message.payload), kinds):
+            rows += 1
+    seconds = time.monotonic() - began
+    conn.close()
+    return rows, seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows to snapshot")
+    parser.add_argument("--changes", type=int, default=200_000, help="row changes for the tap")
+    parser.add_argument("--workers", type=int, default=2, help="snapshot connections")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="sluice-pg-tap-bench-") as tmp:
+        work = Path(tmp)
+        pg = LocalPostgres(settings=server.LOCAL_SETTINGS).start()
+        port = free_port()
+        config = work / "sluice.yml"
+        config.write_text(yaml.safe_dump({
+            "broker": {"bootstrap_servers": f"127.0.0.1:{port}", "embedded": True,
+                       "data_dir": str(work / "broker")},
+            "state_dir": str(work / "state"),
+            "sources": {"bench": {"kind": "postgres", "host": "127.0.0.1", "port": pg.port,
+                                  "user": "sluice", "database": "postgres",
+                                  "include": ["public.items"], "bootstrap_chunk_rows": 50_000,
+                                  "checkpoint_interval_s": 1.0}},
+        }))
+        settings = load_settings(config, env={})
+        source = settings.source("bench")
+        broker.start(settings)
+        try:
+            conn = server.connect(source)
+            with conn.cursor() as cur:
+                began = time.monotonic()
+                cur.execute("CREATE TABLE items (id int PRIMARY KEY, name text, "
+                            "amount numeric(10,2), qty int, updated_at timestamptz, note text)")
+                cur.execute("INSERT INTO items SELECT g, 'item ' || g, g / 100.0, g %% 97, "
+                            "now() - g * interval '1 second', CASE WHEN g %% 3 = 0 THEN NULL "
+                            "ELSE 'ünïcode note' END FROM generate_series(1, %s) g",
+                            (args.rows,))
+                cur.execute("VACUUM ANALYZE items")
+                print(f"filled public.items with {args.rows} rows in "
+                      f"{time.monotonic() - began:.1f}s")
+            snapshot = bootstrap_tables(settings, source, "public.items", workers=args.workers,
+                                        progress=printer(sys.stdout))
+            snapshot_rate = snapshot.total / snapshot.seconds
+            print(f"snapshot: {snapshot.total} rows in {snapshot.seconds:.1f}s = "
+                  f"{snapshot_rate:,.0f} rows/s ({args.workers} connections)")
+            repl = server.replication_connect(source)
+            server.create_slot(repl, "bare")
+            repl.close()
+            with conn.cursor() as cur:
+                step = 10_000
+                for low in range(0, args.changes, step):
+                    cur.execute("UPDATE items SET qty = qty + 1, updated_at = now() "
+                                "WHERE id > %s AND id <= %s", (low, low + step))
+            conn.close()
+            rows, seconds = bare_read(source, "bare", source.publication_name, args.changes)
+            bare_rate = rows / seconds
+            print(f"pgoutput alone (psycopg2 stream + decode): {rows} row changes in "
+                  f"{seconds:.1f}s = {bare_rate:,.0f} row changes/s")
+            began = time.monotonic()
+            stats = PgTap(settings, source).run(until_end=True)
+            seconds = time.monotonic() - began
+            tap_rate = stats.row_changes / seconds
+            print(f"tap (decode + convert + Avro + produce + acks + checkpoints): "
+                  f"{stats.row_changes} row changes, {stats.messages} messages in "
+                  f"{seconds:.1f}s = {tap_rate:,.0f} row changes/s")
+            print(f"pg-tap: changes={stats.row_changes} tap={tap_rate:.0f} bare={bare_rate:.0f} "
+                  f"ratio={tap_rate / bare_rate:.2f} snapshot_rows_s={snapshot_rate:.0f}")
+        finally:
+            broker.stop(settings)
+            pg.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
