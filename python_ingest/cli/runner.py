@@ -114,10 +114,16 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             "services": entry.get("services"),
             "late_partitions": entry.get("late_partitions") if job.files else None,
             "held_by": entry.get("held_by") if state == "elsewhere" else None}
+    from python_ingest.sources.postgres.status import print_sources, source_status
+
+    sources = source_status(settings) if not args.job else {}  # slot lag (PostgreSQL)
+    if sources:
+        out["sources"] = sources
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0
     _print_status(out)
+    print_sources(sources)
     return 0
 
 

@@ -176,3 +176,23 @@ def test_clear_errors_for_missing_replication_and_a_lost_slot(pg_env) -> None:
     env.sql("INSERT INTO orders (customer) VALUES ('after')")
     env.tap_until_end()
     assert env.assert_equal("orders") == 1
+
+
+def test_status_shows_the_slot_lag_and_warns_past_the_threshold(pg_env) -> None:
+    import json
+
+    from tests.conftest import sluice_cmd
+
+    env = pg_env
+    env.sql(ORDERS)
+    env.write_config(slot_lag_warn_bytes=1000)
+    env.tap_until_end()
+    env.sql("INSERT INTO orders (customer) SELECT 'c' || g FROM generate_series(1, 2000) g")
+    done = sluice_cmd(env.config, "status", "--json")
+    assert done.returncode == 0, done.stderr
+    source = json.loads(done.stdout)["sources"][env.source]
+    assert source["retained_bytes"] > 1000 and "warning" in source, source
+    assert source["confirmed_lsn"] == source["checkpoint_lsn"]
+    text = sluice_cmd(env.config, "status").stdout
+    assert f"source {env.source} (postgres): slot sluice_{env.source} idle" in text
+    assert "WARNING: the slot holds" in text
