@@ -196,3 +196,17 @@ def test_status_shows_the_slot_lag_and_warns_past_the_threshold(pg_env) -> None:
     text = sluice_cmd(env.config, "status").stdout
     assert f"source {env.source} (postgres): slot sluice_{env.source} idle" in text
     assert "WARNING: the slot holds" in text
+
+
+def test_a_server_without_logical_wal_is_refused_saying_what_to_set(pg_env) -> None:
+    from python_ingest.exceptions import TapError
+    from python_ingest.sinks.pgserver import LocalPostgres
+
+    plain = LocalPostgres().start()  # wal_level: replica (the default)
+    try:
+        pg_env.write_config(port=plain.port, database="postgres")
+        with pytest.raises(TapError, match="wal_level is 'replica'.*ALTER SYSTEM SET "
+                                           "wal_level = logical"):
+            pg_env.tap_until_end()
+    finally:
+        plain.stop()
