@@ -39,6 +39,8 @@ POLL_S = 2.0
 def find_source(settings: Settings, job: JobConfig) -> tuple[SourceConfig, str, str]:
     """The binlog source and ``(db, table)`` a job is fed by; raises if it has none."""
     for source in settings.sources.values():
+        if source.kind == "postgres":  # not compared yet (docs/postgres-source.md)
+            continue
         conn = server.connect(source)
         try:
             for db, table in server.tables(conn, source):
