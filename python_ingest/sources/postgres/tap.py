@@ -79,6 +79,7 @@ class PgTap:
         self._saved = 0
         self._confirmed = 0
         self._last_save = 0.0
+        self._last_idle_save = 0.0
         self._commit_lsn = 0  # of the transaction being read (0: none open)
         self._commit_ms = 0
         self._index = 0  # the next change's position in it
@@ -193,13 +194,13 @@ class PgTap:
                     self._maybe_save()
                 continue
             self._idle()
-            if target is not None:
-                if self._commit_lsn == 0 and max(self._seen_end(), cur.wal_end) >= target:
-                    break
-                now = time.monotonic()
-                if now - last_ask > 0.1:  # a keepalive with the server's WAL end
-                    cur.send_feedback(reply=True)
-                    last_ask = now
+            if target is not None and self._commit_lsn == 0 and \
+                    max(self._seen_end(), cur.wal_end) >= target:
+                break
+            now = time.monotonic()
+            if now - last_ask > (0.1 if target is not None else self.source.heartbeat_s):
+                cur.send_feedback(reply=True)  # a keepalive with the server's WAL end (_idle)
+                last_ask = now
             select.select([cur], [], [], 0.1 if target is not None
                           else min(self.source.heartbeat_s, 1.0))
         self._finish()
@@ -384,9 +385,11 @@ class PgTap:
         self._maybe_save()
         assert self.producer is not None
         wal_end = int(self._cursor.wal_end or 0)
+        now = time.monotonic()
         if (self._commit_lsn == 0 and not self._pending and self.producer.acks.in_flight == 0
                 and wal_end > self._saved and
-                time.monotonic() - self._last_save >= self.source.checkpoint_interval_s):
+                now - self._last_idle_save >= self.source.checkpoint_interval_s):
+            self._last_idle_save = now
             self._save(wal_end)
 
     def _maybe_save(self, force: bool = False) -> None:
@@ -419,6 +422,8 @@ class PgTap:
         assert self.producer is not None
         self.producer.flush()
         self._maybe_save(force=True)
+        self._last_idle_save = 0.0
+        self._idle()  # the server's WAL end, when nothing is open
         log.info("tap of %s stopped cleanly at %s: %d row changes, %d messages, %d "
                  "transactions, %d error records", self.source.name, lsn_text(self._saved),
                  self.stats.row_changes, self.stats.messages, self.stats.transactions,
