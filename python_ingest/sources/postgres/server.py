@@ -131,7 +131,9 @@ def ensure_publication(conn: Any, source: SourceConfig) -> bool:
             raise TapError(f"source {source.name}: no table of database {source.database} "
                            f"matches include {list(source.include)}")
         conn.cursor().execute(f'CREATE PUBLICATION "{name}" FOR TABLE {listed} '
-                              f"WITH (publish = '{PUBLISHED}')")
+                              f"WITH (publish = '{PUBLISHED}', "
+                              "publish_via_partition_root = true)")  # a partitioned table's
+        # changes come under its own name (its topic), not its partitions'.
         return True
     if source.publication is None:  # ours: add the tables included since
         published = set(rows(conn, "SELECT schemaname, tablename FROM pg_publication_tables "

@@ -104,6 +104,7 @@ class PgTap:
             for conn in (self._repl, self._conn):
                 if conn is not None:
                     conn.close()
+            self.producer = self.errors = None  # the Kafka client goes now, not with the tap
 
     # ---- start ------------------------------------------------------------------------
 

@@ -234,3 +234,27 @@ def test_a_large_transaction_over_several_tables(pg_env) -> None:
     assert env.assert_equal("lines") == 6000
     refs = [r["_ref_key"] for r in _events(env, "lines")]
     assert len(set(refs)) == len(refs) == 8000  # each change its own position
+
+
+def test_a_partitioned_table_is_one_topic_and_a_retyped_column_stops_its_table(pg_env) -> None:
+    """(int to bigint is no change: both are an Avro long; int to text is.)"""
+    env = pg_env
+    env.sql("CREATE TABLE events (id int, at date, what text, PRIMARY KEY (id, at)) "
+            "PARTITION BY RANGE (at)",
+            "CREATE TABLE events_2023 PARTITION OF events FOR VALUES FROM ('2023-01-01') "
+            "TO ('2024-01-01')",
+            "CREATE TABLE events_2024 PARTITION OF events FOR VALUES FROM ('2024-01-01') "
+            "TO ('2025-01-01')",
+            "INSERT INTO events VALUES (1, '2023-05-01', 'old'), (2, '2024-05-01', 'new')",
+            "CREATE TABLE sizes (id int PRIMARY KEY, n int)")
+    jobs = env.add_jobs()
+    assert set(jobs) == {"public_events", "public_sizes"}  # the partitions are not jobs
+    env.bootstrap_all()
+    env.sql("INSERT INTO events VALUES (3, '2023-07-01', 'x'), (4, '2024-07-01', 'y')",
+            "UPDATE events SET what = 'moved', at = '2024-02-02' WHERE id = 1",
+            "INSERT INTO sizes VALUES (1, 10)",
+            "ALTER TABLE sizes ALTER COLUMN n TYPE text",
+            "INSERT INTO sizes VALUES (2, 20)")
+    tap = env.tap_until_end()
+    assert env.assert_equal("events") == 4
+    assert "changed type of n" in tap.stopped["public.sizes"]["error"]
