@@ -23,7 +23,7 @@ def cmd_debezium_scaffold(args: argparse.Namespace, settings: Settings) -> int:
     project = project_dir(settings)
     result = scaffold(settings, args.topic, project, config if config.is_file() else None,
                       value_format=args.value_format, source=args.source,
-                      key=args.key.split(",") if args.key else ())
+                      key=args.key.split(",") if args.key else (), job_prefix=args.job_prefix)
     for path in result.written:
         print(f"wrote {path.relative_to(project) if path.is_relative_to(project) else path}")
     if result.kept:
@@ -51,3 +51,6 @@ def add_debezium_commands(add: Callable[[str, Callable[[argparse.Namespace, Sett
     dbz.add_argument("--source", default="debezium",
                      help="dbt source name the models go under (default: debezium)")
     dbz.add_argument("--key", help="key columns, comma-separated (default: the topic's key)")
+    dbz.add_argument("--job-prefix", default="",
+                     help="prefix of the job names (<prefix><db>_<table>), e.g. dbz_ beside a "
+                          "tap's jobs of the same tables")

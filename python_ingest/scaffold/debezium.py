@@ -87,13 +87,15 @@ def _sources_yml(path: Path, source: str, jobs: dict[str, str], result: Scaffold
 
 def scaffold(settings: Settings, topics: Sequence[str], project: Path, config: Path | None,
              value_format: str = "confluent-avro", source: str = "debezium",
-             key: Sequence[str] = (), say: Callable[[str], None] | None = print
-             ) -> ScaffoldResult:
-    """Write the models, suites (and JSON topics' row schemas) of ``topics``; add their jobs."""
+             key: Sequence[str] = (), say: Callable[[str], None] | None = print,
+             job_prefix: str = "") -> ScaffoldResult:
+    """Write the models, suites (and JSON topics' row schemas) of ``topics``; add their jobs
+    (named ``<job_prefix><db>_<table>``: a prefix keeps them apart from a tap's jobs of the
+    same tables)."""
     name = dbt_name(source)
     result = ScaffoldResult()
     for described in describe(settings, topics, value_format, key):
-        job = job_name(described.topic)
+        job = job_prefix + job_name(described.topic)
         columns = {f["name"] for f in described.row.get("fields", [])}
         missing = [c for c in described.key if c not in columns]
         if missing or not described.key:
