@@ -258,3 +258,26 @@ def test_a_partitioned_table_is_one_topic_and_a_retyped_column_stops_its_table(p
     tap = env.tap_until_end()
     assert env.assert_equal("events") == 4
     assert "changed type of n" in tap.stopped["public.sizes"]["error"]
+
+
+def test_the_commands_print_jobs_bootstrap_and_tap(pg_env) -> None:
+    import yaml
+
+    from tests.conftest import sluice_cmd
+
+    env = pg_env
+    env.sql(ORDERS, "INSERT INTO orders (customer) SELECT 'c' || g FROM generate_series(1, 30) g")
+    done = sluice_cmd(env.config, "tap", env.source, "--print-jobs")
+    assert done.returncode == 0, done.stderr
+    jobs = yaml.safe_load(done.stdout)["jobs"]
+    assert jobs["public_orders"]["topic"] == env.topic("orders")
+    assert jobs["public_orders"]["row_key"] == ["id"]
+    env.jobs.update(jobs)
+    env.write_config()
+    done = sluice_cmd(env.config, "bootstrap", env.source, "all")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "public.orders: 30 rows" in done.stdout
+    env.sql("DELETE FROM orders WHERE id <= 10")
+    done = sluice_cmd(env.config, "tap", env.source, "--until-end")
+    assert done.returncode == 0 and "10 row changes" in done.stdout, done.stdout + done.stderr
+    assert env.assert_equal("orders") == 20
