@@ -132,8 +132,8 @@ def main() -> int:
             topic = "dbz.bench.items"
             began = time.monotonic()
             rest(worker, "PUT", "/connectors/bench/resume")
-            while messages(bootstrap, topic) < n:
-                time.sleep(0.05)
+            while messages(bootstrap, topic) < n:  # (a look costs a consumer: once a second)
+                time.sleep(1)
                 if time.monotonic() - began > 1800:
                     raise SystemExit(f"Debezium delivered {messages(bootstrap, topic)} of {n}")
             dbz_capture = n / (time.monotonic() - began)
@@ -171,11 +171,11 @@ def to_lake(config: Path, topic: str, n: int) -> tuple[float, float]:
 
     settings = load_settings(config, env={})
     dbz_job = scaffold_dbz(settings, [topic], config.parent, config, value_format="json",
-                           say=None).jobs_added[0]
-    scaffold_tap(settings, settings.source("bench"), config.parent, config, say=None)
+                           say=None, job_prefix="dbz_").jobs_added[0]
+    tap_job = next(name for name in scaffold_tap(settings, settings.source("bench"),
+                                                 config.parent, config, say=None).jobs_added
+                   if name.endswith("bench_items"))
     settings = load_settings(config, env={})
-    tap_job = next(name for name, job in settings.jobs.items()
-                   if job.topic.endswith("bench.items") and name != dbz_job)
     spark = build_session(settings)
     rates = []
     for job in (dbz_job, tap_job):

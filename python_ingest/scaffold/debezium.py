@@ -101,8 +101,10 @@ def scaffold(settings: Settings, topics: Sequence[str], project: Path, config: P
         if missing or not described.key:
             raise ConfigError("--key", f"key column(s) {missing or '(none)'} not in the row "
                               f"of {described.topic}", f"its columns: {sorted(columns)}")
+        # confluent-kafka reads every codec a Connect worker may compress with (lz4, zstd)
         entry: dict[str, Any] = {"source": "debezium", "topic": described.topic,
-                                 "value_format": value_format, "row_key": list(described.key)}
+                                 "value_format": value_format, "row_key": list(described.key),
+                                 "reader": "confluent-kafka"}
         if value_format == "json":
             schema_file = settings.root / SCHEMAS / f"{job}.avsc"
             _write(schema_file, json.dumps(described.row, indent=2) + "\n", result)

@@ -130,7 +130,8 @@ def test_avro_topic_scaffolded_and_run_ends_equal_to_the_source(
     job = f"shop_{job_name}"
     assert f"{topic} -> job {job}, row key (id)" in done.stdout, done.stdout
     assert yaml.safe_load(config.read_text())["jobs"][job] == {
-        "source": "debezium", "topic": topic, "value_format": "confluent-avro", "row_key": ["id"]}
+        "source": "debezium", "topic": topic, "value_format": "confluent-avro", "row_key": ["id"],
+        "reader": "confluent-kafka"}
     again = sluice_cmd(config, "debezium", "scaffold", topic)
     assert "none (all present)" in again.stdout, again.stdout
 
