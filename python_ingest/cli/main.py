@@ -271,10 +271,13 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from python_ingest.demo.binlog import run_binlog_demo
 
     binlog_ok = run_binlog_demo(spark, settings)
+    from python_ingest.demo.postgres import run_postgres_demo
+
+    postgres_ok = run_postgres_demo(spark, settings)  # docs/postgres-source.md
     from python_ingest.cli.report import print_dashboard
 
     print_dashboard(spark, settings, results)  # the run dashboard, last: `make run` ends here
-    return 0 if binlog_ok and dispersed else 1
+    return 0 if binlog_ok and dispersed and postgres_ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
