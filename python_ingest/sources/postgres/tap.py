@@ -117,6 +117,11 @@ class PgTap:
             raise TapError(f"source {self.source.name}: the replication slot {slot} uses the "
                            f"plugin {info['plugin']}, the tap reads pgoutput: name another slot "
                            f"(sources.{self.source.name}.slot) or drop this one")
+        if info is not None and info["database"] != self.source.database:
+            raise TapError(f"source {self.source.name}: the replication slot {slot} belongs to "
+                           f"database {info['database']}, the source reads "
+                           f"{self.source.database}: name another slot "
+                           f"(sources.{self.source.name}.slot)")
         if checkpoint is not None:
             if info is None or checkpoint.slot != slot:
                 raise TapError(
