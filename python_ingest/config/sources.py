@@ -50,6 +50,7 @@ class SourceConfig:
     slot: str | None = None  # default sluice_<source>
     publication: str | None = None  # default sluice_<source>
     slot_lag_warn_bytes: int = 1 << 30  # `sluice status` warns past this much retained WAL
+    streaming: bool = False  # pgoutput protocol 2: large transactions streamed before commit
 
     def __repr__(self) -> str:
         return masked_repr(self)
@@ -139,7 +140,14 @@ def parse_source(name: str, raw: Mapping[str, Any], root: Path | None = None) ->
         publication=_identifier(raw.get("publication"), f"{where}.publication"),
         slot_lag_warn_bytes=positive_int(raw.get("slot_lag_warn_bytes", d.slot_lag_warn_bytes),
                                          f"{where}.slot_lag_warn_bytes"),
+        streaming=_flag(raw.get("streaming", d.streaming), f"{where}.streaming"),
     )
+
+
+def _flag(value: Any, field_name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(field_name, f"expected true or false, got {value!r}")
+    return value
 
 
 def _identifier(value: Any, field_name: str) -> str | None:

@@ -2,11 +2,12 @@
 
 Every message of the logical replication stream is one of the frozen dataclasses below
 (protocol version 1: Begin, Commit, Origin, Relation, Type, Insert, Update, Delete, Truncate,
-Message). Column values arrive in their text form (the server's output function of the type,
-under the replication connection's settings: server.py fixes DateStyle, IntervalStyle,
-TimeZone, extra_float_digits and bytea_output so the text is one known form), as ``None`` for
-NULL, or as ``UNCHANGED`` for a TOASTed value that an update did not change and the server did
-not send (docs/postgres-source.md, "Replica identity").
+Message; version 2 adds the stream messages of large in-progress transactions, whose changes
+carry their transaction's xid: ``decode_streamed``). Column values arrive in their text form,
+the type's output function's under the replication connection's settings (server.py fixes
+DateStyle, IntervalStyle, TimeZone, extra_float_digits and bytea_output, so the text has one
+known form), as ``None`` for NULL, or as ``UNCHANGED`` for a TOASTed value that an update did
+not change and the server did not send (docs/postgres-source.md, "Replica identity").
 
 Reference: PostgreSQL's "Logical Replication Message Formats" (protocol.sgml).
 """
@@ -122,6 +123,31 @@ class Origin:
 
 
 @dataclass(frozen=True)
+class StreamStart:  # protocol 2: a block of an in-progress transaction's changes follows
+    xid: int
+    first: bool
+
+
+@dataclass(frozen=True)
+class StreamStop:
+    pass
+
+
+@dataclass(frozen=True)
+class StreamCommit:
+    xid: int
+    commit_lsn: int
+    end_lsn: int
+    commit_ms: int
+
+
+@dataclass(frozen=True)
+class StreamAbort:
+    xid: int
+    subxid: int  # == xid: the whole transaction; else one subtransaction (a savepoint)
+
+
+@dataclass(frozen=True)
 class Message:  # pg_logical_emit_message(); only with the 'messages' option, ignored
     transactional: bool
     lsn: int
@@ -162,8 +188,35 @@ def tuple_data(buf: bytes, at: int) -> tuple[list[Any], int]:
     return values, at
 
 
+_STREAM_COMMIT = struct.Struct(">IbQQq")
+_TWO_XIDS = struct.Struct(">II")
+_IN_STREAM = frozenset(b"IUDRTYM")  # the messages that carry an xid inside a stream block
+
+
+def decode_streamed(buf: bytes, in_stream: bool) -> tuple[Any, int | None]:
+    """One message of protocol version 2 with streaming: (message, xid) where xid is the
+    (sub)transaction of a change or relation sent inside a stream block, else None."""
+    tag = buf[0]
+    if in_stream and tag in _IN_STREAM:
+        (xid,) = _U32.unpack_from(buf, 1)
+        return decode(buf[:1] + buf[5:]), xid
+    if tag == 83:  # 'S'
+        (xid,) = _U32.unpack_from(buf, 1)
+        return StreamStart(xid, bool(buf[5])), None
+    if tag == 69:  # 'E'
+        return StreamStop(), None
+    if tag == 99:  # 'c'
+        xid, _flags, lsn, end, ts = _STREAM_COMMIT.unpack_from(buf, 1)
+        return StreamCommit(xid, lsn, end, ts // 1000 + PG_EPOCH_MS), None
+    if tag == 65:  # 'A'
+        xid, subxid = _TWO_XIDS.unpack_from(buf, 1)
+        return StreamAbort(xid, subxid), None
+    return decode(buf), None
+
+
 def decode(buf: bytes) -> Any:
-    """One pgoutput message (protocol version 1) as its dataclass."""
+    """One pgoutput message (protocol version 1, or 2 outside stream blocks) as its
+    dataclass."""
     tag = buf[0]
     if tag == 73:  # 'I'
         (oid,) = _U32.unpack_from(buf, 1)

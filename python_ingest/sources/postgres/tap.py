@@ -83,6 +83,9 @@ class PgTap:
         self._commit_lsn = 0  # of the transaction being read (0: none open)
         self._commit_ms = 0
         self._index = 0  # the next change's position in it
+        self._stream_xid: int | None = None  # protocol 2: the stream block being read
+        self._streams: dict[int, list[tuple[int, Any]]] = {}  # xid → its held changes
+        self.streamed = {"committed": 0, "aborted": 0}  # streamed transactions
         self._known_topics: set[str] = set()
         self._conn: Any = None
         self._repl: Any = None
@@ -175,10 +178,12 @@ class PgTap:
         import psycopg2
 
         try:
+            options = {"proto_version": "1", "publication_names": self.source.publication_name}
+            if self.source.streaming:
+                options.update(proto_version="2", streaming="on")
             cur.start_replication(slot_name=self.source.slot_name, decode=False,
                                   start_lsn=start, status_interval=self.source.heartbeat_s * 5,
-                                  options={"proto_version": "1",
-                                           "publication_names": self.source.publication_name})
+                                  options=options)
         except psycopg2.Error as exc:
             raise TapError(f"source {self.source.name}: cannot stream from the slot "
                            f"{self.source.slot_name}: {str(exc).strip()} (another tap may be "
@@ -187,6 +192,7 @@ class PgTap:
                  "%s.<schema>.<table>", self.source.name, lsn_text(start), self.source.slot_name,
                  self.source.publication_name, self.source.topic_base)
         last_ask = 0.0
+        read = self._streamed if self.source.streaming else self._message
         while not self.stop.is_set():
             try:
                 message = cur.read_message()
@@ -195,7 +201,7 @@ class PgTap:
                                f"after {lsn_text(self._saved)}: {str(exc).strip()}") from exc
             if message is not None:
                 self.stats.events += 1
-                self._message(message.payload)
+                read(message.payload)
                 if self._commit_lsn == 0:
                     self._maybe_save()
                 continue
@@ -218,7 +224,39 @@ class PgTap:
     # ---- messages ---------------------------------------------------------------------
 
     def _message(self, payload: bytes) -> None:
-        msg = pgoutput.decode(payload)
+        self._handle(pgoutput.decode(payload))
+
+    def _streamed(self, payload: bytes) -> None:
+        """Protocol 2: a large transaction arrives in stream blocks before it commits; its
+        changes are held (in memory) until its Stream Commit, then published as one
+        transaction with its commit LSN; an aborted one (or aborted savepoint) is dropped."""
+        msg, xid = pgoutput.decode_streamed(payload, self._stream_xid is not None)
+        kind = type(msg)
+        if kind is pgoutput.StreamStart:
+            self._stream_xid = msg.xid
+            self._streams.setdefault(msg.xid, [])
+        elif kind is pgoutput.StreamStop:
+            self._stream_xid = None
+        elif kind is pgoutput.StreamCommit:
+            held = self._streams.pop(msg.xid, [])
+            self.streamed["committed"] += 1
+            self._handle(pgoutput.Begin(msg.commit_lsn, msg.commit_ms, msg.xid))
+            for _sub, change in held:
+                self._handle(change)
+            self._handle(pgoutput.Commit(msg.commit_lsn, msg.end_lsn, msg.commit_ms))
+        elif kind is pgoutput.StreamAbort:
+            if msg.subxid == msg.xid:
+                self._streams.pop(msg.xid, None)
+                self.streamed["aborted"] += 1
+            else:
+                self._streams[msg.xid] = [(sub, change) for sub, change in
+                                          self._streams.get(msg.xid, []) if sub != msg.subxid]
+        elif xid is not None and self._stream_xid is not None:  # its Relations too, in order:
+            self._streams[self._stream_xid].append((xid, msg))  # its DDL locks the table
+        else:
+            self._handle(msg)
+
+    def _handle(self, msg: Any) -> None:
         kind = type(msg)
         if kind is pgoutput.Insert:
             table = self._tapped(msg.relation)

@@ -281,3 +281,38 @@ def test_the_commands_print_jobs_bootstrap_and_tap(pg_env) -> None:
     done = sluice_cmd(env.config, "tap", env.source, "--until-end")
     assert done.returncode == 0 and "10 row changes" in done.stdout, done.stdout + done.stderr
     assert env.assert_equal("orders") == 20
+
+
+def test_streamed_large_transactions_with_savepoints_and_aborts(pg_env) -> None:
+    """Protocol 2 (``streaming: true``): transactions past logical_decoding_work_mem arrive in
+    stream blocks before they commit, interleaved with small ones; only what committed lands,
+    a rolled-back savepoint's changes and an aborted transaction's do not."""
+    env = pg_env
+    env.sql(ORDERS, "ALTER SYSTEM SET logical_decoding_work_mem = '64kB'",
+            "SELECT pg_reload_conf()")
+    try:
+        env.write_config(streaming=True)
+        env.add_jobs()
+        env.tap_until_end()
+        with env.connect() as big, env.connect() as small:
+            big.autocommit = False
+            with big.cursor() as cur, small.cursor() as other:
+                cur.execute("INSERT INTO orders (customer, amount) SELECT 'big' || g, g "
+                            "FROM generate_series(1, 3000) g")
+                other.execute("INSERT INTO orders (customer) VALUES ('small, committed first')")
+                cur.execute("SAVEPOINT s1")
+                cur.execute("UPDATE orders SET status = 'rolled back' WHERE customer LIKE 'big%'")
+                cur.execute("ROLLBACK TO SAVEPOINT s1")
+                cur.execute("UPDATE orders SET status = 'kept' WHERE id % 2 = 0")
+            big.commit()
+            with big.cursor() as cur:
+                cur.execute("INSERT INTO orders (customer) SELECT 'aborted' || g "
+                            "FROM generate_series(1, 3000) g")
+            big.rollback()
+        tap = env.tap_until_end()
+        assert tap.stats.transactions == 2
+        assert tap.streamed == {"committed": 1, "aborted": 1}  # the two large ones
+        assert env.assert_equal("orders") == 3001
+        assert not env.sql("SELECT 1 FROM orders WHERE status = 'rolled back'")
+    finally:
+        env.sql("ALTER SYSTEM RESET logical_decoding_work_mem", "SELECT pg_reload_conf()")
