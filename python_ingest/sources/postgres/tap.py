@@ -49,6 +49,7 @@ from python_ingest.sources.postgres.position import (
     ref_key,
 )
 from python_ingest.sources.postgres.shapes import table_shape
+from python_ingest.sources.postgres.slot import start_position
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,7 @@ class PgTap:
         self._known_topics: set[str] = set()
         self._conn: Any = None
         self._repl: Any = None
+        self._reader: Any = None  # reads values a key change left out (server.current_values)
         self._cursor: Any = None
         self.producer: ChangelogProducer | None = None
         self.errors: ErrorSink | None = None
@@ -104,54 +106,12 @@ class PgTap:
             return self._run(until_end)
         finally:
             self.store.release()
-            for conn in (self._repl, self._conn):
+            for conn in (self._repl, self._conn, self._reader):
                 if conn is not None:
                     conn.close()
             self.producer = self.errors = None  # the Kafka client goes now, not with the tap
 
     # ---- start ------------------------------------------------------------------------
-
-    def _start_lsn(self) -> int:
-        """The LSN to stream from: the checkpoint's, or the slot's (created when missing)."""
-        slot = self.source.slot_name
-        checkpoint = self.store.load()
-        info = server.slot_info(self._conn, slot)
-        if info is not None and info["plugin"] != "pgoutput":
-            raise TapError(f"source {self.source.name}: the replication slot {slot} uses the "
-                           f"plugin {info['plugin']}, the tap reads pgoutput: name another slot "
-                           f"(sources.{self.source.name}.slot) or drop this one")
-        if info is not None and info["database"] != self.source.database:
-            raise TapError(f"source {self.source.name}: the replication slot {slot} belongs to "
-                           f"database {info['database']}, the source reads "
-                           f"{self.source.database}: name another slot "
-                           f"(sources.{self.source.name}.slot)")
-        if checkpoint is not None:
-            if info is None or checkpoint.slot != slot:
-                raise TapError(
-                    f"source {self.source.name}: the replication slot {slot} is gone (the "
-                    f"checkpoint {self.store.path} is at {lsn_text(checkpoint.lsn)} in slot "
-                    f"{checkpoint.slot}): the changes since are lost to the tap. Start over with "
-                    f"`sluice bootstrap {self.source.name} all`: it creates the slot and copies "
-                    "every tapped table again (docs/postgres-source.md)")
-            if info["wal_status"] == "lost":
-                raise TapError(f"source {self.source.name}: the slot {slot} lost WAL it needed "
-                               "(max_slot_wal_keep_size): drop it and start over as for a "
-                               "missing slot (docs/postgres-source.md)")
-            self.stopped = dict(checkpoint.stopped)
-            self.rows = keys.RowCounts(checkpoint.rows)
-            return checkpoint.lsn
-        if info is None:
-            repl = server.replication_connect(self.source)
-            try:
-                start, _ = server.create_slot(repl, slot)
-            finally:
-                repl.close()
-            log.info("source %s: created the replication slot %s at %s", self.source.name,
-                     slot, lsn_text(start))
-        else:
-            start = info["confirmed_flush"] or 0
-        self.store.save(PgCheckpoint(start, slot))
-        return start
 
     def _run(self, until_end: bool) -> TapStats:
         keys.check_setting(self.source)
@@ -165,7 +125,10 @@ class PgTap:
         if server.ensure_publication(self._conn, self.source):
             log.info("source %s: created the publication %s", self.source.name,
                      self.source.publication_name)
-        start = self._start_lsn()
+        start, checkpoint = start_position(self._conn, self.source, self.store)
+        if checkpoint is not None:
+            self.stopped = dict(checkpoint.stopped)
+            self.rows = keys.RowCounts(checkpoint.rows)
         self._saved = self._confirmed = start
         target = server.current_lsn(self._conn) if until_end else None
         self.producer = ChangelogProducer(self.settings.broker.bootstrap_servers)
@@ -266,8 +229,11 @@ class PgTap:
             table = self._tapped(msg.relation)
             if table is not None:
                 new = msg.new
-                if msg.old_is_key and pgoutput.UNCHANGED in new:
-                    new = self._unchanged_values(msg.relation, new)
+                if msg.old_is_key and pgoutput.UNCHANGED in new:  # a key change
+                    if self._reader is None:
+                        self._reader = server.connect(self.source)
+                        server.raw_text(self._reader)
+                    new = server.current_values(self._reader, self.relations[msg.relation], new)
                 found = events.update(table, msg.old, new, self._ref(), self._env)
                 self._index += max(len(found), 1)
                 self._publish(table, found)
@@ -285,28 +251,6 @@ class PgTap:
         elif kind is pgoutput.Truncate:
             for oid in msg.relations:
                 self._truncate(oid)
-
-    def _unchanged_values(self, oid: int, new: list[Any]) -> list[Any]:
-        """A key change that left TOASTed values alone (REPLICA IDENTITY DEFAULT or USING
-        INDEX) moves the row to a new key, whose lake row has none of its values: they are read
-        from the table now. A later change of the row is published after this one with a
-        higher ref key, so the lake ends with the row's last values either way; a row gone
-        since keeps them unchanged (a partial insert, which the merge rejects; the row's later
-        delete is published too). REPLICA IDENTITY FULL needs none of this."""
-        rel = self.relations[oid]
-        keys_ = [(c.name, v) for c, v in zip(rel.columns, new, strict=True) if c.is_key]
-        wanted = [i for i, v in enumerate(new) if v is pgoutput.UNCHANGED]
-        columns = ", ".join(f'"{rel.columns[i].name}"::text' for i in wanted)
-        where = " AND ".join(f'"{name}" = %s' for name, _v in keys_)
-        found = server.rows(self._conn, f"SELECT {columns} FROM "
-                            f"{server.quoted(rel.namespace, rel.name)} WHERE {where}",
-                            [v for _n, v in keys_])
-        if not found:
-            return new
-        filled = list(new)
-        for i, value in zip(wanted, found[0], strict=True):
-            filled[i] = value
-        return filled
 
     def _tapped(self, oid: int) -> PgTable | None:
         """The table of a row change, None when it is not published (not tapped, stopped, or
