@@ -209,8 +209,32 @@ def strip_logical(avro_type: Any) -> Any:
     return avro_type
 
 
+_PAYLOAD = b',"payload":'
+
+
+def _payload_only(value: bytes) -> Any:
+    """The payload of a JsonConverter message ``{"schema":...,"payload":...}`` without parsing
+    its schema (most of the message, the same in every one): the last top-level key's value.
+    Going back from the end, the first ``,"payload":`` whose rest parses whole is that key (one
+    inside the payload leaves closing braces over; inside a string the quote is escaped).
+    None when the message is not in that shape."""
+    if not value.startswith(b'{"schema":') or not value.endswith(b"}"):
+        return None
+    end = len(value) - 1
+    at = value.rfind(_PAYLOAD, 0, end)
+    while at > 0:
+        try:
+            return json.loads(value[at + len(_PAYLOAD):end])
+        except ValueError:
+            at = value.rfind(_PAYLOAD, 0, at)
+    return None
+
+
 def parse_json(value: bytes) -> dict[str, Any]:
     """A JsonConverter message: the payload, with or without the schema envelope."""
+    event = _payload_only(value)
+    if isinstance(event, dict):
+        return event
     try:
         event = json.loads(value)
     except (UnicodeDecodeError, ValueError) as exc:

@@ -186,7 +186,7 @@ def test_json_topic_lands_raw_rows_and_skips_tombstones(
 def test_ordering_by_source_position_per_connector() -> None:
     """``_ref_key`` from the source position: binlog file/pos/row or GTID, PostgreSQL's LSN,
     the documented fallback; snapshot reads before the stream; what cannot land says why."""
-    from python_ingest.changelog.debezium import DebeziumFormat, flatten, ref_key
+    from python_ingest.changelog.debezium import DebeziumFormat, flatten, parse_json, ref_key
     from python_ingest.exceptions import DecodeError
 
     def at(op: str = "u", **source: Any) -> dict[str, Any]:
@@ -221,6 +221,13 @@ def test_ordering_by_source_position_per_connector() -> None:
                    "source": {"connector": "postgresql", "lsn": 77, "ts_ms": 9}}, fmt)
     assert row == {"id": 5, "_ref_key": 77, "_source": "postgresql", "_event_ts": 9,
                    "_is_deleted": True}
+    # a JsonConverter message whose row has a column named payload, the text in values too
+    body = {"schema": {"type": "struct", "fields": [{"field": "payload", "type": "string"}]},
+            "payload": {"op": "c", "after": {"id": 6, "payload": {"payload": '"payload":'}},
+                        "source": {"connector": "postgresql", "lsn": 78}}}
+    for separators in ((",", ":"), (", ", ": ")):
+        event = parse_json(json.dumps(body, separators=separators).encode())
+        assert event == body["payload"]
     for event, reason in [({"op": "t", "source": {}}, "truncate"),
                           ({"op": "d", "before": None, "source": {}}, "REPLICA IDENTITY FULL"),
                           ({"schema": 1}, "not a Debezium change event")]:
