@@ -4,8 +4,6 @@ or doubled (the topic's oracle equals the table)."""
 
 from __future__ import annotations
 
-import random
-import signal
 import threading
 import time
 
@@ -64,36 +62,3 @@ def test_snapshot_under_concurrent_writes_hands_over_exactly(pg_env) -> None:
     env.tap_until_end()
     assert env.assert_equal("orders") > 2000
     assert env.assert_equal("notes") > 2000
-
-
-def test_tap_killed_at_random_moments_loses_and_doubles_nothing(pg_env) -> None:
-    env = pg_env
-    rng = random.Random(17)
-    _prefill(env, 200)
-    env.add_jobs()
-    env.bootstrap_all()
-    workload = PgWorkload(env.connect, seed=18, first_id=10_000)
-    writer = threading.Thread(target=workload.run, args=(400, 0.01))
-    writer.start()
-    kills = 0
-    try:
-        while writer.is_alive():
-            tap = env.start_tap(wait=rng.random() < 0.7)
-            time.sleep(rng.uniform(0.3, 1.5))
-            tap.send_signal(signal.SIGKILL)
-            tap.wait()
-            kills += 1
-        writer.join()
-        tap = env.start_tap()
-        env.wait_caught_up()
-        env.stop_tap(tap)
-    finally:
-        writer.join()
-        workload.close()
-        env.close()
-    assert kills >= 2
-    assert env.assert_equal("orders") > 100
-    assert env.assert_equal("notes") > 100
-    slot = env.sql("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
-                   f"WHERE slot_name = 'sluice_{env.source}'")[0][0]
-    assert env.checkpoint()["lsn"] == slot
