@@ -109,7 +109,8 @@ def add_tap_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings]
                               "it cleanly.")
     tap.add_argument("source", help="source name from the config's sources:")
     tap.add_argument("--until-end", action="store_true",
-                     help="stop at the binlog's current end instead of waiting for more")
+                     help="stop at the binlog's (PostgreSQL: the WAL's) current end instead of "
+                          "waiting for more")
     tap.add_argument("--print-jobs", action="store_true",
                      help="register each tapped table's schema and print the jobs: config "
                           "that ingests its topic, then exit")
