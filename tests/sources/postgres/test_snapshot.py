@@ -28,13 +28,15 @@ def _prefill(env, rows: int) -> None:
 
 def test_snapshot_under_concurrent_writes_hands_over_exactly(pg_env) -> None:
     env = pg_env
-    _prefill(env, 2500)
+    _prefill(env, 1000)
     env.add_jobs()
     workload = PgWorkload(env.connect, seed=5, first_id=100_000)
     stop = threading.Event()
 
     def write() -> None:
-        while not stop.is_set():
+        for _ in range(300):  # at most: the snapshot is usually done sooner
+            if stop.is_set():
+                return
             workload.step()
 
     writer = threading.Thread(target=write)
@@ -47,10 +49,10 @@ def test_snapshot_under_concurrent_writes_hands_over_exactly(pg_env) -> None:
         stop.set()
         writer.join()
         workload.close()
-    assert result.new_slot and result.rows["public.orders"] >= 2000
+    assert result.new_slot and result.rows["public.orders"] >= 800
     env.tap_until_end()
-    assert env.assert_equal("orders") > 2000
-    assert env.assert_equal("notes") > 2000
+    assert env.assert_equal("orders") > 800
+    assert env.assert_equal("notes") > 800
     # a later snapshot (the slot exists: a temporary one exports it) of a table with writes
     # the tap also streams: equal again
     workload = PgWorkload(env.connect, seed=6, first_id=200_000)
@@ -60,5 +62,5 @@ def test_snapshot_under_concurrent_writes_hands_over_exactly(pg_env) -> None:
     workload.close()
     assert not second.new_slot
     env.tap_until_end()
-    assert env.assert_equal("orders") > 2000
-    assert env.assert_equal("notes") > 2000
+    assert env.assert_equal("orders") > 800
+    assert env.assert_equal("notes") > 800
