@@ -11,7 +11,9 @@ read back from its first offset and every message counted, first ones by name.
 
 from __future__ import annotations
 
-import multiprocessing
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,23 +31,18 @@ PARTITIONS = 4
 PER_PARTITION = 3  # the loss seen began at the producer's third sequence number
 
 
-def _burn(stop: multiprocessing.synchronize.Event) -> None:  # type: ignore[name-defined]
-    while not stop.is_set():
-        sum(i * i for i in range(10_000))
-
-
 @pytest.fixture
 def busy_cores() -> Iterator[None]:
-    """Every core kept busy while the test runs (the loss was seen under load)."""
-    stop = multiprocessing.Event()
-    burners = [multiprocessing.Process(target=_burn, args=(stop,), daemon=True)
-               for _ in range(multiprocessing.cpu_count())]
-    for p in burners:
-        p.start()
-    yield
-    stop.set()
-    for p in burners:
-        p.join(timeout=10)
+    """Every core kept busy while the test runs (the loss was seen under load): separate
+    processes (not forks of this one, whose JVM gateway a forked child must not touch)."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               for _ in range(os.cpu_count() or 2)]
+    try:
+        yield
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait(timeout=10)
 
 
 def _key_for(partition: int, partitions: int, n: int) -> bytes:
