@@ -85,9 +85,10 @@ run: setup ## run the main job on the embedded default (local Spark, Hudi tables
 
 # `make test` runs the suite in TEST_WORKERS processes (pytest-xdist, a test file per worker at
 # a time: module fixtures stay whole), each with its own broker, Spark session, servers,
-# warehouse and state folder; TEST_WORKERS=0 runs it in this process
+# warehouse and state folder; TEST_WORKERS=0 runs it in this process. The slowest files go
+# first (tests/durations.txt), so short ones fill in at the end
 TEST_WORKERS ?= 2
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test: setup ## run all tests (unit and end-to-end, against real Apache Kafka, Spark, Hudi and Iceberg)
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)

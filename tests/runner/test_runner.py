@@ -68,7 +68,7 @@ def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
         # SIGKILL at a random moment of the next run, then a restart that runs until idle
         fleet.produce(300)
         runner = fleet.start("--continuous")
-        time.sleep(random.uniform(8, 40))
+        time.sleep(random.uniform(6, 24))
         os.killpg(runner.pid, signal.SIGKILL)
         runner.wait(timeout=60)
         runner = fleet.start("--until-idle")

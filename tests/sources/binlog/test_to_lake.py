@@ -111,7 +111,7 @@ def test_tap_and_pipeline_killed_at_random_moments_end_equal(tap_env, spark) -> 
         pipeline = subprocess.Popen([sys.executable, "-m", "python_ingest.cli", "--config",
                                      str(env.config), "run", "--all"], cwd=REPO,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(15, 30))
+        time.sleep(rng.uniform(10, 18))
         assert pipeline.poll() is None, "the pipeline finished before it could be killed"
         pipeline.send_signal(signal.SIGKILL)
         pipeline.wait()
