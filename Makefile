@@ -72,8 +72,8 @@ $(APICURIO_STAMP): $(STAMP) jvm/apicurio/pom.xml
 	$(BIN)/python -m python_ingest.runtime.apicurio resolve
 	touch $(APICURIO_STAMP)
 
-# Kafka Connect and Debezium's MariaDB connector (jvm/connect/pom.xml), for the Debezium tests
-# and bench, into .sluice/jars (once; atomic)
+# Kafka Connect, Debezium's MariaDB connector and Apicurio's Avro converter (jvm/connect/pom.xml),
+# for the Debezium tests and bench, into .sluice/jars (once per pom; atomic)
 $(CONNECT_STAMP): $(STAMP) jvm/connect/pom.xml
 	$(BIN)/python -m python_ingest.runtime.connect resolve
 	touch $(CONNECT_STAMP)

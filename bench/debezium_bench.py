@@ -105,7 +105,7 @@ def main() -> int:
                 cur.execute("CREATE USER 'dbz'@'127.0.0.1' IDENTIFIED BY 'dbz-secret'")
                 cur.execute("GRANT SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, "
                             "BINLOG MONITOR, LOCK TABLES ON *.* TO 'dbz'@'127.0.0.1'")
-            worker = connect.start_standalone(work / "connect", bootstrap, {
+            worker = connect.start_standalone(work / "connect", bootstrap, [{
                 "name": "bench",
                 "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
                 "tasks.max": 1, "database.hostname": "127.0.0.1", "database.port": db.port,
@@ -115,7 +115,7 @@ def main() -> int:
                 "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
                 "schema.history.internal.file.filename": str(work / "history.dat"),
                 # batches as large as the tap's, no idle wait between polls
-                "max.batch.size": 10_000, "max.queue.size": 40_000, "poll.interval.ms": 10},
+                "max.batch.size": 10_000, "max.queue.size": 40_000, "poll.interval.ms": 10}],
                 worker={"producer.linger.ms": 20, "producer.batch.size": 262_144,
                         "producer.compression.type": "lz4"},
                 heap="768m")

@@ -5,8 +5,12 @@
 python_ingest.runtime.connect resolve``, which copies them and their runtime closure with Maven
 into ``<jars home>/connect-<sha256 of the pom, 12 hex>/`` (built under a temporary name and
 renamed, as the other jars are). ``start_standalone`` runs a standalone worker (offsets in a
-file) with one connector, its REST API on a free loopback port, and waits until the connector's
-task runs. Nothing is fetched at run time.
+file) with one or more connectors, its REST API on a free loopback port, and waits until every
+connector's task runs. Nothing is fetched at run time.
+
+JSON is the worker's default; ``avro_converters`` gives a connector Avro with a Schema Registry:
+Apicurio's Kafka Connect AvroConverter (pinned in the pom), set to write as Confluent's
+converter does, so what lands is what any Confluent-framed Avro topic holds.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,8 @@ from python_ingest.runtime.processes import free_port, stop_server
 POM = Path("jvm") / "connect" / "pom.xml"
 CLASSPATH_FILE = "classpath.txt"
 MAIN = "org.apache.kafka.connect.cli.ConnectStandalone"
+AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"
+APICURIO_API = "/apis/registry/v2"  # the API Apicurio's 2.x converter speaks (Apicurio 3 too)
 
 
 def jars_dir(home: Path | None = None, root: Path | None = None) -> Path:
@@ -87,15 +94,16 @@ def resolve(home: Path | None = None, root: Path | None = None) -> Path:
 
 @dataclass
 class ConnectWorker:
-    """A running standalone Connect worker with one connector."""
+    """A running standalone Connect worker and the names of its connectors."""
 
     process: subprocess.Popen[bytes]
     rest: str  # http://127.0.0.1:<port>
-    connector: str
+    connectors: tuple[str, ...]
     log: Path
 
-    def status(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"{self.rest}/connectors/{self.connector}/status",
+    def status(self, connector: str) -> dict[str, Any]:
+        name = urllib.parse.quote(connector, safe="")
+        with urllib.request.urlopen(f"{self.rest}/connectors/{name}/status",
                                     timeout=5) as response:
             return dict(json.loads(response.read()))
 
@@ -103,16 +111,40 @@ class ConnectWorker:
         stop_server(self.process, 60)
 
 
+def avro_converters(registry: str) -> dict[str, str]:
+    """A connector's settings for Avro with a Schema Registry, as Confluent's AvroConverter
+    writes it: keys and values registered under TopicNameStrategy subjects (``<topic>-key``,
+    ``<topic>-value``), each message framed by magic byte 0 and the 4-byte schema id that
+    the registry's Confluent API serves for it (Apicurio's content id), no headers; the Avro
+    schemas keep Connect's names (``connect.name``: Debezium's logical types).
+    ``registry``: Apicurio Registry's base URL (``http://host:8080``)."""
+    settings: dict[str, str] = {}
+    for side in ("key", "value"):
+        prefix = f"{side}.converter"
+        settings.update({
+            prefix: AVRO_CONVERTER,
+            f"{prefix}.apicurio.registry.url": registry.rstrip("/") + APICURIO_API,
+            f"{prefix}.apicurio.registry.auto-register": "true",
+            # Confluent's framing: a 4-byte id in the payload (not Apicurio's 8-byte global
+            # id, not Kafka headers), and the content id, which /apis/ccompat serves as the id
+            f"{prefix}.apicurio.registry.as-confluent": "true",
+            f"{prefix}.apicurio.registry.use-id": "contentId",
+            f"{prefix}.apicurio.registry.headers.enabled": "false",
+        })
+    return settings
+
+
 def _properties(values: Mapping[str, object]) -> str:
     return "".join(f"{key}={value}\n" for key, value in values.items())
 
 
-def start_standalone(folder: Path, bootstrap: str, connector: Mapping[str, object], *,
-                     worker: Mapping[str, object] | None = None, heap: str = "512m",
+def start_standalone(folder: Path, bootstrap: str, connectors: Sequence[Mapping[str, object]],
+                     *, worker: Mapping[str, object] | None = None, heap: str = "512m",
                      wait_s: float = 120.0) -> ConnectWorker:
-    """Start a standalone worker in ``folder`` running ``connector`` (its properties, with
-    ``name``); returns once the connector's task is RUNNING. Converters default to JSON with
-    schemas; ``worker`` overrides any worker setting."""
+    """Start a standalone worker in ``folder`` running ``connectors`` (each its properties,
+    with ``name``); returns once every connector's task is RUNNING. Converters default to
+    JSON with schemas (a connector may set its own); ``worker`` overrides any worker
+    setting."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     settings = {
@@ -124,11 +156,17 @@ def start_standalone(folder: Path, bootstrap: str, connector: Mapping[str, objec
         "offset.storage.file.filename": str(folder / "offsets.dat"),
         "offset.flush.interval.ms": "1000",
         "listeners": f"http://127.0.0.1:{port}",
-        "plugin.discovery": "only_scan",
+        # plugins from their ServiceLoader manifests (Kafka's, Debezium's): no reflective scan
+        # of the ~100 jars (6 s of the worker's start here); a class without a manifest, as
+        # Apicurio's converter, still loads by its name from the classpath
+        "plugin.discovery": "service_load",
         **(worker or {}),
     }
     (folder / "worker.properties").write_text(_properties(settings))
-    (folder / "connector.properties").write_text(_properties(connector))
+    files = []
+    for number, connector in enumerate(connectors):
+        files.append(folder / f"connector-{number}.properties")
+        files[-1].write_text(_properties(connector))
     (folder / "log4j2.properties").write_text(
         "rootLogger.level = INFO\nrootLogger.appenderRef.file.ref = FILE\n"
         "appender.file.type = File\nappender.file.name = FILE\n"
@@ -140,31 +178,32 @@ def start_standalone(folder: Path, bootstrap: str, connector: Mapping[str, objec
         raise SetupError("no java on PATH: run 'make setup' (Java 17)")
     command = [java, f"-Xmx{heap}", "-cp", ":".join(map(str, classpath())),
                f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}",
-               MAIN, str(folder / "worker.properties"), str(folder / "connector.properties")]
+               MAIN, str(folder / "worker.properties"), *map(str, files)]
     log = folder / "connect.out"
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=folder, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
-    handle = ConnectWorker(process, f"http://127.0.0.1:{port}", str(connector["name"]),
-                           folder / "connect.log")
+    handle = ConnectWorker(process, f"http://127.0.0.1:{port}",
+                           tuple(str(c["name"]) for c in connectors), folder / "connect.log")
     deadline = time.monotonic() + wait_s
-    state = "not started"
+    states: dict[str, str] = {name: "not started" for name in handle.connectors}
     while time.monotonic() < deadline and process.poll() is None:
         try:
-            status = handle.status()
-            tasks = status.get("tasks") or []
-            state = ",".join(str(t.get("state")) for t in tasks) or "no task"
-            if tasks and all(t.get("state") == "RUNNING" for t in tasks):
-                return handle
-            if "FAILED" in state:
-                break
+            for name in handle.connectors:
+                tasks = handle.status(name).get("tasks") or []
+                states[name] = ",".join(str(t.get("state")) for t in tasks) or "no task"
         except OSError:
             pass
+        if all(set(state.split(",")) == {"RUNNING"} for state in states.values()):
+            return handle
+        if any("FAILED" in state for state in states.values()):
+            break
         time.sleep(0.5)
     handle.stop()
     text = handle.log.read_text(errors="replace") if handle.log.exists() else ""
     errors = [line for line in text.splitlines() if " ERROR " in line][-8:]
-    raise SetupError(f"the Kafka Connect worker's connector did not run (state {state}; log "
+    shown = ", ".join(f"{name}: {state}" for name, state in states.items())
+    raise SetupError(f"the Kafka Connect worker's connectors did not all run ({shown}; log "
                      f"{handle.log}):\n" + "\n".join(errors))
 
 

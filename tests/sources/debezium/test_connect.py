@@ -1,10 +1,13 @@
 """Debezium itself (issue #37, part 3): Kafka Connect (Apache Kafka's standalone worker) with
-Debezium's MariaDB connector reading a private MariaDB, writing JSON to the test broker; sluice
-scaffolds the topic and runs the pipeline; the lake equals the MariaDB table.
+Debezium's MariaDB connector reading a private MariaDB, writing to the test broker in JSON and
+in Avro with the Schema Registry (Apicurio's AvroConverter, Confluent's framing); sluice
+scaffolds each topic and runs the pipeline; each lake equals the MariaDB table.
 
-The connector starts with ``snapshot.mode=initial`` while a random workload already runs, so
-its snapshot (``op: r``) hands over to its stream under load: a gap or a stale snapshot row
-would leave the lake unequal to the table.
+One worker runs both connectors (one JSON, one Avro) on one database under one workload, and
+one pipeline run lands both topics: the Avro case costs a connector and a job, not a second
+worker, server and run. Each connector starts with ``snapshot.mode=initial`` while the random
+workload already runs, so its snapshot (``op: r``) hands over to its stream under load: a gap
+or a stale snapshot row would leave the lake unequal to the table.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import random
 import threading
 import time
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,7 @@ from tests.sources.binlog.lake import make_project
 
 pytestmark = [pytest.mark.debezium, pytest.mark.e2e]
 MARKER = 1_000_000
+FORMATS = {"json": "json", "confluent-avro": "avro"}  # value format: job and topic prefix
 
 
 def workload(server: Any, database: str, seed: int, stop: threading.Event) -> None:
@@ -53,6 +58,8 @@ def workload(server: Any, database: str, seed: int, stop: threading.Event) -> No
 
 
 def wait_for_marker(bootstrap: str, topic: str, timeout_s: float = 120) -> None:
+    """Until the marker row's change is in ``topic`` (its name is in the message, whether
+    JSON or Avro)."""
     from python_ingest.exceptions import BrokerError
     from python_ingest.kafka.client import partition_offsets, read_range
 
@@ -65,20 +72,33 @@ def wait_for_marker(bootstrap: str, topic: str, timeout_s: float = 120) -> None:
         for p in partitions:
             for message in read_range("confluent-kafka", bootstrap, topic, p.partition,
                                       p.earliest, p.end, 30):
-                if message.value and b'"id":%d' % MARKER in message.value:
+                if message.value and b"marker" in message.value:
                     return
         time.sleep(1)
     raise AssertionError(f"Debezium did not deliver the marker row to {topic}")
 
 
-def test_debezium_on_kafka_connect_to_the_lake_equals_mariadb(
-        spark: Any, broker: str, mariadb: Any, tmp_path: Path, workdir: Path) -> None:  # noqa: F811
+@dataclass(frozen=True)
+class Landed:
+    """The MariaDB database both connectors read, and the job of each value format."""
+
+    database: str
+    jobs: dict[str, str]
+    counts: dict[str, dict[str, int]]
+
+
+@pytest.fixture(scope="module")
+def landed(spark: Any, broker: str, mariadb: Any, schema_registry: str,  # noqa: F811
+           tmp_path_factory: pytest.TempPathFactory, workdir: Path) -> Landed:
+    """One Connect worker with a JSON and an Avro connector on one database under a random
+    workload, both topics scaffolded and run through the pipeline in one run."""
     from python_ingest.config import load_settings
-    from python_ingest.runtime import connect
+    from python_ingest.runtime import apicurio, connect
     from python_ingest.scaffold.debezium import scaffold
     from python_ingest.steps.pipeline import run_all
     from tests.conftest import write_config
 
+    tmp_path = tmp_path_factory.mktemp("connect")
     database = f"dbz{int(time.time() * 1000) % 10**8}"
     with mariadb.root() as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE {database}")
@@ -89,45 +109,69 @@ def test_debezium_on_kafka_connect_to_the_lake_equals_mariadb(
         cur.execute("CREATE USER IF NOT EXISTS 'dbz'@'127.0.0.1' IDENTIFIED BY 'dbz-secret'")
         cur.execute("GRANT SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, BINLOG MONITOR, "
                     "LOCK TABLES ON *.* TO 'dbz'@'127.0.0.1'")
-    prefix = f"{database}cdc"
+    converters = {"json": {},  # the worker's default: JsonConverter with schemas
+                  "confluent-avro": connect.avro_converters(
+                      schema_registry.removesuffix(apicurio.CCOMPAT))}
+    server_id = 5400 + random.randrange(1000)
+    connectors = [{
+        "name": f"{database}{tag}", "tasks.max": 1,
+        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+        "database.hostname": "127.0.0.1", "database.port": mariadb.port,
+        "database.user": "dbz", "database.password": "dbz-secret",
+        "database.server.id": server_id + number, "topic.prefix": f"{database}{tag}",
+        "database.include.list": database, "snapshot.mode": "initial",
+        "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
+        "schema.history.internal.file.filename": str(tmp_path / f"history-{tag}.dat"),
+        **converters[value_format]}
+        for number, (value_format, tag) in enumerate(FORMATS.items())]
     stop = threading.Event()
     writer = threading.Thread(target=workload, args=(mariadb, database, 7, stop))
-    writer.start()  # the snapshot meets a running workload, and the stream takes over
+    writer.start()  # the snapshots meet a running workload, and the streams take over
     try:
-        worker = connect.start_standalone(tmp_path / "connect", broker, {
-            "name": database, "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
-            "tasks.max": 1, "database.hostname": "127.0.0.1", "database.port": mariadb.port,
-            "database.user": "dbz", "database.password": "dbz-secret",
-            "database.server.id": 5400 + random.randrange(1000), "topic.prefix": prefix,
-            "database.include.list": database, "snapshot.mode": "initial",
-            "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
-            "schema.history.internal.file.filename": str(tmp_path / "history.dat")})
-        time.sleep(5)  # the snapshot and the first streamed changes under the workload
+        worker = connect.start_standalone(tmp_path / "connect", broker, connectors)
+        time.sleep(5)  # the snapshots and the first streamed changes under the workload
     finally:
         stop.set()
         writer.join()
-    topic = f"{prefix}.{database}.items"
+    topics = {f: f"{database}{tag}.{database}.items" for f, tag in FORMATS.items()}
     try:
         with mariadb.root(database) as conn, conn.cursor() as cur:
             cur.execute("INSERT INTO items VALUES (%s, 'marker', 0, NOW(6))", (MARKER,))
-        wait_for_marker(broker, topic)
+        for topic in topics.values():
+            wait_for_marker(broker, topic)
     finally:
         worker.stop()
 
     make_project(tmp_path)
-    config = write_config(tmp_path / "sluice.yml", workdir, broker, {})
-    result = scaffold(load_settings(config, env={}), [topic], tmp_path, config,
-                      value_format="json", say=None)
-    job = result.jobs_added[0]
-    runs = run_all(spark, load_settings(config, env={}), [job])
-    assert runs[0].counts.get("decode_errors", 0) == 0, runs[0].counts
+    config = write_config(tmp_path / "sluice.yml", workdir, broker, {},
+                          schema_registry={"url": schema_registry})
+    jobs = {}
+    for value_format, topic in topics.items():
+        result = scaffold(load_settings(config, env={}), [topic], tmp_path, config,
+                          value_format=value_format, say=None,
+                          job_prefix=f"{FORMATS[value_format]}_")
+        jobs[value_format] = result.jobs_added[0]
+    runs = run_all(spark, load_settings(config, env={}), list(jobs.values()), max_parallel=2)
+    return Landed(database, jobs, {f: dict(r.counts) for f, r in zip(jobs, runs, strict=True)})
+
+
+@pytest.mark.parametrize("value_format", [
+    "json", pytest.param("confluent-avro", marks=pytest.mark.registry)])
+def test_debezium_on_kafka_connect_to_the_lake_equals_mariadb(
+        landed: Landed, value_format: str, spark: Any, mariadb: Any) -> None:  # noqa: F811
+    job = landed.jobs[value_format]
+    assert landed.counts[value_format].get("decode_errors", 0) == 0, landed.counts
     lake = {r["id"]: (r["name"], r["price"], r["upd"].replace(tzinfo=None))
             for r in spark.table(f"lake.{job}").collect()}
-    with mariadb.root(database) as conn, conn.cursor() as cur:
+    with mariadb.root(landed.database) as conn, conn.cursor() as cur:
         cur.execute("SELECT id, name, price, upd FROM items")
         source = {r[0]: (r[1], r[2], r[3]) for r in cur.fetchall()}
     assert len(source) > 250 and lake == source
     raw = spark.table(f"raw.{job}")
+    # Debezium's types as docs/debezium.md lists them, whichever converter wrote them
+    types = dict(raw.dtypes)
+    assert [types[c] for c in ("id", "name", "price", "upd")] == [
+        "bigint", "string", "decimal(12,2)", "timestamp"], types
     # the snapshot's reads share its position; the stream's changes come after it, deletes too
     by_ref = sorted((r["count"] for r in raw.groupBy("_ref_key").count().collect()),
                     reverse=True)
