@@ -74,6 +74,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="snapshot connections")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="profile the tap (cProfile) and print its N costliest functions")
+    parser.add_argument("--sort", default="tottime", help="the profile's order (pstats keys)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="sluice-pg-tap-bench-") as tmp:
@@ -137,7 +138,7 @@ def main() -> int:
                 import pstats
 
                 profiler.disable()
-                pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+                pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.profile)
             tap_rate = stats.row_changes / seconds
             print(f"tap (decode + convert + Avro + produce + acks + checkpoints): "
                   f"{stats.row_changes} row changes, {stats.messages} messages in "

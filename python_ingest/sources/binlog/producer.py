@@ -182,7 +182,9 @@ class BarrierProducer(ChangelogProducer):
     ``send`` returns -1.
     """
 
-    def __init__(self, bootstrap: str, linger_ms: int = 5) -> None:
+    def __init__(self, bootstrap: str, linger_ms: int = 50) -> None:
+        # a longer linger than ChangelogProducer's: fewer, larger batches, and far fewer
+        # wake-ups of the client's thread per message (the barrier sends what waits at once)
         super().__init__(bootstrap, linger_ms, {"delivery.report.only.error": True,
                                                 "on_delivery": self._failed})
         self.produce = self._producer.produce  # (topic, value, key): the tap's hot path

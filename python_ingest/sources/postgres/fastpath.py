@@ -45,6 +45,7 @@ _CODES = {"string": TEXT, "json": TEXT, "uuid": TEXT, "bigdecimal": TEXT, "long"
           "date": CONVERTED_LONG, "datetime": CONVERTED_LONG, "timestamp": CONVERTED_LONG,
           "bytes": BYTES}
 _RAW_KEYS = (TEXT, LONG)  # kinds whose key text is the server's text as it is
+_TWO_PIECES = (TEXT, DECIMAL, BYTES, MONEY)  # a prefix, then bytes (see _column)
 
 NULL = b"\x00"  # union branch 0: null
 PRESENT = b"\x02"  # union branch 1 (zigzag 1): the value follows
@@ -56,6 +57,10 @@ def varint(n: int) -> bytes:
     """Avro's variable-length encoding of a non-negative int (zigzag applied by the caller)."""
     if n < 128:
         return _SMALL[n]
+    if n < 16384:
+        return bytes(((n & 127) | 128, n >> 7))
+    if n < 2097152:
+        return bytes(((n & 127) | 128, ((n >> 7) & 127) | 128, n >> 14))
     out = bytearray()
     while n >= 128:
         out.append((n & 127) | 128)
@@ -83,12 +88,36 @@ def envelope_tail(source: str, event_ts_ms: int, data_center: str | None,
                      else PRESENT + _text(data_center)))
 
 
+class RefKeys:
+    """The Avro bytes of a transaction's ref keys, ``base + index`` (position.ref_key).
+
+    ``base`` (the commit LSN << 18) has its low 18 bits clear, so below 2^18 changes the
+    zigzag value's low 21 bits (its first three varint bytes) come from the index and two bits
+    of the LSN, and the bytes after them are the transaction's: computed once at its Begin."""
+
+    def __init__(self) -> None:
+        self.begin(0)
+
+    def begin(self, base: int) -> None:
+        self.base = base
+        zigzag = base << 1
+        self.mid = zigzag & (3 << 19)
+        self.high = varint(zigzag >> 21) if zigzag >> 21 else b""
+
+    def encode(self, index: int) -> bytes:
+        if index >= 1 << 18 or not self.high:
+            return varint((self.base + index) << 1)
+        v = (index << 1) | self.mid
+        return bytes(((v & 127) | 128, ((v >> 7) & 127) | 128, (v >> 14) | 128)) + self.high
+
+
 class FastTable:
     """The fast path of one table (see the module doc); ``None`` from ``of`` when the table's
     key makes every change take the general path."""
 
     def __init__(self, table: PgTable, header: bytes) -> None:
         self.table = table
+        self.topic = table.topic
         specs = table.specs
         codes = [MONEY if c is to_money else _CODES[s.kind]
                  for s, c in zip(specs, table.converters, strict=True)]
@@ -99,16 +128,14 @@ class FastTable:
                  f"    if unpack16(buf, at)[0] != {len(specs)}:",
                  "        return None",
                  "    at += 2",
-                 "    parts = [HEADER]",
-                 "    append = parts.append",
                  "    try:"]
+        pieces = ["HEADER"]  # the message's parts, in order: locals the columns set
         for i, code in enumerate(codes):
             lines += _column(i, code, specs[i].scale, key_at.get(i), self.raw_key)
+            pieces += [f"a{i}", f"b{i}"] if code in _TWO_PIECES else [f"a{i}"]
         lines += ["    except (ValueError, TypeError, OverflowError, IndexError, struct_error):",
                   "        return None  # the general path converts it again and reports it",
-                  "    append(varint(ref << 1))  # _ref_key (never negative)",
-                  "    append(tail)",
-                  '    message = b"".join(parts)']
+                  f'    message = b"".join(({", ".join(pieces)}, ref, tail))']
         if self.raw_key:
             lines.append("    key = key0")
         else:
@@ -134,9 +161,10 @@ class FastTable:
             # share one (now() is the transaction's start), and parsing it is the cost
             space[f"last{i}"] = [None, b""]
         exec(compile(self.source, f"<fastpath {table.shape.qualified}>", "exec"), space)
-        # encode(buf, at, ref, tail): (key, message) of the TupleData at buf[at:] with ref key
-        # ref and the envelope tail; None when the change must take the general path
-        self.encode: Callable[[bytes, int, int, bytes], tuple[bytes, bytes] | None] = \
+        # encode(buf, at, ref, tail): (key, message) of the TupleData at buf[at:] with the ref
+        # key's bytes ref and the envelope tail; None when the change must take the general
+        # path
+        self.encode: Callable[[bytes, int, bytes, bytes], tuple[bytes, bytes] | None] = \
             space["encode"]
 
     @staticmethod
@@ -150,35 +178,38 @@ class FastTable:
 
 
 def _column(i: int, code: int, scale: int, key: int | None, raw_key: bool) -> list[str]:
-    """The generated lines that read column ``i`` of a TupleData and append its Avro value
-    (and, for a key column, set ``key<n>``)."""
+    """The generated lines that read column ``i`` of a TupleData into its Avro bytes: local
+    ``a<i>`` (and ``b<i>`` for the kinds in _TWO_PIECES: a prefix, then the bytes as they
+    are); a key column also sets ``key<n>``."""
     value = {
         TEXT: ["if not raw.isascii():",
                "    raw.decode()  # valid UTF-8, or the general path says so",
-               "append(SMALL[n << 1] if n < 64 else PRESENT + varint(n << 1))",
-               "append(raw)"],
+               "a{i} = SMALL[n << 1] if n < 64 else PRESENT + varint(n << 1)",
+               "b{i} = raw"],
         LONG: ["v = int(raw)",
                "v = (v << 1) ^ (v >> 63)",
-               "append(SMALL[v] if v < 128 else PRESENT + varint(v))"],
-        DECIMAL: _decimal(i, scale),
-        CONVERTED_LONG: [f"if raw != last{i}[0]:",
-                         f"    v = PRESENT + long_bytes(conv{i}(raw.decode()))",
-                         f"    last{i}[1] = v",
-                         f"    last{i}[0] = raw",
-                         f"append(last{i}[1])"],
-        DOUBLE: ["append(PRESENT + pack_d(float(raw)))"],
-        FLOAT: ["append(PRESENT + pack_f(float(raw)))"],
-        BOOL: ["append(SMALL[1] if raw == b't' else SMALL[0])"],
-        BYTES: [f"v = conv{i}(raw.decode())",
-                "append(SMALL[len(v) << 1] if len(v) < 64 else PRESENT + varint(len(v) << 1))",
-                "append(v)"],
-        MONEY: [f"v = decimal_bytes(conv{i}(raw.decode()), {scale})",
-                "append(SMALL[len(v) << 1])",
-                "append(v)"],
+               "a{i} = SMALL[v] if v < 128 else PRESENT + varint(v)"],
+        DECIMAL: _decimal(scale),
+        CONVERTED_LONG: ["if raw != last{i}[0]:",
+                         "    v = PRESENT + long_bytes(conv{i}(raw.decode()))",
+                         "    last{i}[1] = v",
+                         "    last{i}[0] = raw",
+                         "a{i} = last{i}[1]"],
+        DOUBLE: ["a{i} = PRESENT + pack_d(float(raw))"],
+        FLOAT: ["a{i} = PRESENT + pack_f(float(raw))"],
+        BOOL: ["a{i} = SMALL[1] if raw == b't' else SMALL[0]"],
+        BYTES: ["b{i} = conv{i}(raw.decode())",
+                "a{i} = SMALL[len(b{i}) << 1] if len(b{i}) < 64 else "
+                "PRESENT + varint(len(b{i}) << 1)"],
+        MONEY: ["b{i} = decimal_bytes(conv{i}(raw.decode()), {scale})",
+                "a{i} = SMALL[len(b{i}) << 1]"],
     }[code]
     if key is not None:
         value.append(f"key{key} = raw" if raw_key else
-                     f"key{key} = key_text(spec{i}, conv{i}(raw.decode()))")
+                     "key{key} = key_text(spec{i}, conv{i}(raw.decode()))")
+    null = (["    return None  # a key column without a value"] if key is not None else
+            ["    a{i} = NULL", *(["    b{i} = b''"] if code in _TWO_PIECES else []),
+             "    at += 1"])
     lines = ["kind = buf[at]",
              "if kind == 116:  # 't': the value's text",
              "    n = unpack(buf, at + 1)[0]",
@@ -187,23 +218,21 @@ def _column(i: int, code: int, scale: int, key: int | None, raw_key: bool) -> li
              "    at += n",
              *("    " + line for line in value),
              "elif kind == 110:  # 'n': NULL",
-             *(["    return None  # a key column without a value"] if key is not None else
-               ["    append(NULL)", "    at += 1"]),
+             *null,
              "else:  # 'u': a TOASTed value left unchanged",
              "    return None"]
-    return [f"        # column {i}", *("        " + line for line in lines)]
+    return [f"        # column {i}",
+            *("        " + line.format(i=i, key=key, scale=scale) for line in lines)]
 
 
-def _decimal(i: int, scale: int) -> list[str]:
+def _decimal(scale: int) -> list[str]:
     """numeric(p,s): its text has exactly s digits after the point, so the unscaled integer
     is the text without it (anything else, as the general path does: Decimal)."""
     plain = [f"if len(raw) > {scale} and raw[-{scale + 1}] == 46:  # '.', {scale} digits on",
-             '    v = int(raw.replace(b".", b""))'] if scale else ["if raw.isdigit() or "
-                                                              "raw[1:].isdigit():",
-                                                              "    v = int(raw)"]
-    return [*plain,
-            "    v = v.to_bytes((v.bit_length() + 8) // 8, 'big', signed=True)",
+             '    v = int(raw.replace(b".", b""))'] if scale else \
+        ["if raw.isdigit() or raw[1:].isdigit():", "    v = int(raw)"]
+    return [*(line.replace("{", "{{").replace("}", "}}") for line in plain),
+            "    b{i} = v.to_bytes((v.bit_length() + 8) // 8, 'big', signed=True)",
             "else:",
-            f"    v = decimal_bytes(conv{i}(raw.decode()), {scale})",
-            "append(SMALL[len(v) << 1])",
-            "append(v)"]
+            "    b{i} = decimal_bytes(conv{i}(raw.decode()), {scale})",
+            "a{i} = SMALL[len(b{i}) << 1]"]

@@ -46,7 +46,7 @@ from python_ingest.sources.binlog.registry import CHANGELOG, ROW, Registry
 from python_ingest.sources.binlog.tap import TapStats, registry_root
 from python_ingest.sources.postgres import events, pgoutput, server
 from python_ingest.sources.postgres.events import PgTable
-from python_ingest.sources.postgres.fastpath import FastTable, envelope_tail
+from python_ingest.sources.postgres.fastpath import FastTable, RefKeys, envelope_tail
 from python_ingest.sources.postgres.position import (
     MAX_CHANGES,
     PgCheckpoint,
@@ -97,7 +97,7 @@ class PgTap:
         self._commit_lsn = 0  # of the transaction being read (0: none open)
         self._commit_ms = 0
         self._index = 0  # the next change's position in it
-        self._ref_base = 0  # its ref keys' base: ref_key(commit LSN, 0)
+        self._refs = RefKeys()  # its ref keys' Avro bytes (fastpath)
         self.streams = HeldStreams()  # protocol 2: streamed transactions not committed yet
         self.streamed = self.streams.counts  # streamed transactions committed and aborted
         self._known_topics: set[str] = set()
@@ -106,6 +106,7 @@ class PgTap:
         self._reader: Any = None  # reads values a key change left out (server.current_values)
         self._cursor: Any = None
         self.producer: BarrierProducer | None = None
+        self._produce: Any = None  # the producer's produce(topic, value, key)
         self.errors: ErrorSink | None = None
 
     # ---- public -----------------------------------------------------------------------
@@ -145,6 +146,7 @@ class PgTap:
         self._saved = self._confirmed = start
         target = server.current_lsn(self._conn) if until_end else None
         self.producer = BarrierProducer(self.settings.broker.bootstrap_servers)
+        self._produce = self.producer.produce
         broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, error_topic(self.source),
                                 self.source.partitions)
         self.errors = ErrorSink(self.producer, self.source, self.registry_root)
@@ -211,23 +213,18 @@ class PgTap:
                 index = self._index
                 if index >= MAX_CHANGES:
                     ref_key(self._commit_lsn, index)  # raises, saying why
-                found = fast.encode(payload, 6, self._ref_base + index,
+                found = fast.encode(payload, 6, self._refs.encode(index),
                                     self._tails[tag == _DELETE])
                 if found is not None:
                     self._index = index + 1
                     self.stats.row_changes += 1
                     self.stats.messages += 1
-                    self._produce(fast.table.topic, *found)
+                    try:
+                        self._produce(fast.topic, found[1], found[0])
+                    except BufferError:  # the client's queue is full: wait for room
+                        self.producer.send(fast.topic, *found)  # type: ignore[union-attr]
                     return
         self._handle(pgoutput.decode(payload))
-
-    def _produce(self, topic: str, key: bytes, value: bytes) -> None:
-        producer = self.producer
-        assert producer is not None
-        try:
-            producer.produce(topic, value, key)
-        except BufferError:  # the client's queue is full: wait for room
-            producer.send(topic, key, value)
 
     def _streamed(self, payload: bytes) -> None:
         """Protocol 2: large transactions held until they commit (streams.py)."""
@@ -258,7 +255,7 @@ class PgTap:
                 self._publish(table, [events.delete(table, msg.old, self._next_ref(), self._env)])
         elif kind is pgoutput.Begin:
             self._commit_lsn, self._commit_ms, self._index = msg.final_lsn, msg.commit_ms, 0
-            self._ref_base = ref_key(msg.final_lsn, 0)  # (raises past the ref keys' bounds)
+            self._refs.begin(ref_key(msg.final_lsn, 0))  # (raises past the ref keys' bounds)
             self._env = Envelope(SOURCE, msg.commit_ms, self.source.data_center)
             self._tails = (envelope_tail(SOURCE, msg.commit_ms, self.source.data_center, False),
                            envelope_tail(SOURCE, msg.commit_ms, self.source.data_center, True))

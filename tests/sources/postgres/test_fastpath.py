@@ -15,7 +15,8 @@ from python_ingest.sources.binlog.registry import PRIMARY, KeyChoice, TableShape
 from python_ingest.sources.postgres import events, pgoutput
 from python_ingest.sources.postgres.columns import PgType, converter, spec_of
 from python_ingest.sources.postgres.events import PgTable
-from python_ingest.sources.postgres.fastpath import FastTable, envelope_tail, long_bytes
+from python_ingest.sources.postgres.fastpath import FastTable, RefKeys, envelope_tail, long_bytes
+from python_ingest.sources.postgres.position import MAX_CHANGES, ref_key
 
 pytestmark = pytest.mark.postgres_source
 
@@ -119,7 +120,8 @@ def test_every_type_and_edge_value_gives_the_general_paths_bytes(data_center) ->
                                  (b"U" + struct.pack(">I", OID) + b"N" + _tuple(row), False),
                                  (b"D" + struct.pack(">I", OID) + b"K" + _tuple(row), True)):
             tail = envelope_tail("postgres", env.event_ts_ms, data_center, deleted)
-            assert fast.encode(payload, 6, ref, tail) == _general(table, payload, ref, env), \
+            assert fast.encode(payload, 6, long_bytes(ref), tail) == \
+                _general(table, payload, ref, env), \
                 (row, chr(payload[0]))
 
 
@@ -133,19 +135,19 @@ def test_keys_composite_and_of_every_kind_match_the_general_path() -> None:
     assert fast is not None and not fast.raw_key
     for row in _rows():
         payload = _insert(row)
-        assert fast.encode(payload, 6, 9, tail) == _general(table, payload, 9, env)
+        assert fast.encode(payload, 6, long_bytes(9), tail) == _general(table, payload, 9, env)
     # a text key: the server's bytes are the key
     table = _table(key=("t",))
     fast = FastTable.of(table)
     assert fast is not None and fast.raw_key
     payload = _insert(_rows()[0])
-    assert fast.encode(payload, 6, 9, tail)[0] == "naïve ✓ 日本".encode()  # type: ignore[index]
+    assert fast.encode(payload, 6, b"\x12", tail)[0] == "naïve ✓ 日本".encode()  # type: ignore[index]
     # a composite key part holding the separator: the general path decides (it refuses)
     table = _table(key=("id", "t"))
     fast = FastTable.of(table)
     row = _rows()[0]
     row[9] = f"a{KEY_SEPARATOR}b"
-    assert fast is not None and fast.encode(_insert(row), 6, 9, tail) is None
+    assert fast is not None and fast.encode(_insert(row), 6, b"\x12", tail) is None
 
 
 def test_changes_the_fast_path_leaves_to_the_general_path() -> None:
@@ -154,7 +156,7 @@ def test_changes_the_fast_path_leaves_to_the_general_path() -> None:
     assert fast is not None
     tail = envelope_tail("postgres", 5, None, False)
     row = _rows()[0]
-    assert fast.encode(_insert(row), 6, 1, tail) is not None
+    assert fast.encode(_insert(row), 6, b"\x02", tail) is not None
     cases = {
         "an unchanged TOASTed value": {9: pgoutput.UNCHANGED},
         "a key without a value": {0: None},
@@ -167,11 +169,11 @@ def test_changes_the_fast_path_leaves_to_the_general_path() -> None:
         values = list(row)
         for index, value in change.items():
             values[index] = value
-        assert fast.encode(_insert(values), 6, 1, tail) is None, why
-    assert fast.encode(_insert(row[:-1]), 6, 1, tail) is None  # another column count
+        assert fast.encode(_insert(values), 6, b"\x02", tail) is None, why
+    assert fast.encode(_insert(row[:-1]), 6, b"\x02", tail) is None  # another column count
     big = list(row)
     big[9] = "x" * 1_000_000  # over Kafka's message limit: the general path leaves it out
-    assert fast.encode(_insert(big), 6, 1, tail) is None
+    assert fast.encode(_insert(big), 6, b"\x02", tail) is None
 
 
 def test_tables_the_fast_path_does_not_take() -> None:
@@ -193,3 +195,24 @@ def test_long_bytes_is_avros_zigzag_varint(value) -> None:
     out = io.BytesIO()
     fastavro.schemaless_writer(out, {"type": "long"}, value)
     assert long_bytes(value) == out.getvalue()
+
+
+@pytest.mark.parametrize("lsn", [0x16B3748, 0x16B374B, 0x3FFFFF, 0x1000000007, 1, 0])
+def test_ref_keys_bytes_are_the_ref_keys_avro_long(lsn) -> None:
+    refs = RefKeys()
+    refs.begin(ref_key(lsn, 0))
+    for index in (0, 1, 63, 64, 8191, 8192, (1 << 18) - 1, 1 << 18, MAX_CHANGES - 1):
+        assert refs.encode(index) == long_bytes(ref_key(lsn, index)), (lsn, index)
+
+
+@pytest.mark.parametrize("value", [0, 1, 127, 128, 16383, 16384, 2097151, 2097152, 2**49 + 5])
+def test_varint_is_avros_for_every_length(value) -> None:
+    from python_ingest.sources.postgres.fastpath import varint
+
+    groups, rest = [], value
+    while True:  # seven bits at a time, low first, the high bit set on all but the last
+        groups.append(rest & 127)
+        rest >>= 7
+        if not rest:
+            break
+    assert varint(value) == bytes([g | 128 for g in groups[:-1]] + groups[-1:])
