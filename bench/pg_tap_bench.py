@@ -12,7 +12,8 @@ folders), then:
    checkpoint, confirm the slot): row changes/s each.
 
 The last line is ``pg-tap: changes=N tap=R bare=R ratio=X snapshot_rows_s=R``. Run with
-``make bench-pg-tap``; ``--rows`` and ``--changes`` scale it down for a quick look.
+``make bench-pg-tap``; ``--rows`` and ``--changes`` scale it down for a quick look;
+``--profile N`` prints the tap's N costliest functions (cProfile, which slows it down).
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows to snapshot")
     parser.add_argument("--changes", type=int, default=200_000, help="row changes for the tap")
     parser.add_argument("--workers", type=int, default=2, help="snapshot connections")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="profile the tap (cProfile) and print its N costliest functions")
+    parser.add_argument("--sort", default="tottime", help="the profile's order (pstats keys)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="sluice-pg-tap-bench-") as tmp:
@@ -121,9 +125,20 @@ def main() -> int:
             bare_rate = rows / seconds
             print(f"pgoutput alone (psycopg2 stream + decode): {rows} row changes in "
                   f"{seconds:.1f}s = {bare_rate:,.0f} row changes/s")
+            profiler = None
+            if args.profile:
+                import cProfile
+
+                profiler = cProfile.Profile()
+                profiler.enable()
             began = time.monotonic()
             stats = PgTap(settings, source).run(until_end=True)
             seconds = time.monotonic() - began
+            if profiler is not None:
+                import pstats
+
+                profiler.disable()
+                pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.profile)
             tap_rate = stats.row_changes / seconds
             print(f"tap (decode + convert + Avro + produce + acks + checkpoints): "
                   f"{stats.row_changes} row changes, {stats.messages} messages in "

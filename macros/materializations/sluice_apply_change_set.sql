@@ -68,7 +68,19 @@
         {%- endif %}
         {%- if table_format == 'hudi' %}
             {#- a first, empty commit: Hudi 1.0 would take the files of a failed first merge
-                for committed once a later one completes (docs/formats.md) -#}
+                for committed once a later one completes (docs/formats.md). It carries no
+                merge checkpoint (the runner sets it around this whole run, key as
+                tables/checkpoints.py names it): a process killed before the merge's own
+                commit must leave the batch unmerged, or the rerun takes it for merged and the
+                lake misses its rows -#}
+            {%- set checkpoint_key = 'sluice.merge.batch_id' -%}
+            {%- set checkpoint = run_query('set ' ~ checkpoint_key).rows[0][1] -%}
+            {%- set marked = checkpoint != '<undefined>' -%}
+            {%- if marked %}
+                {% call statement('first_commit_unmarked') -%}
+                    reset {{ checkpoint_key }}
+                {%- endcall %}
+            {%- endif %}
             {% call statement('first_commit') -%}
                 insert into {{ target }}
                 select
@@ -77,6 +89,11 @@
                     {%- endfor %}
                 where false
             {%- endcall %}
+            {%- if marked %}
+                {% call statement('first_commit_marked') -%}
+                    set {{ checkpoint_key }}={{ checkpoint }}
+                {%- endcall %}
+            {%- endif %}
         {%- endif %}
     {%- else -%}
         {#- on_schema_change append_new_columns: the lake table gains new columns, never loses -#}

@@ -16,21 +16,12 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     from python_ingest.steps.dbt import Dbt
     from python_ingest.tables.formats import name_tables
     from python_ingest.tables.names import JobTables
-    from python_ingest.verify.run import verify
+    from python_ingest.verify.run import fed_jobs, verify
 
     names = sorted(settings.jobs) if args.all else [args.job]
     jobs = [settings.job(n) for n in names]
-    if args.all:  # only the jobs a binlog source feeds have a table to compare with
-        from python_ingest.sources.binlog import server
-        from python_ingest.sources.binlog.jobs import job_name
-
-        fed = set()
-        for source in settings.sources.values():
-            conn = server.connect(source)
-            try:
-                fed |= {job_name(db, t) for db, t in server.tables(conn, source)}
-            finally:
-                conn.close()
+    if args.all:  # only the jobs a tapped table feeds have a table to compare with
+        fed = fed_jobs(settings)
         jobs = [j for j in jobs if j.name in fed]
     spark = build_session(settings)
     dbt = Dbt(settings)
@@ -56,11 +47,11 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             continue
         verdict = "EQUAL" if result.equal else f"DIFFERENT ({len(result.differences)} keys)"
-        print(f"{job.name}: {verdict}: {result.source_table} ({result.source_rows} rows, binlog "
-              f"{result.source_position}) vs {result.lake_table} ({result.lake_rows} rows, "
-              f"merged up to ref {result.lake_position}); {result.ranges_checked} ranges "
-              f"checked, {result.ranges_differing} differed, {result.rows_moved} rows fetched, "
-              f"{result.seconds:.1f}s")
+        print(f"{job.name}: {verdict}: {result.source_table} ({result.source_rows} rows, "
+              f"{result.position_kind} {result.source_position}) vs {result.lake_table} "
+              f"({result.lake_rows} rows, merged up to ref {result.lake_position}); "
+              f"{result.ranges_checked} ranges checked, {result.ranges_differing} differed, "
+              f"{result.rows_moved} rows fetched, {result.seconds:.1f}s")
         if result.settled_keys:
             print(f"  {result.settled_keys} key(s) differed while the lake caught up, then "
                   "matched")
@@ -77,11 +68,12 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
 def add_verify_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings], int], str],
                                       argparse.ArgumentParser]) -> None:
     """Register ``sluice verify`` on the main parser's ``add`` helper."""
-    p = add("verify", cmd_verify, "Prove lake tables equal their MariaDB/MySQL source tables "
-            "(range checksums on both sides, bisection, row diff of differing ranges only).")
+    p = add("verify", cmd_verify, "Prove lake tables equal their MariaDB/MySQL or PostgreSQL "
+            "source tables (range checksums on both sides, bisection, row diff of differing "
+            "ranges only).")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("job", nargs="?", help="job name from the config")
-    target.add_argument("--all", action="store_true", help="every job a binlog source feeds")
+    target.add_argument("--all", action="store_true", help="every job a tapped table feeds")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--range-rows", type=int, default=64,
                    help="split differing ranges down to this many rows (default 64)")

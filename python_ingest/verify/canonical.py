@@ -111,30 +111,42 @@ def _zero_or(day: str, text: str, time_text: str) -> str:
     return f"case when {day} <= {ZERO_DAY} then {zero} else {text} end"
 
 
-NULL_SQL = "'\\\\N'"  # the SQL literal '\\N' (both dialects read a backslash escape)
+NULL_SQL = "'\\\\N'"  # the SQL literal '\\N' (MariaDB and Spark read a backslash escape)
+PG_NULL_SQL = "'\\N'"  # PostgreSQL (standard_conforming_strings): the same text, \N
 
 
 def row_text(parts: list[str], dialect: str) -> str:
     """SQL for the canonical text of a row: its columns' texts, NULL as \\N, joined by US."""
+    if dialect == "postgres":
+        values = ", ".join(f"COALESCE({p}, {PG_NULL_SQL})" for p in parts)
+        return f"concat_ws(chr(31), {values})"
     values = ", ".join(f"COALESCE({p}, {NULL_SQL})" for p in parts)
     if dialect == "mysql":
         return f"CONCAT_WS(CHAR(31 USING utf8mb4), {values})"
     return f"concat_ws(char(31), {values})"
 
 
-def hash_sql(text: str, dialect: str) -> str:
+def hash_sql(text: str, dialect: str, function: str = "crc32") -> str:
     """The row's 32-bit hash: CRC32 of its canonical text (UTF-8 bytes on both sides).
 
     Per range both the sum and the XOR of the hashes are compared (with the row count): a
     changed row goes unseen only if its new CRC32 equals the old one and both statistics
-    cancel. CRC32 costs a fraction of MD5 on both engines (docs/verify.md, Cost)."""
+    cancel. CRC32 costs a fraction of MD5 on both engines (docs/verify.md, Cost).
+    PostgreSQL has no CRC32 (nor any hash Spark shares but MD5): against it both sides use
+    the first 32 bits of MD5 (``function="md5"``)."""
+    if function == "md5":
+        if dialect == "postgres":
+            return f"('x' || substr(md5({text}), 1, 8))::bit(32)::bigint"
+        return f"cast(conv(substr(md5(cast({text} as binary)), 1, 8), 16, 10) as bigint)"
     if dialect == "mysql":
         return f"CRC32({text})"
     return f"crc32(cast({text} as binary))"
 
 
-def bucket_sql(text: str, buckets: int, dialect: str) -> str:
-    """The range (0..buckets-1) a key's canonical text falls in: CRC32 mod buckets."""
+def bucket_sql(text: str, buckets: int, dialect: str, function: str = "crc32") -> str:
+    """The range (0..buckets-1) a key's canonical text falls in: its hash mod buckets."""
     if dialect == "mysql":
-        return f"MOD(CRC32({text}), {buckets})"
-    return f"pmod(crc32(cast({text} as binary)), {buckets})"
+        return f"MOD({hash_sql(text, dialect, function)}, {buckets})"
+    if dialect == "postgres":
+        return f"mod({hash_sql(text, dialect, function)}, {buckets})"
+    return f"pmod({hash_sql(text, dialect, function)}, {buckets})"

@@ -3,15 +3,18 @@
 The method (docs/verify.md), in the spirit of data-diff and pt-table-checksum:
 
 1. Ranges. Every row falls in one of N ranges of the hash space of its key: CRC32 of the key's
-   canonical text mod N (the same function in MariaDB and Spark). Hash ranges work for every
+   canonical text mod N (the same function on both sides; MD5's first 32 bits against
+   PostgreSQL, which has no CRC32: ``Target.hash``). Hash ranges work for every
    key type (composite, text, dates) and are even whatever the key distribution.
 2. Each side computes, per range and where its rows live, the row count and the sum and XOR
-   of a hash of each row's canonical text (``verify.canonical``): one scan per side, a few
+   of a hash of each row's canonical text (``verify.canonical``, ``verify.canonical_pg``):
+   one scan per side, a few
    numbers per range over the wire, nothing else. Equal tables end here.
 3. Ranges that differ are split ``fanout`` ways (mod N * fanout, restricted to them) and
    compared again, until a range holds at most ``range_rows`` rows; only those rows are then
    fetched from both sides and compared column by column.
-4. The source is read inside one consistent snapshot (its binlog position is reported). Keys
+4. The source is read inside one consistent snapshot (its binlog position or LSN is
+   reported). Keys
    that differ are re-checked while the lake's merged position moves, so lag of the pipeline is
    not reported as a difference: a key is reported only when it still differs once the lake
    stopped changing (or ``settle_s`` passed).
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.verify.canonical import Column, bucket_sql, hash_sql, row_text
+from python_ingest.verify.canonical_pg import PgColumn
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,11 +46,13 @@ class Target:
 
     job: str
     lake_table: str
-    source_table: str  # `db`.`table`
+    source_table: str  # `db`.`table` (MariaDB/MySQL), "schema"."table" (PostgreSQL)
     key: tuple[str, ...]
-    columns: tuple[Column, ...]  # the key columns first
+    columns: tuple[Column, ...] | tuple[PgColumn, ...]  # the key columns first
+    dialect: str = "mysql"  # the source's SQL: mysql or postgres
+    hash: str = "crc32"  # the row and key hash both sides compute: crc32, md5 (postgres)
 
-    def key_columns(self) -> tuple[Column, ...]:
+    def key_columns(self) -> tuple[Column | PgColumn, ...]:
         return self.columns[: len(self.key)]
 
 
@@ -72,6 +78,7 @@ class VerifyResult:
     ranges_differing: int = 0
     rows_moved: int = 0
     source_position: str | None = None
+    position_kind: str = "binlog"  # what source_position is: binlog (file:pos) or LSN
     lake_position: int | None = None
     differences: list[Difference] = field(default_factory=list)
     settled_keys: int = 0  # differed first, then equal once the lake caught up
@@ -86,7 +93,8 @@ class VerifyResult:
                 self.source_table, "equal": self.equal, "source_rows": self.source_rows,
                 "lake_rows": self.lake_rows, "ranges_checked": self.ranges_checked,
                 "ranges_differing": self.ranges_differing, "rows_moved": self.rows_moved,
-                "source_position": self.source_position, "lake_position": self.lake_position,
+                "source_position": self.source_position, "position_kind": self.position_kind,
+                "lake_position": self.lake_position,
                 "settled_keys": self.settled_keys, "seconds": round(self.seconds, 3),
                 "differences": [d.__dict__ for d in self.differences]}
 
@@ -97,19 +105,23 @@ class SourceSide:
     def __init__(self, conn: Any, target: Target) -> None:
         self.conn = conn
         self.target = target
-        self.key_text = row_text([c.source_sql() for c in target.key_columns()], "mysql")
-        self.row_hash = hash_sql(row_text([c.source_sql() for c in target.columns], "mysql"),
-                                 "mysql")
+        dialect, self.dialect = target.dialect, target.dialect
+        self.key_text = row_text([c.source_sql() for c in target.key_columns()], dialect)
+        self.row_hash = hash_sql(row_text([c.source_sql() for c in target.columns], dialect),
+                                 dialect, target.hash)
+
+    def bucket(self, text: str, mod: int) -> str:
+        return bucket_sql(text, mod, self.dialect, self.target.hash)
 
     def _where(self, within: tuple[int, Iterable[int]] | None) -> str:
         if within is None:
             return ""
         mod, ranges = within
-        return f" WHERE {bucket_sql(self.key_text, mod, 'mysql')} IN ({_ints(ranges)})"
+        return f" WHERE {self.bucket(self.key_text, mod)} IN ({_ints(ranges)})"
 
     def sums(self, buckets: int, within: tuple[int, Iterable[int]] | None) -> Sums:
         sql = (f"SELECT b, COUNT(*), SUM(h), BIT_XOR(h) FROM (SELECT "
-               f"{bucket_sql(self.key_text, buckets, 'mysql')} AS b, {self.row_hash} AS h "
+               f"{self.bucket(self.key_text, buckets)} AS b, {self.row_hash} AS h "
                f"FROM {self.target.source_table}{self._where(within)}) AS r GROUP BY b")
         with self.conn.cursor() as cur:
             cur.execute(sql)
@@ -132,7 +144,7 @@ class LakeSide:
         self.target = target
         self.key_text = row_text([c.lake_sql() for c in target.key_columns()], "spark")
         self.row_hash = hash_sql(row_text([c.lake_sql() for c in target.columns], "spark"),
-                                 "spark")
+                                 "spark", target.hash)
         names = {f.name for f in spark.table(target.lake_table).schema.fields}
         self.live = " where not coalesce(_is_deleted, false)" if "_is_deleted" in names else ""
 
@@ -140,13 +152,15 @@ class LakeSide:
         if within is None:
             return self.live
         mod, ranges = within
-        condition = f"{bucket_sql(self.key_text, mod, 'spark')} in ({_ints(ranges)})"
+        condition = f"{bucket_sql(self.key_text, mod, 'spark', self.target.hash)} in " \
+                    f"({_ints(ranges)})"
         return f"{self.live} and {condition}" if self.live else f" where {condition}"
 
     def sums(self, buckets: int, within: tuple[int, Iterable[int]] | None) -> Sums:
         rows = self.spark.sql(
             f"select b, count(*), sum(h), bit_xor(h) from (select "
-            f"{bucket_sql(self.key_text, buckets, 'spark')} as b, {self.row_hash} as h "
+            f"{bucket_sql(self.key_text, buckets, 'spark', self.target.hash)} as b, "
+            f"{self.row_hash} as h "
             f"from {self.target.lake_table}{self._where(within)}) group by b").collect()
         return {int(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in rows}
 

@@ -1,4 +1,6 @@
-"""One verify of a job: find its source table, compare, settle lag, record the result."""
+"""One verify of a job: find its source table, compare, settle lag, record the result.
+
+The source is MariaDB/MySQL (the functions here) or PostgreSQL (verify/postgres.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from python_ingest.sources.binlog import server
 from python_ingest.sources.binlog.jobs import job_name
 from python_ingest.tables.formats import table_exists
 from python_ingest.tables.runs import Run
-from python_ingest.verify.canonical import Column, bucket_sql
+from python_ingest.verify import postgres as pg
+from python_ingest.verify.canonical import Column
 from python_ingest.verify.compare import (
     Difference,
     LakeSide,
@@ -36,21 +39,32 @@ QUIET_S = 30.0  # a key differing this long with neither side changing is a diff
 POLL_S = 2.0
 
 
+def source_tables(source: SourceConfig) -> list[tuple[str, str]]:
+    """The ``(db, table)`` (PostgreSQL: ``(schema, table)``) pairs a source's tap reads."""
+    if source.kind == "postgres":
+        return pg.tables(source)
+    conn = server.connect(source)
+    try:
+        return list(server.tables(conn, source))
+    finally:
+        conn.close()
+
+
+def fed_jobs(settings: Settings) -> set[str]:
+    """The jobs a tapped table of the config's sources feeds (what verify can compare)."""
+    return {job_name(db, table) for source in settings.sources.values()
+            for db, table in source_tables(source)}
+
+
 def find_source(settings: Settings, job: JobConfig) -> tuple[SourceConfig, str, str]:
-    """The binlog source and ``(db, table)`` a job is fed by; raises if it has none."""
+    """The source and ``(db, table)`` a job is fed by; raises if it has none."""
     for source in settings.sources.values():
-        if source.kind == "postgres":  # not compared yet (docs/postgres-source.md)
-            continue
-        conn = server.connect(source)
-        try:
-            for db, table in server.tables(conn, source):
-                if job_name(db, table) == job.name:
-                    return source, db, table
-        finally:
-            conn.close()
-    raise SluiceError(f"job {job.name} is not fed by a MariaDB/MySQL source in the config "
-                      f"(sources: {', '.join(sorted(settings.sources)) or 'none'}): verify "
-                      "compares a lake table with the table its tap reads")
+        for db, table in source_tables(source):
+            if job_name(db, table) == job.name:
+                return source, db, table
+    raise SluiceError(f"job {job.name} is not fed by a MariaDB/MySQL or PostgreSQL source in "
+                      f"the config (sources: {', '.join(sorted(settings.sources)) or 'none'}): "
+                      "verify compares a lake table with the table its tap reads")
 
 
 def resolve_target(spark: SparkSession, conn: Any, job: JobConfig, lake_table: str, db: str,
@@ -111,17 +125,23 @@ def verify(spark: SparkSession, settings: Settings, job: JobConfig, lake_table: 
     source, db, table = find_source(settings, job)
     run = Run(job=job.name)
     run.details["steps"] = ["verify"]
-    conn = server.connect(source)
+    postgres = source.kind == "postgres"
+    conn = pg.connect(source) if postgres else server.connect(source)
     try:
-        target = resolve_target(spark, conn, job, lake_table, db, table)
-        result = VerifyResult(job.name, lake_table, f"{db}.{table}")
+        if postgres:
+            target = pg.resolve_target(spark, conn, source, job, lake_table, db, table)
+        else:
+            target = resolve_target(spark, conn, job, lake_table, db, table)
+        result = VerifyResult(job.name, lake_table, f"{db}.{table}",
+                              position_kind="LSN" if postgres else "binlog")
         lake = LakeSide(spark, target)
         result.lake_position = lake.position()
-        result.source_position = _snapshot(conn)
-        say(f"comparing {db}.{table} at binlog {result.source_position} with {lake_table}")
+        result.source_position = pg.snapshot(conn) if postgres else _snapshot(conn)
+        say(f"comparing {db}.{table} at {result.position_kind} {result.source_position} with "
+            f"{lake_table}")
         src = SourceSide(conn, target)
-        mod, ranges = bisect(src, lake, result, _estimate(conn, db, table), range_rows, fanout,
-                             say)
+        rows = pg.estimate(conn, db, table) if postgres else _estimate(conn, db, table)
+        mod, ranges = bisect(src, lake, result, rows, range_rows, fanout, say)
         if ranges:
             source_rows, lake_rows = src.rows(mod, ranges), lake.rows(mod, ranges)
             result.rows_moved = len(source_rows) + len(lake_rows)
@@ -168,11 +188,12 @@ def _settle(conn: Any, target: Target, lake: LakeSide, found: list[Difference], 
             break
         time.sleep(min(POLL_S, max(0.0, deadline - now)))
         keys = list(pending)
+        source = SourceSide(conn, target)
         with conn.cursor() as cur:  # the ranges these keys fall in, from their key text
-            cur.execute("SELECT " + ", ".join(bucket_sql("%s", mod, "mysql") for _ in keys),
+            cur.execute("SELECT " + ", ".join(source.bucket("%s", mod) for _ in keys),
                         tuple(keys))
             ranges = [int(b) for b in cur.fetchone()]
-        source_rows = SourceSide(conn, target).rows(mod, ranges)
+        source_rows = source.rows(mod, ranges)
         conn.rollback()
         lake_rows = lake.rows(mod, ranges)
         still = {d.key: d for d in diff_rows({k: source_rows[k] for k in keys if k in source_rows},

@@ -24,7 +24,7 @@ _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 
 
-def _decimal_bytes(value: Decimal, scale: int) -> bytes:
+def decimal_bytes(value: Decimal, scale: int) -> bytes:
     """Avro's decimal encoding (two's complement of the unscaled value, big endian)."""
     sign, digits, exponent = value.as_tuple()
     assert isinstance(exponent, int)
@@ -69,7 +69,7 @@ class Encoder:
         for name, scale in self.decimals:
             value = record.get(name)
             if isinstance(value, Decimal):
-                record[name] = _decimal_bytes(value, scale)
+                record[name] = decimal_bytes(value, scale)
         for name in self.timestamps:
             value = record.get(name)
             if isinstance(value, datetime):
@@ -106,7 +106,8 @@ class Encoder:
 class ChangelogProducer:
     """A Kafka producer that knows which of its messages were acknowledged."""
 
-    def __init__(self, bootstrap: str, linger_ms: int = 5) -> None:
+    def __init__(self, bootstrap: str, linger_ms: int = 5,
+                 config: dict[str, Any] | None = None) -> None:
         import confluent_kafka as ck
 
         self.bootstrap = bootstrap
@@ -122,6 +123,7 @@ class ChangelogProducer:
             "queue.buffering.max.messages": 500_000,
             "queue.buffering.max.kbytes": 512 * 1024,
             "message.timeout.ms": 120_000,
+            **(config or {}),
         })
 
     def _delivered(self, seq: int, err: Any, _msg: Any) -> None:
@@ -167,3 +169,56 @@ class ChangelogProducer:
             raise BrokerError(f"the broker at {self.bootstrap} rejected changelog messages "
                               f"({self.acks.failures[0]}); the checkpoint stays before them, "
                               "so they are sent again on restart")
+
+
+class BarrierProducer(ChangelogProducer):
+    """A producer whose acknowledgements are taken by barrier, not message by message.
+
+    The client reports only failed deliveries (``delivery.report.only.error``, which
+    confluent-kafka implements itself: a delivered message costs no Python call and no Python
+    object, and its state is freed). ``flush`` is the barrier: once it
+    returns without a failure, every message queued before it is in the broker, which is what
+    a checkpoint needs (the PostgreSQL tap saves one after a flush). ``acks`` is not kept:
+    ``send`` returns -1.
+    """
+
+    def __init__(self, bootstrap: str, linger_ms: int = 50) -> None:
+        # a longer linger than ChangelogProducer's: fewer, larger batches, and far fewer
+        # wake-ups of the client's thread per message (the barrier sends what waits at once)
+        super().__init__(bootstrap, linger_ms, {"delivery.report.only.error": True,
+                                                "on_delivery": self._failed})
+        self.produce = self._producer.produce  # (topic, value, key): the tap's hot path
+
+    def _failed(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.acks.failures.append(str(err))
+
+    def send(self, topic: str, key: bytes, value: bytes) -> int:
+        """Queue one message (as ChangelogProducer.send, without tracking it)."""
+        while True:
+            try:
+                self._producer.produce(topic, value, key)
+                return -1
+            except BufferError:
+                self._producer.poll(0.05)
+            except self._kafka_exception as exc:
+                if exc.args[0].code() != self._too_large:
+                    raise
+                raise MessageTooLargeError(
+                    f"the Kafka client refuses a message of {len(key) + len(value)} bytes (key "
+                    f"and value) for {topic}: {exc.args[0].str()}") from exc
+
+    def flush(self, timeout_s: float = 130.0) -> None:
+        """The barrier: wait until every queued message is acknowledged, or raise BrokerError.
+        The client fails a message it could not deliver in ``message.timeout.ms`` (120 s), so
+        a broker that is down stops the tap then, as it stops ChangelogProducer's users."""
+        super().flush(timeout_s)
+
+    def serve(self) -> None:
+        """Serve the client's delivery reports (nothing in Python for delivered messages): the
+        client keeps a delivered message until its report is served."""
+        self._producer.poll(0)
+
+    def queued(self) -> int:
+        """Messages not yet acknowledged (or failed) by the broker."""
+        return len(self._producer)

@@ -1,6 +1,6 @@
 """LSNs, the ref keys of PostgreSQL changes, and the PostgreSQL tap's checkpoint file.
 
-**Ref key** (a long): ``commit LSN << 18 | i`` for the i-th row change (0, 1, ...) of the
+**Ref key** (a long): ``(commit LSN << 18) + i`` for the i-th row change (0, 1, ...) of the
 transaction. Transactions are published in commit order and commit LSNs increase, so ref keys
 increase through the stream: two consecutive commit records lie at least 24 bytes apart (the
 size of a commit record), so the last change of a transaction of fewer than 24 × 2^18 (6.3
@@ -52,7 +52,7 @@ def ref_key(commit_lsn: int, index: int) -> int:
         raise TapError(f"the transaction committed at {lsn_text(commit_lsn)} holds more than "
                        f"{MAX_CHANGES} row changes, more than a ref key orders exactly: split "
                        "such transactions (docs/postgres-source.md, \"Ref keys\")")
-    return commit_lsn << REF_SHIFT | index
+    return (commit_lsn << REF_SHIFT) + index  # an index past 2^18 carries into the LSN bits
 
 
 def as_position(lsn: int) -> BinlogPosition:

@@ -11,6 +11,10 @@ drop the WAL before it. A kill -9 anywhere therefore resends from the last confi
 delivery is at least once, and the ref keys (commit LSN, then the change's position in its
 transaction, position.py) make the repeats harmless to the merge.
 
+The common row changes take fastpath.py (bytes in, key and Avro message out). The broker
+reports only failed deliveries (BarrierProducer): a checkpoint flushes the producer first, so
+every message queued before it is acknowledged, then saves the last transaction's end LSN.
+
 When the slot has nothing for the tapped tables (an idle source, or WAL of other databases) the
 server's keepalives carry its WAL end; with no transaction open and every event acknowledged,
 that becomes the checkpoint too, so an idle tap does not hold WAL back.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import select
+import struct
 import threading
 import time
 from collections import deque
@@ -36,12 +41,14 @@ from python_ingest.kafka import broker as broker_mod
 from python_ingest.sources.binlog import ddl, keys
 from python_ingest.sources.binlog.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.binlog.events import Envelope
-from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
+from python_ingest.sources.binlog.producer import BarrierProducer, Encoder
 from python_ingest.sources.binlog.registry import CHANGELOG, ROW, Registry
 from python_ingest.sources.binlog.tap import TapStats, registry_root
 from python_ingest.sources.postgres import events, pgoutput, server
 from python_ingest.sources.postgres.events import PgTable
+from python_ingest.sources.postgres.fastpath import FastTable, RefKeys, envelope_tail
 from python_ingest.sources.postgres.position import (
+    MAX_CHANGES,
     PgCheckpoint,
     PgCheckpointStore,
     as_position,
@@ -50,10 +57,14 @@ from python_ingest.sources.postgres.position import (
 )
 from python_ingest.sources.postgres.shapes import table_shape
 from python_ingest.sources.postgres.slot import start_position
+from python_ingest.sources.postgres.streams import HeldStreams
 
 log = logging.getLogger(__name__)
 
 SOURCE = "postgres"  # the events' _source
+_U32 = struct.Struct(">I")
+_DELETE, _NEW = 68, 78  # 'D'; 'N': a new tuple follows
+_ROW_CHANGES = frozenset(b"IUD")  # Insert, Update, Delete
 
 
 def topic_for(source: SourceConfig, schema: str, table: str) -> str:
@@ -73,10 +84,12 @@ class PgTap:
         self.stats = TapStats()
         self.relations: dict[int, pgoutput.Relation] = {}
         self.tables: dict[int, PgTable | None] = {}  # None: not tapped (excluded or stopped)
+        self._fast: dict[int, FastTable] = {}  # the tapped tables fastpath.py can publish
+        self._tails = (b"", b"")  # the envelope after _ref_key in this transaction (fastpath)
         self._signatures: dict[int, tuple[Any, ...]] = {}
         self.stopped: dict[str, dict[str, Any]] = {}
         self.rows = keys.RowCounts()
-        self._pending: deque[tuple[int, int, Any]] = deque()  # (seq, end LSN, row counts)
+        self._pending: deque[tuple[int, Any]] = deque()  # (end LSN, row counts) not saved
         self._saved = 0
         self._confirmed = 0
         self._last_save = 0.0
@@ -84,15 +97,16 @@ class PgTap:
         self._commit_lsn = 0  # of the transaction being read (0: none open)
         self._commit_ms = 0
         self._index = 0  # the next change's position in it
-        self._stream_xid: int | None = None  # protocol 2: the stream block being read
-        self._streams: dict[int, list[tuple[int, Any]]] = {}  # xid → its held changes
-        self.streamed = {"committed": 0, "aborted": 0}  # streamed transactions
+        self._refs = RefKeys()  # its ref keys' Avro bytes (fastpath)
+        self.streams = HeldStreams()  # protocol 2: streamed transactions not committed yet
+        self.streamed = self.streams.counts  # streamed transactions committed and aborted
         self._known_topics: set[str] = set()
         self._conn: Any = None
         self._repl: Any = None
         self._reader: Any = None  # reads values a key change left out (server.current_values)
         self._cursor: Any = None
-        self.producer: ChangelogProducer | None = None
+        self.producer: BarrierProducer | None = None
+        self._produce: Any = None  # the producer's produce(topic, value, key)
         self.errors: ErrorSink | None = None
 
     # ---- public -----------------------------------------------------------------------
@@ -131,7 +145,8 @@ class PgTap:
             self.rows = keys.RowCounts(checkpoint.rows)
         self._saved = self._confirmed = start
         target = server.current_lsn(self._conn) if until_end else None
-        self.producer = ChangelogProducer(self.settings.broker.bootstrap_servers)
+        self.producer = BarrierProducer(self.settings.broker.bootstrap_servers)
+        self._produce = self.producer.produce
         broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, error_topic(self.source),
                                 self.source.partitions)
         self.errors = ErrorSink(self.producer, self.source, self.registry_root)
@@ -182,41 +197,38 @@ class PgTap:
         return self.stats
 
     def _seen_end(self) -> int:
-        return self._pending[-1][1] if self._pending else self._saved
+        return self._pending[-1][0] if self._pending else self._saved
 
     # ---- messages ---------------------------------------------------------------------
 
     def _message(self, payload: bytes) -> None:
+        """One message of protocol version 1: a row change by fastpath.py when it can, else
+        decoded and handled in full."""
+        tag = payload[0]
+        if tag in _ROW_CHANGES and self._commit_lsn:
+            fast = self._fast.get(_U32.unpack_from(payload, 1)[0])
+            # an update with an old tuple ('K': its key changed; 'O': REPLICA IDENTITY FULL)
+            # takes the general path
+            if fast is not None and (payload[5] == _NEW) != (tag == _DELETE):
+                index = self._index
+                if index >= MAX_CHANGES:
+                    ref_key(self._commit_lsn, index)  # raises, saying why
+                found = fast.encode(payload, 6, self._refs.encode(index),
+                                    self._tails[tag == _DELETE])
+                if found is not None:
+                    self._index = index + 1
+                    self.stats.row_changes += 1
+                    self.stats.messages += 1
+                    try:
+                        self._produce(fast.topic, found[1], found[0])
+                    except BufferError:  # the client's queue is full: wait for room
+                        self.producer.send(fast.topic, *found)  # type: ignore[union-attr]
+                    return
         self._handle(pgoutput.decode(payload))
 
     def _streamed(self, payload: bytes) -> None:
-        """Protocol 2: a large transaction arrives in stream blocks before it commits; its
-        changes are held (in memory) until its Stream Commit, then published as one
-        transaction with its commit LSN; an aborted one (or aborted savepoint) is dropped."""
-        msg, xid = pgoutput.decode_streamed(payload, self._stream_xid is not None)
-        kind = type(msg)
-        if kind is pgoutput.StreamStart:
-            self._stream_xid = msg.xid
-            self._streams.setdefault(msg.xid, [])
-        elif kind is pgoutput.StreamStop:
-            self._stream_xid = None
-        elif kind is pgoutput.StreamCommit:
-            held = self._streams.pop(msg.xid, [])
-            self.streamed["committed"] += 1
-            self._handle(pgoutput.Begin(msg.commit_lsn, msg.commit_ms, msg.xid))
-            for _sub, change in held:
-                self._handle(change)
-            self._handle(pgoutput.Commit(msg.commit_lsn, msg.end_lsn, msg.commit_ms))
-        elif kind is pgoutput.StreamAbort:
-            if msg.subxid == msg.xid:
-                self._streams.pop(msg.xid, None)
-                self.streamed["aborted"] += 1
-            else:
-                self._streams[msg.xid] = [(sub, change) for sub, change in
-                                          self._streams.get(msg.xid, []) if sub != msg.subxid]
-        elif xid is not None and self._stream_xid is not None:  # its Relations too, in order:
-            self._streams[self._stream_xid].append((xid, msg))  # its DDL locks the table
-        else:
+        """Protocol 2: large transactions held until they commit (streams.py)."""
+        for msg in self.streams.read(payload):
             self._handle(msg)
 
     def _handle(self, msg: Any) -> None:
@@ -243,7 +255,10 @@ class PgTap:
                 self._publish(table, [events.delete(table, msg.old, self._next_ref(), self._env)])
         elif kind is pgoutput.Begin:
             self._commit_lsn, self._commit_ms, self._index = msg.final_lsn, msg.commit_ms, 0
+            self._refs.begin(ref_key(msg.final_lsn, 0))  # (raises past the ref keys' bounds)
             self._env = Envelope(SOURCE, msg.commit_ms, self.source.data_center)
+            self._tails = (envelope_tail(SOURCE, msg.commit_ms, self.source.data_center, False),
+                           envelope_tail(SOURCE, msg.commit_ms, self.source.data_center, True))
         elif kind is pgoutput.Commit:
             self._commit(msg)
         elif kind is pgoutput.Relation:
@@ -286,8 +301,9 @@ class PgTap:
 
     def _commit(self, msg: pgoutput.Commit) -> None:
         assert self.producer is not None
+        self.producer.serve()
         self.stats.transactions += 1
-        self._pending.append((self.producer.acks.next_seq, msg.end_lsn, self.rows.take_delta()))
+        self._pending.append((msg.end_lsn, self.rows.take_delta()))
         self._commit_lsn = 0
 
     # ---- tables -----------------------------------------------------------------------
@@ -298,7 +314,7 @@ class PgTap:
         qualified = rel.qualified
         if not server.included(self.source, rel.namespace, rel.name) or \
                 qualified in self.stopped:
-            self.tables[rel.oid] = None
+            self._set_table(rel.oid, None)
             return
         signature = (rel.identity, rel.columns)
         if self._signatures.get(rel.oid) == signature and rel.oid in self.tables:
@@ -307,10 +323,18 @@ class PgTap:
             table = self._register(rel)
         except (IncompatibleSchemaChange, UnsupportedColumn, SluiceError) as exc:
             self._stop_table(qualified, str(exc))
-            self.tables[rel.oid] = None
+            self._set_table(rel.oid, None)
             return
-        self.tables[rel.oid] = table
+        self._set_table(rel.oid, table)
         self._signatures[rel.oid] = signature
+
+    def _set_table(self, oid: int, table: PgTable | None) -> None:
+        self.tables[oid] = table
+        fast = FastTable.of(table) if table is not None else None
+        if fast is None:
+            self._fast.pop(oid, None)
+        else:
+            self._fast[oid] = fast
 
     def _register(self, rel: pgoutput.Relation) -> PgTable:
         registry = Registry(self.registry_root / rel.qualified)
@@ -351,7 +375,7 @@ class PgTap:
                                  self._next_ref(), self._env)
         if isinstance(published, str):
             self._stop_table(qualified, f"TRUNCATE at {lsn_text(self._commit_lsn)}: {published}")
-            self.tables[oid] = None
+            self._set_table(oid, None)
             return
         self.stats.messages += published
         if table.rows is not None:
@@ -374,26 +398,31 @@ class PgTap:
         assert self.producer is not None
         wal_end = int(self._cursor.wal_end or 0)
         now = time.monotonic()
-        if (self._commit_lsn == 0 and not self._pending and self.producer.acks.in_flight == 0
+        if (self._commit_lsn == 0 and not self._pending and self.producer.queued() == 0
                 and wal_end > self._saved and
                 now - self._last_idle_save >= self.source.checkpoint_interval_s):
             self._last_idle_save = now
             self._save(wal_end)
 
     def _maybe_save(self, force: bool = False) -> None:
+        """Every checkpoint interval, between transactions: the producer's barrier (every
+        message queued so far acknowledged, or BrokerError), then the last transaction read
+        is the checkpoint."""
         assert self.producer is not None
         now = time.monotonic()
         if not force and now - self._last_save < self.source.checkpoint_interval_s:
             return
-        self.producer.poll()
-        done = self.producer.acks.done_below
-        safe: tuple[int, int, Any] | None = None
-        while self._pending and self._pending[0][0] <= done:
-            safe = self._pending.popleft()
-            self.rows.apply(safe[2])
         self._last_save = now
-        if safe is not None and safe[1] > self._saved:
-            self._save(safe[1])
+        if not self._pending:
+            self.producer.poll()  # failed deliveries (of error records) are raised here
+            return
+        self.producer.flush()
+        safe: tuple[int, Any] | None = None
+        while self._pending:
+            safe = self._pending.popleft()
+            self.rows.apply(safe[1])
+        if safe is not None and safe[0] > self._saved:
+            self._save(safe[0])
 
     def _save(self, lsn: int) -> None:
         """Write the checkpoint, then confirm the LSN to the server (never the other way)."""

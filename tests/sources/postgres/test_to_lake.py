@@ -1,6 +1,7 @@
 """The whole way: PostgreSQL → snapshot and tap (killed at random moments) → Kafka → raw →
-staging → fork → lake, with the models the scaffold writes, proven equal to the PostgreSQL
-tables at the end (the binlog path's check, tests/sources/binlog/test_to_lake.py)."""
+staging → fork → lake (a run killed mid-batch, then run again), with the models the scaffold
+writes, proven equal to the PostgreSQL tables at the end (the binlog path's check,
+tests/sources/binlog/test_to_lake.py), by the test and by `sluice verify`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import time
 
 import pytest
 
+from python_ingest.verify.run import verify
+from tests.conftest import sluice_cmd
 from tests.sources.binlog.lake import _normal, lake_rows, make_project, scaffold
 from tests.sources.postgres.test_snapshot import _prefill
 from tests.sources.postgres.workload import PgWorkload
@@ -24,13 +27,11 @@ def _value(value, is_json: bool = False):
     return _normal(value, is_json)
 
 
-def run_pipeline(spark, env) -> list:
-    """One run of the notes table's job in this process (python_ingest.steps.pipeline.run_all):
-    the table with every kind of value; orders is compared through its topic (test_tap.py),
-    which keeps the test within the suite's time."""
+def run_jobs(spark, env, jobs: list[str]) -> list:
+    """One run of ``jobs`` in this process (python_ingest.steps.pipeline.run_all)."""
     from python_ingest.steps.pipeline import run_all
 
-    return run_all(spark, env.settings(), ["public_notes"])
+    return run_all(spark, env.settings(), jobs)
 
 
 def assert_lake_equals_postgres(spark, env, table: str, json_columns=()) -> int:
@@ -79,8 +80,19 @@ def test_snapshot_and_killed_tap_through_the_pipeline_end_equal(pg_env, spark) -
         writer.join()
         workload.close()
         env.close()
-    runs = run_pipeline(spark, env)
-    assert kills >= 2 and sum(r.counts["read"] for r in runs) > 300, kills
+    # the notes table's job (every kind of value; orders is compared through its topic,
+    # which keeps the test within the suite's time): `sluice run` in its own process, killed
+    # mid-batch (the raw and index tables committed, the lake not), then run again here
+    killed = sluice_cmd(env.config, "run", "public_notes",
+                        env={"SLUICE_FAULT": "merge_after_index"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert "killing the process at 'merge_after_index'" in killed.stderr
+    runs = run_jobs(spark, env, ["public_notes"])
+    assert kills >= 2 and runs[0].outcome == "succeeded", (kills, runs[0].counts)
+    assert sum(r.counts["inserted"] for r in runs) > 200  # the killed batch, merged now
     assert all(r.counts.get("merge_errors", 0) == 0 for r in runs)
     assert env.assert_equal("orders") > 200  # its topic, as the merge applies it
     assert assert_lake_equals_postgres(spark, env, "notes", json_columns=("attrs",)) > 200
+    job = env.settings().job("public_notes")
+    checked = verify(spark, env.settings(), job, "lake.public_notes", settle_s=10, quiet_s=2)
+    assert checked.equal and checked.source_rows > 200, checked.differences

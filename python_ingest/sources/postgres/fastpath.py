@@ -1,0 +1,238 @@
+"""The tap's fast path: a pgoutput row change straight to its Kafka key and Avro message.
+
+The general path (pgoutput.decode → events.py → errors.publish) builds a message object, a
+list of Python values, a dict per record and hands it to fastavro; per change that costs
+several times what decoding alone does (docs/postgres-source.md, "Measured"). Most changes
+need none of its generality: an insert, an update that carries no old row, or a delete, of a
+table keyed by its own columns, every value present and convertible. For those, FastTable
+reads the tuple's bytes once and writes the Avro body as it goes (Avro's binary encoding is
+simple: zigzag varints, length-prefixed bytes, little-endian floats; every column is the
+union ``["null", T]``), copying text values byte for byte (pgoutput's text is the UTF-8 the
+record holds). Its ``encode`` is compiled per table shape (Python source generated for the
+table's columns, one straight block per column, no per-column dispatch; ``FastTable.source``
+shows it): the same idea as fastavro's and attrs' generated code.
+
+Anything else returns None and the change takes the general path, which decides and reports
+it: a TOASTed value left unchanged (a partial update), a key change or a full old row
+(REPLICA IDENTITY FULL), a value that does not convert (a numeric NaN), a key column without
+a value, a message near Kafka's limit. Both paths give the same bytes
+(tests/sources/postgres/test_fastpath.py compares them type by type).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from python_ingest.changelog.schema import KEY_SEPARATOR
+from python_ingest.sources.binlog.columns import key_text
+from python_ingest.sources.binlog.errors import MAX_MESSAGE_BYTES
+from python_ingest.sources.binlog.producer import decimal_bytes
+from python_ingest.sources.binlog.registry import COLUMNS, PRIMARY, UNIQUE
+from python_ingest.sources.postgres.columns import to_money
+from python_ingest.sources.postgres.events import PgTable
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_FLOAT = struct.Struct("<f")
+_DOUBLE = struct.Struct("<d")
+
+# what a column's value is written as (its kind, from columns.py)
+TEXT, LONG, DECIMAL, FLOAT, DOUBLE, BOOL, CONVERTED_LONG, BYTES, MONEY = range(9)
+_CODES = {"string": TEXT, "json": TEXT, "uuid": TEXT, "bigdecimal": TEXT, "long": LONG,
+          "decimal": DECIMAL, "float": FLOAT, "double": DOUBLE, "bool": BOOL,
+          "date": CONVERTED_LONG, "datetime": CONVERTED_LONG, "timestamp": CONVERTED_LONG,
+          "bytes": BYTES}
+_RAW_KEYS = (TEXT, LONG)  # kinds whose key text is the server's text as it is
+_TWO_PIECES = (TEXT, DECIMAL, BYTES, MONEY)  # a prefix, then bytes (see _column)
+
+NULL = b"\x00"  # union branch 0: null
+PRESENT = b"\x02"  # union branch 1 (zigzag 1): the value follows
+_SMALL = [bytes([n]) for n in range(128)]
+_PRESENT_SMALL = [PRESENT + b for b in _SMALL]  # a value whose encoding is one byte
+
+
+def varint(n: int) -> bytes:
+    """Avro's variable-length encoding of a non-negative int (zigzag applied by the caller)."""
+    if n < 128:
+        return _SMALL[n]
+    if n < 16384:
+        return bytes(((n & 127) | 128, n >> 7))
+    if n < 2097152:
+        return bytes(((n & 127) | 128, ((n >> 7) & 127) | 128, n >> 14))
+    out = bytearray()
+    while n >= 128:
+        out.append((n & 127) | 128)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def long_bytes(value: int) -> bytes:
+    """An Avro long (or int): zigzag, then varint."""
+    return varint((value << 1) ^ (value >> 63))
+
+
+def _text(value: str) -> bytes:
+    data = value.encode("utf-8")
+    return varint(len(data) << 1) + data
+
+
+def envelope_tail(source: str, event_ts_ms: int, data_center: str | None,
+                  deleted: bool) -> bytes:
+    """The envelope fields after ``_ref_key`` (registry.ENVELOPE_FIELDS): _changed_columns
+    null, _source, _event_ts, _is_deleted, _force_update false, _data_center."""
+    return b"".join((NULL, _text(source), long_bytes(event_ts_ms), b"\x01" if deleted
+                     else b"\x00", b"\x00", NULL if data_center is None
+                     else PRESENT + _text(data_center)))
+
+
+class RefKeys:
+    """The Avro bytes of a transaction's ref keys, ``base + index`` (position.ref_key).
+
+    ``base`` (the commit LSN << 18) has its low 18 bits clear, so below 2^18 changes the
+    zigzag value's low 21 bits (its first three varint bytes) come from the index and two bits
+    of the LSN, and the bytes after them are the transaction's: computed once at its Begin."""
+
+    def __init__(self) -> None:
+        self.begin(0)
+
+    def begin(self, base: int) -> None:
+        self.base = base
+        zigzag = base << 1
+        self.mid = zigzag & (3 << 19)
+        self.high = varint(zigzag >> 21) if zigzag >> 21 else b""
+
+    def encode(self, index: int) -> bytes:
+        if index >= 1 << 18 or not self.high:
+            return varint((self.base + index) << 1)
+        v = (index << 1) | self.mid
+        return bytes(((v & 127) | 128, ((v >> 7) & 127) | 128, (v >> 14) | 128)) + self.high
+
+
+class FastTable:
+    """The fast path of one table (see the module doc); ``None`` from ``of`` when the table's
+    key makes every change take the general path."""
+
+    def __init__(self, table: PgTable, header: bytes) -> None:
+        self.table = table
+        self.topic = table.topic
+        specs = table.specs
+        codes = [MONEY if c is to_money else _CODES[s.kind]
+                 for s, c in zip(specs, table.converters, strict=True)]
+        names = [s.name for s in specs]
+        key_at = {names.index(c): n for n, c in enumerate(table.shape.key.columns)}
+        self.raw_key = len(key_at) == 1 and codes[next(iter(key_at))] in _RAW_KEYS
+        lines = ["def encode(buf, at, ref, tail):",
+                 f"    if unpack16(buf, at)[0] != {len(specs)}:",
+                 "        return None",
+                 "    at += 2",
+                 "    try:"]
+        pieces = ["HEADER"]  # the message's parts, in order: locals the columns set
+        for i, code in enumerate(codes):
+            lines += _column(i, code, specs[i].scale, key_at.get(i), self.raw_key)
+            pieces += [f"a{i}", f"b{i}"] if code in _TWO_PIECES else [f"a{i}"]
+        lines += ["    except (ValueError, TypeError, OverflowError, IndexError, struct_error):",
+                  "        return None  # the general path converts it again and reports it",
+                  f'    message = b"".join(({", ".join(pieces)}, ref, tail))']
+        if self.raw_key:
+            lines.append("    key = key0")
+        else:
+            texts = ", ".join(f"key{n}" for n in range(len(key_at)))
+            lines += [f"    texts = ({texts},)",
+                      "    if len(texts) > 1 and any(SEPARATOR in t for t in texts):",
+                      "        return None  # the general path raises what TableShape.key_of says",
+                      '    key = SEPARATOR.join(texts).encode("utf-8")']
+        lines += ["    if len(key) + len(message) > MAX_BYTES:",
+                  "        return None",
+                  "    return key, message"]
+        self.source = "\n".join(lines) + "\n"
+        space: dict[str, Any] = {
+            "HEADER": header, "NULL": NULL, "PRESENT": PRESENT, "SMALL": _PRESENT_SMALL,
+            "unpack16": _I16.unpack_from, "unpack": _I32.unpack_from, "varint": varint,
+            "long_bytes": long_bytes, "decimal_bytes": decimal_bytes, "key_text": key_text,
+            "pack_d": _DOUBLE.pack, "pack_f": _FLOAT.pack, "struct_error": struct.error,
+            "SEPARATOR": KEY_SEPARATOR, "MAX_BYTES": MAX_MESSAGE_BYTES}
+        for i, spec in enumerate(specs):
+            space[f"conv{i}"] = table.converters[i]
+            space[f"spec{i}"] = spec
+            # a date's or timestamp's last text and its encoding: a transaction's rows often
+            # share one (now() is the transaction's start), and parsing it is the cost
+            space[f"last{i}"] = [None, b""]
+        exec(compile(self.source, f"<fastpath {table.shape.qualified}>", "exec"), space)
+        # encode(buf, at, ref, tail): (key, message) of the TupleData at buf[at:] with the ref
+        # key's bytes ref and the envelope tail; None when the change must take the general
+        # path
+        self.encode: Callable[[bytes, int, bytes, bytes], tuple[bytes, bytes] | None] = \
+            space["encode"]
+
+    @staticmethod
+    def of(table: PgTable) -> FastTable | None:
+        key = table.shape.key
+        if key.kind not in (PRIMARY, UNIQUE, COLUMNS) or key.synthetic or \
+                len(table.shape.payload) != len(table.specs) or \
+                any(s.kind not in _CODES for s in table.specs):
+            return None
+        return FastTable(table, table.encoder.header)
+
+
+def _column(i: int, code: int, scale: int, key: int | None, raw_key: bool) -> list[str]:
+    """The generated lines that read column ``i`` of a TupleData into its Avro bytes: local
+    ``a<i>`` (and ``b<i>`` for the kinds in _TWO_PIECES: a prefix, then the bytes as they
+    are); a key column also sets ``key<n>``."""
+    value = {
+        TEXT: ["if not raw.isascii():",
+               "    raw.decode()  # valid UTF-8, or the general path says so",
+               "a{i} = SMALL[n << 1] if n < 64 else PRESENT + varint(n << 1)",
+               "b{i} = raw"],
+        LONG: ["v = int(raw)",
+               "v = (v << 1) ^ (v >> 63)",
+               "a{i} = SMALL[v] if v < 128 else PRESENT + varint(v)"],
+        DECIMAL: _decimal(scale),
+        CONVERTED_LONG: ["if raw != last{i}[0]:",
+                         "    v = PRESENT + long_bytes(conv{i}(raw.decode()))",
+                         "    last{i}[1] = v",
+                         "    last{i}[0] = raw",
+                         "a{i} = last{i}[1]"],
+        DOUBLE: ["a{i} = PRESENT + pack_d(float(raw))"],
+        FLOAT: ["a{i} = PRESENT + pack_f(float(raw))"],
+        BOOL: ["a{i} = SMALL[1] if raw == b't' else SMALL[0]"],
+        BYTES: ["b{i} = conv{i}(raw.decode())",
+                "a{i} = SMALL[len(b{i}) << 1] if len(b{i}) < 64 else "
+                "PRESENT + varint(len(b{i}) << 1)"],
+        MONEY: ["b{i} = decimal_bytes(conv{i}(raw.decode()), {scale})",
+                "a{i} = SMALL[len(b{i}) << 1]"],
+    }[code]
+    if key is not None:
+        value.append(f"key{key} = raw" if raw_key else
+                     "key{key} = key_text(spec{i}, conv{i}(raw.decode()))")
+    null = (["    return None  # a key column without a value"] if key is not None else
+            ["    a{i} = NULL", *(["    b{i} = b''"] if code in _TWO_PIECES else []),
+             "    at += 1"])
+    lines = ["kind = buf[at]",
+             "if kind == 116:  # 't': the value's text",
+             "    n = unpack(buf, at + 1)[0]",
+             "    at += 5",
+             "    raw = buf[at:at + n]",
+             "    at += n",
+             *("    " + line for line in value),
+             "elif kind == 110:  # 'n': NULL",
+             *null,
+             "else:  # 'u': a TOASTed value left unchanged",
+             "    return None"]
+    return [f"        # column {i}",
+            *("        " + line.format(i=i, key=key, scale=scale) for line in lines)]
+
+
+def _decimal(scale: int) -> list[str]:
+    """numeric(p,s): its text has exactly s digits after the point, so the unscaled integer
+    is the text without it (anything else, as the general path does: Decimal)."""
+    plain = [f"if len(raw) > {scale} and raw[-{scale + 1}] == 46:  # '.', {scale} digits on",
+             '    v = int(raw.replace(b".", b""))'] if scale else \
+        ["if raw.isdigit() or raw[1:].isdigit():", "    v = int(raw)"]
+    return [*(line.replace("{", "{{").replace("}", "}}") for line in plain),
+            "    b{i} = v.to_bytes((v.bit_length() + 8) // 8, 'big', signed=True)",
+            "else:",
+            "    b{i} = decimal_bytes(conv{i}(raw.decode()), {scale})",
+            "a{i} = SMALL[len(b{i}) << 1]"]
