@@ -29,14 +29,17 @@ STATE_DIR = REPO / ".sluice" / "test-workers" / _WORKER if _WORKER else REPO / "
 STATE_DIR.mkdir(parents=True, exist_ok=True)
 _counter = itertools.count(1)
 
-# Every JVM the tests start (the test process's Spark, the `sluice` processes they run, the
-# broker, Kafka Connect, the registry, a cluster's master and workers) lives seconds to
-# minutes and shares two cores with three or four others: the C1 compiler only and the serial
+# The JVMs the tests start besides their own Spark (the `sluice` processes they run, the
+# broker, Kafka Connect, the registry, a cluster's master and workers) live seconds to a few
+# minutes and share two cores with three or four others: the C1 compiler only and the serial
 # collector spend far less CPU on compiling and collecting than the defaults (C2, G1), which
-# pay off only in long runs. Measured on this machine: a short Hudi process 37 s -> 15 s, an
-# in-process pipeline test 230 s -> 164 s. Outcomes do not depend on it; set
-# JAVA_TOOL_OPTIONS yourself (even empty) to run the tests with other options.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# pay off only in long runs. Measured on this machine: a short Hudi process 37 s -> 15 s.
+# The test process's own Spark (the `spark` fixture) lives the whole run: it keeps the
+# defaults (with C1 its in-process pipeline tests ran up to 2.5 times slower over a whole
+# run). Outcomes do not depend on it; set JAVA_TOOL_OPTIONS yourself (even empty) to run the
+# tests with other options.
+SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_JVM_OPTIONS)
 
 
 def free_port() -> int:
@@ -124,7 +127,14 @@ def spark(base_settings: Any) -> Iterator[Any]:
     """One real SparkSession (the default table format) for the whole test session."""
     from python_ingest.runtime.session import build_session
 
-    session = build_session(base_settings)
+    ours = os.environ.get("JAVA_TOOL_OPTIONS") == SHORT_JVM_OPTIONS
+    if ours:  # this JVM lives the whole run: C2 and G1 pay off (above)
+        del os.environ["JAVA_TOOL_OPTIONS"]
+    try:
+        session = build_session(base_settings)
+    finally:
+        if ours:
+            os.environ["JAVA_TOOL_OPTIONS"] = SHORT_JVM_OPTIONS
     yield session
     session.stop()
 
