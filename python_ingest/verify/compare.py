@@ -246,3 +246,16 @@ def bisect(source: SourceSide, lake: LakeSide, result: VerifyResult, estimated_r
         bad = [b for b in differing(src, lk) if b in set(children)]
         progress(f"split into {mod} ranges: {len(bad)} differ")
     return mod, []
+
+
+def key_first(job: Any, columns: dict[str, Any], source: str, lake_table: str) -> list[Any]:
+    """``columns`` (by name) with the job's row key first, in its order; an error naming the
+    key columns that are not in both ``source`` and ``lake_table``."""
+    from python_ingest.exceptions import SluiceError
+
+    missing = [k for k in job.row_key if k not in columns]
+    if missing:
+        raise SluiceError(f"key column(s) {', '.join(missing)} of job {job.name} are not in both "
+                          f"{source} and {lake_table}")
+    return [columns[k] for k in job.row_key] + [c for n, c in columns.items()
+                                                if n not in job.row_key]

@@ -16,7 +16,7 @@ from python_ingest.sources.postgres import server
 from python_ingest.sources.postgres.shapes import table_shape
 from python_ingest.tables.formats import table_exists
 from python_ingest.verify.canonical_pg import PgColumn
-from python_ingest.verify.compare import Target
+from python_ingest.verify.compare import Target, key_first
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,12 +55,7 @@ def resolve_target(spark: SparkSession, conn: Any, source: SourceConfig, job: Jo
     columns = {spec.name: PgColumn(spec.name, spec.kind, type_names.get(spec.name, ""),
                                    lake_types[spec.name.lower()])
                for spec in found.shape.columns if spec.name.lower() in lake_types}
-    missing = [k for k in job.row_key if k not in columns]
-    if missing:
-        raise SluiceError(f"key column(s) {', '.join(missing)} of job {job.name} are not in both "
-                          f"{schema}.{table} and {lake_table}")
-    ordered = [columns[k] for k in job.row_key] + [c for n, c in columns.items()
-                                                   if n not in job.row_key]
+    ordered = key_first(job, columns, f"{schema}.{table}", lake_table)
     return Target(job.name, lake_table, server.quoted(schema, table), job.row_key,
                   tuple(ordered), dialect="postgres", hash="md5")
 

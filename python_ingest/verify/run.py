@@ -25,6 +25,7 @@ from python_ingest.verify.compare import (
     VerifyResult,
     bisect,
     diff_rows,
+    key_first,
 )
 
 if TYPE_CHECKING:
@@ -83,12 +84,7 @@ def resolve_target(spark: SparkSession, conn: Any, job: JobConfig, lake_table: s
                                  lake_types[str(name).lower()], nullable == "YES")
                for name, kind, scale, nullable in source_columns
                if str(name).lower() in lake_types}
-    missing = [k for k in job.row_key if k not in columns]
-    if missing:
-        raise SluiceError(f"key column(s) {', '.join(missing)} of job {job.name} are not in both "
-                          f"{db}.{table} and {lake_table}")
-    ordered = [columns[k] for k in job.row_key] + [c for n, c in columns.items()
-                                                   if n not in job.row_key]
+    ordered = key_first(job, columns, f"{db}.{table}", lake_table)
     return Target(job.name, lake_table, f"{server.quote(db)}.{server.quote(table)}",
                   job.row_key, tuple(ordered))
 
