@@ -79,6 +79,10 @@ $(CONNECT_STAMP): $(STAMP) jvm/connect/pom.xml
 	touch $(CONNECT_STAMP)
 
 setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) $(CONNECT_STAMP) ## everything a fresh machine needs (idempotent)
+	@# the Spark driver's class-data-sharing archive (python_ingest/runtime/cds.py): a training
+	@# run of about a minute, once per class path and JDK; without it Spark starts slower
+	@$(BIN)/python -m python_ingest.runtime.cds build || \
+		echo "sluice: no class-data-sharing archive; Spark starts without it (slower)"
 
 run: setup ## run the main job on the embedded default (local Spark, Hudi tables, Apache Kafka, demo data)
 	$(BIN)/sluice demo

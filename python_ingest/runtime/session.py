@@ -46,7 +46,8 @@ POOL_PREFIX = "sluice_job_"  # each job's Spark FAIR pool: sluice_job_<job> (run
 
 def spark_conf(settings: Settings) -> dict[str, str]:
     """The full Spark conf for these settings (also what dbt's profile passes on)."""
-    from python_ingest.runtime.jars import spark_jars  # lazy: table names need no classpath
+    from python_ingest.runtime import cds  # lazy: table names need no classpath
+    from python_ingest.runtime.jars import spark_jars
 
     cat = settings.catalog
     prefix = f"spark.sql.catalog.{cat.name}"
@@ -94,8 +95,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.sql.warehouse.dir": str(settings.path(settings.state_dir) / "spark-warehouse"),
+        # (and the class-data-sharing archive `make setup` built, if any: runtime/cds.py)
         "spark.driver.extraJavaOptions":
-            f"-Dderby.system.home={settings.path(settings.state_dir)}",
+            f"-Dderby.system.home={settings.path(settings.state_dir)} {cds.java_options()}"
+            .strip(),
     }
     conf.update(_catalog_conf(settings, prefix))
     # Hudi's write settings only touch Hudi writes: always there, so that a job whose own

@@ -1,0 +1,180 @@
+"""A class-data-sharing archive for sluice's Spark driver: a faster JVM start.
+
+A sluice process spends seconds of every start loading and verifying the same ~20,000
+classes (Spark, Hudi, Iceberg, Kafka). A dynamic CDS archive (JDK 13+,
+``-XX:ArchiveClassesAtExit``) keeps them parsed and verified in one file the JVM maps at
+start: a Spark session starts in about half the time. ``make setup`` builds it once per
+machine (``python -m python_ingest.runtime.cds build``) with a short training run of the work
+sluice does (Hudi and Iceberg tables written, merged and read), and ``spark_conf`` names it
+in ``spark.driver.extraJavaOptions`` when it exists.
+
+The archive belongs to one class path and one JVM: its file name carries a hash of the Spark
+jars' folder, pyspark's version and the ``java`` binary, so new jars or a new JDK look for a
+new archive, and without one the driver starts as it always did. A JVM that cannot use an
+archive (changed jar files) falls back silently to its own classes. ``SLUICE_CDS=off`` turns
+it off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CDS_ENV = "SLUICE_CDS"
+_TRAIN_ENV = "SLUICE_CDS_TRAIN"  # set in the training process: the archive to write at exit
+_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+TRAIN_TIMEOUT_S = 900
+
+
+def _java() -> Path | None:
+    home = os.environ.get("JAVA_HOME")
+    found = Path(home) / "bin" / "java" if home else None
+    if found is None or not found.exists():
+        which = shutil.which("java")
+        found = Path(which) if which else None
+    return found.resolve() if found else None
+
+
+def archive_path() -> Path | None:
+    """Where the archive for this class path and JVM lives (whether it exists or not), or
+    None when there is no resolved Spark class path or no ``java``."""
+    import pyspark
+
+    from python_ingest.runtime.jars import spark_jars
+
+    java = _java()
+    try:
+        jars = spark_jars()
+    except Exception:  # not resolved yet: `make setup` says how
+        return None
+    if java is None or not jars:
+        return None
+    stat = java.stat()
+    key = "\n".join([str(java), str(stat.st_size), str(int(stat.st_mtime)), pyspark.__version__,
+                     sys.prefix, *(str(j) for j in jars)])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return jars[0].parent / f"driver-{digest}.jsa"
+
+
+def java_options() -> str:
+    """The driver's JVM options for the archive: use it if it exists (or write it, in the
+    training process); empty when off or absent."""
+    training = os.environ.get(_TRAIN_ENV)
+    if training:
+        return f"-XX:ArchiveClassesAtExit={training} {_QUIET}"
+    if os.environ.get(CDS_ENV, "on").lower() in ("off", "0", "false", "no"):
+        return ""
+    path = archive_path()
+    if path is None or not path.exists():
+        return ""
+    return f"-XX:SharedArchiveFile={path} {_QUIET}"
+
+
+def _train(folder: Path) -> None:
+    """The training run, in its own process: a session, then Hudi (merge-on-read and
+    copy-on-write) and Iceberg tables created, written, merged and read the way sluice's
+    steps do, so their classes are in the archive."""
+    import pandas as pd
+    from pyspark import SparkContext
+
+    from python_ingest.config import load_settings
+    from python_ingest.runtime.session import build_session
+
+    config = folder / "sluice.yml"
+    config.write_text(
+        "spark: {master: 'local[2]'}\n"
+        f"catalog: {{name: sluice, type: hadoop, warehouse: {folder / 'warehouse'}}}\n"
+        f"state_dir: {folder / 'state'}\n"
+        "broker: {bootstrap_servers: 'localhost:9092', embedded: false}\n"
+        "jobs: {}\n")
+    spark = build_session(load_settings(config, env={}))
+    rows = pd.DataFrame({"id": range(300), "v": [f"v{i}" for i in range(300)],
+                         "ts": pd.Timestamp("2026-01-01"), "p": [i % 3 for i in range(300)]})
+    spark.createDataFrame(rows).createOrReplaceTempView("train_src")
+    for table, props in (("raw.train_mor", "type='mor', primaryKey='id', preCombineField='ts'"),
+                         ("raw.train_cow", "type='cow', primaryKey='id', preCombineField='ts'")):
+        spark.sql(f"create table {table} (id bigint, v string, ts timestamp, p bigint) "
+                  f"using hudi tblproperties ({props})")
+        spark.sql(f"insert into {table} select * from train_src")
+        spark.sql(f"""merge into {table} t using (
+                        select id, concat(v, 'x') as v, ts, p from train_src where id < 60) s
+                      on t.id = s.id
+                      when matched and s.id % 7 = 0 then delete
+                      when matched then update set *
+                      when not matched then insert *""")
+        spark.sql(f"select p, count(*), max(v) from {table} group by p").collect()
+    spark.sql("create table sluice.raw.train_ice (id bigint, v string, ts timestamp, p bigint) "
+              "using iceberg")
+    spark.sql("insert into sluice.raw.train_ice select * from train_src")
+    spark.sql("""merge into sluice.raw.train_ice t using (select * from train_src where id < 60) s
+                 on t.id = s.id when matched then update set * when not matched then insert *""")
+    spark.sql("""select * from (select *, row_number() over (partition by p order by ts desc)
+                 as n from sluice.raw.train_ice) where n = 1""").collect()
+    spark.table("raw.train_mor").write.mode("overwrite").parquet(str(folder / "parquet"))
+    gateway = SparkContext._gateway
+    spark.stop()
+    if gateway is not None and gateway.proc is not None:  # the JVM writes the archive at exit
+        gateway.shutdown()
+        gateway.proc.stdin.close()
+        gateway.proc.wait(timeout=TRAIN_TIMEOUT_S)
+
+
+def build(force: bool = False) -> Path | None:
+    """Write the archive for this class path and JVM (a training run of about a minute),
+    unless it exists. The file appears whole (written under a temporary name, then renamed)."""
+    path = archive_path()
+    if path is None:
+        print("sluice: no Spark class path or no java: run `make setup` first", file=sys.stderr)
+        return None
+    if path.exists() and not force:
+        print(f"class-data-sharing archive: {path} (exists)")
+        return path
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="sluice-cds-") as tmp:
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        env = {**os.environ, _TRAIN_ENV: str(partial)}
+        env.pop("JAVA_TOOL_OPTIONS", None)
+        done = subprocess.run([sys.executable, "-m", "python_ingest.runtime.cds", "_train", tmp],
+                              env=env, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
+        if done.returncode != 0 or not partial.exists():
+            partial.unlink(missing_ok=True)
+            print(f"sluice: the class-data-sharing training run failed (exit {done.returncode});"
+                  f" Spark starts without the archive. Its last output:\n{done.stderr[-3000:]}",
+                  file=sys.stderr)
+            return None
+        partial.rename(path)
+    print(f"class-data-sharing archive: {path} ({path.stat().st_size >> 20} MB, "
+          f"{time.monotonic() - started:.0f} s)")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m python_ingest.runtime.cds",
+        description="Build the class-data-sharing archive that makes sluice's Spark driver "
+                    f"start faster (used when present; {CDS_ENV}=off turns it off).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="write the archive for this class path and JVM")
+    b.add_argument("--force", action="store_true", help="write it again even if it exists")
+    sub.add_parser("path", help="print where the archive for this class path and JVM lives")
+    train = sub.add_parser("_train", help=argparse.SUPPRESS)
+    train.add_argument("folder", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "_train":
+        _train(args.folder)
+        return 0
+    if args.command == "path":
+        print(archive_path() or "")
+        return 0
+    return 0 if build(args.force) is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
