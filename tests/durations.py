@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import xml.etree.ElementTree as ET
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
 
 LISTED = Path(__file__).with_name("durations.txt")
@@ -33,9 +33,9 @@ def file_seconds(path: Path = LISTED) -> dict[str, float]:
     return seconds
 
 
-def from_junit(xml: Path) -> Counter[str]:
+def from_junit(xml: Path) -> dict[str, float]:
     """Seconds per test file of a JUnit XML report (pytest's --junitxml)."""
-    totals: Counter[str] = Counter()
+    totals: dict[str, float] = defaultdict(float)
     for case in ET.parse(xml).iter("testcase"):
         parts = (case.get("classname") or "").split(".")
         while parts and parts[-1][:1].isupper():  # a test class: the module is before it
@@ -49,7 +49,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m tests.durations JUNIT_XML > tests/durations.txt", file=sys.stderr)
         return 2
     print("# seconds per test file in one `make test` run (tests/durations.py refreshes it)")
-    for name, seconds in from_junit(Path(argv[0])).most_common():
+    totals = from_junit(Path(argv[0]))
+    for name, seconds in sorted(totals.items(), key=lambda item: -item[1]):
         if seconds >= 5:
             print(f"{seconds:8.1f} {name}")
     return 0
