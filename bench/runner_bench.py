@@ -76,9 +76,7 @@ class Bench:
         os.environ["SLUICE_DBT_PROJECT_DIR"] = str(self.work)
         from python_ingest.config import load_settings
 
-        # SLUICE_SPARK_CONF="key=value;..." tries Spark settings, as it does for sluice
-        self.settings = load_settings(self.work / "sluice.yml", env={
-            "SLUICE_SPARK_CONF": os.environ.get("SLUICE_SPARK_CONF", "")})
+        self.settings = load_settings(self.work / "sluice.yml", env={})
         self.generators = {n: demo.TripsGenerator(demo.trips_schema(REPO), seed=i + 1,
                                                   duplicate_rate=0.0, malformed_rate=0.0)
                            for i, n in enumerate(names)}

@@ -184,17 +184,3 @@ def test_bad_catalogs_fail_naming_the_field(tmp_path: Path, catalog: dict[str, A
     with pytest.raises(ConfigError, match=message) as failure:
         load_settings(write(tmp_path, {"catalog": catalog, "jobs": {}}), env={})
     assert "secret" not in str(failure.value)
-
-
-def test_sessions_run_interpreted_unless_spark_conf_says_otherwise(tmp_path: Path) -> None:
-    from python_ingest.runtime.session import INTERPRETED_CONF, spark_conf
-
-    conf = spark_conf(load_settings(write(tmp_path, {"jobs": {}}), env={}))
-    assert {k: conf[k] for k in INTERPRETED_CONF} == {
-        "spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-    compiled = load_settings(write(tmp_path, {"jobs": {}}), env={
-        "SLUICE_SPARK_CONF": "spark.sql.codegen.wholeStage=true;"
-                             "spark.sql.codegen.factoryMode=FALLBACK"})
-    conf = spark_conf(compiled)
-    assert conf["spark.sql.codegen.wholeStage"] == "true"
-    assert conf["spark.sql.codegen.factoryMode"] == "FALLBACK"

@@ -44,16 +44,6 @@ NAMESPACES = ("raw", "errors", "staging", "lake", "meta", "marts")  # marts: mod
 POOL_PREFIX = "sluice_job_"  # each job's Spark FAIR pool: sluice_job_<job> (runner, run --all)
 
 
-# Spark compiles every query to Java (whole-stage code generation, then expression code
-# generation, both through janino) and the JVM compiles that again: for the small batches
-# sluice runs (hundreds to thousands of changes, many statements each) that costs more than
-# it saves. A warm 100-event Hudi batch took 4.42 s interpreted against 6.11 s compiled
-# (bench/batch_profile.py, 2026-11-27, same machine and hour), and 500k events went through
-# no slower (docs/pipeline.md). `spark.conf` may set either back ("true", "FALLBACK").
-INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false",
-                    "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-
-
 def spark_conf(settings: Settings) -> dict[str, str]:
     """The full Spark conf for these settings (also what dbt's profile passes on)."""
     from python_ingest.runtime import cds  # lazy: table names need no classpath
@@ -97,7 +87,6 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         PERMISSIONS_CONF: settings.table_permissions,
         "hoodie.datasource.write.commitmeta.key.prefix": HUDI_COMMIT_PREFIX,
         "spark.sql.session.timeZone": "UTC",
-        **INTERPRETED_CONF,
         "spark.sql.shuffle.partitions": "4",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.enabled": "false",
