@@ -4,7 +4,7 @@ A sluice process spends seconds of every start loading and verifying the same ~2
 classes (Spark, Hudi, Iceberg, Kafka). A dynamic CDS archive (JDK 13+,
 ``-XX:ArchiveClassesAtExit``) keeps them parsed and verified in one file the JVM maps at
 start: a Spark session starts in about half the time. ``make setup`` builds it once per
-machine (``python -m python_ingest.runtime.cds build``) with a short training run of the work
+machine (``python -m python_ingest.runtime.cds build``) with a short training run (cds_train.py) of the work
 sluice does (Hudi and Iceberg tables written, merged and read), and ``spark_conf`` names it
 in ``spark.driver.extraJavaOptions`` when it exists.
 
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 CDS_ENV = "SLUICE_CDS"
-_TRAIN_ENV = "SLUICE_CDS_TRAIN"  # set in the training process: the archive to write at exit
+TRAIN_ENV = "SLUICE_CDS_TRAIN"  # set in the training process (cds_train.py): the archive to write
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 TRAIN_TIMEOUT_S = 900
 
@@ -66,7 +66,7 @@ def archive_path() -> Path | None:
 def java_options() -> str:
     """The driver's JVM options for the archive: use it if it exists (or write it, in the
     training process); empty when off or absent."""
-    training = os.environ.get(_TRAIN_ENV)
+    training = os.environ.get(TRAIN_ENV)
     if training:
         return f"-XX:ArchiveClassesAtExit={training} {_QUIET}"
     if os.environ.get(CDS_ENV, "on").lower() in ("off", "0", "false", "no"):
@@ -75,55 +75,6 @@ def java_options() -> str:
     if path is None or not path.exists():
         return ""
     return f"-XX:SharedArchiveFile={path} {_QUIET}"
-
-
-def _train(folder: Path) -> None:
-    """The training run, in its own process: a session, then Hudi (merge-on-read and
-    copy-on-write) and Iceberg tables created, written, merged and read the way sluice's
-    steps do, so their classes are in the archive."""
-    import pandas as pd
-    from pyspark import SparkContext
-
-    from python_ingest.config import load_settings
-    from python_ingest.runtime.session import build_session
-
-    config = folder / "sluice.yml"
-    config.write_text(
-        "spark: {master: 'local[2]'}\n"
-        f"catalog: {{name: sluice, type: hadoop, warehouse: {folder / 'warehouse'}}}\n"
-        f"state_dir: {folder / 'state'}\n"
-        "broker: {bootstrap_servers: 'localhost:9092', embedded: false}\n"
-        "jobs: {}\n")
-    spark = build_session(load_settings(config, env={}))
-    rows = pd.DataFrame({"id": range(300), "v": [f"v{i}" for i in range(300)],
-                         "ts": pd.Timestamp("2026-01-01"), "p": [i % 3 for i in range(300)]})
-    spark.createDataFrame(rows).createOrReplaceTempView("train_src")
-    for table, props in (("raw.train_mor", "type='mor', primaryKey='id', preCombineField='ts'"),
-                         ("raw.train_cow", "type='cow', primaryKey='id', preCombineField='ts'")):
-        spark.sql(f"create table {table} (id bigint, v string, ts timestamp, p bigint) "
-                  f"using hudi tblproperties ({props})")
-        spark.sql(f"insert into {table} select * from train_src")
-        spark.sql(f"""merge into {table} t using (
-                        select id, concat(v, 'x') as v, ts, p from train_src where id < 60) s
-                      on t.id = s.id
-                      when matched and s.id % 7 = 0 then delete
-                      when matched then update set *
-                      when not matched then insert *""")
-        spark.sql(f"select p, count(*), max(v) from {table} group by p").collect()
-    spark.sql("create table sluice.raw.train_ice (id bigint, v string, ts timestamp, p bigint) "
-              "using iceberg")
-    spark.sql("insert into sluice.raw.train_ice select * from train_src")
-    spark.sql("""merge into sluice.raw.train_ice t using (select * from train_src where id < 60) s
-                 on t.id = s.id when matched then update set * when not matched then insert *""")
-    spark.sql("""select * from (select *, row_number() over (partition by p order by ts desc)
-                 as n from sluice.raw.train_ice) where n = 1""").collect()
-    spark.table("raw.train_mor").write.mode("overwrite").parquet(str(folder / "parquet"))
-    gateway = SparkContext._gateway
-    spark.stop()
-    if gateway is not None and gateway.proc is not None:  # the JVM writes the archive at exit
-        gateway.shutdown()
-        gateway.proc.stdin.close()
-        gateway.proc.wait(timeout=TRAIN_TIMEOUT_S)
 
 
 def build(force: bool = False) -> Path | None:
@@ -139,9 +90,9 @@ def build(force: bool = False) -> Path | None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sluice-cds-") as tmp:
         partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        env = {**os.environ, _TRAIN_ENV: str(partial)}
+        env = {**os.environ, TRAIN_ENV: str(partial)}
         env.pop("JAVA_TOOL_OPTIONS", None)
-        done = subprocess.run([sys.executable, "-m", "python_ingest.runtime.cds", "_train", tmp],
+        done = subprocess.run([sys.executable, "-m", "python_ingest.runtime.cds_train", tmp],
                               env=env, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
         if done.returncode != 0 or not partial.exists():
             partial.unlink(missing_ok=True)
@@ -150,6 +101,9 @@ def build(force: bool = False) -> Path | None:
                   file=sys.stderr)
             return None
         partial.rename(path)
+    for stale in path.parent.glob("driver-*.jsa"):  # another JDK's or pyspark's: never read
+        if stale != path:
+            stale.unlink(missing_ok=True)
     print(f"class-data-sharing archive: {path} ({path.stat().st_size >> 20} MB, "
           f"{time.monotonic() - started:.0f} s)")
     return path
@@ -164,12 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="write the archive for this class path and JVM")
     b.add_argument("--force", action="store_true", help="write it again even if it exists")
     sub.add_parser("path", help="print where the archive for this class path and JVM lives")
-    train = sub.add_parser("_train", help=argparse.SUPPRESS)
-    train.add_argument("folder", type=Path)
     args = parser.parse_args(argv)
-    if args.command == "_train":
-        _train(args.folder)
-        return 0
     if args.command == "path":
         print(archive_path() or "")
         return 0
