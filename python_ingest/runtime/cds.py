@@ -4,9 +4,9 @@ A sluice process spends seconds of every start loading and verifying the same ~2
 classes (Spark, Hudi, Iceberg, Kafka). A dynamic CDS archive (JDK 13+,
 ``-XX:ArchiveClassesAtExit``) keeps them parsed and verified in one file the JVM maps at
 start: a Spark session starts in about half the time. ``make setup`` builds it once per
-machine (``python -m python_ingest.runtime.cds build``) with a short training run (cds_train.py) of the work
-sluice does (Hudi and Iceberg tables written, merged and read), and ``spark_conf`` names it
-in ``spark.driver.extraJavaOptions`` when it exists.
+machine (``python -m python_ingest.runtime.cds build``) with a short training run
+(cds_train.py) of the work sluice does (Hudi and Iceberg tables written, merged and read),
+and ``spark_conf`` names it in ``spark.driver.extraJavaOptions`` when it exists.
 
 The archive belongs to one class path and one JVM: its file name carries a hash of the Spark
 jars' folder, pyspark's version and the ``java`` binary, so new jars or a new JDK look for a
