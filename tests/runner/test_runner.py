@@ -83,7 +83,9 @@ def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
         runs = fleet.runs(spark, name)
         batches = [d for outcome, d in runs if outcome == "succeeded"]
         services = [d for outcome, d in runs if outcome == "maintained"]
-        assert len(batches) >= 4, runs
+        # 150 and 100 events are a batch each (waited for); the 400 and 300 after them one
+        # batch or more, as the SIGTERM and the SIGKILL fall
+        assert len(batches) >= 3, runs
         assert not any("services" in d for d in batches), "services ran inside a batch"
         done = {s["service"] for d in services for s in d["services"]}
         assert {"compact", "compact_index", "expire_raw"} <= done, services
