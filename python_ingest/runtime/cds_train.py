@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-TRAIN_TIMEOUT_S = 900
+from python_ingest.runtime.cds import TRAIN_TIMEOUT_S
 
 
 def train(folder: Path) -> None:
@@ -17,18 +17,19 @@ def train(folder: Path) -> None:
     copy-on-write) and Iceberg tables created, written, merged and read the way sluice's
     steps do, so their classes are in the archive."""
     import pandas as pd
+    import yaml
     from pyspark import SparkContext
 
     from python_ingest.config import load_settings
     from python_ingest.runtime.session import build_session
 
     config = folder / "sluice.yml"
-    config.write_text(
-        "spark: {master: 'local[2]'}\n"
-        f"catalog: {{name: sluice, type: hadoop, warehouse: {folder / 'warehouse'}}}\n"
-        f"state_dir: {folder / 'state'}\n"
-        "broker: {bootstrap_servers: 'localhost:9092', embedded: false}\n"
-        "jobs: {}\n")
+    config.write_text(yaml.safe_dump({
+        "spark": {"master": "local[2]"},
+        "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(folder / "warehouse")},
+        "state_dir": str(folder / "state"),
+        "broker": {"bootstrap_servers": "localhost:9092", "embedded": False},
+        "jobs": {}}))
     spark = build_session(load_settings(config, env={}))
     rows = pd.DataFrame({"id": range(300), "v": [f"v{i}" for i in range(300)],
                          "ts": pd.Timestamp("2026-01-01"), "p": [i % 3 for i in range(300)]})
