@@ -5,6 +5,7 @@ dispersal, a Spark standalone cluster)."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 from typing import Any
@@ -31,11 +32,14 @@ def gone_from_this_host(holder: dict[str, Any]) -> bool:
     return False
 
 
-def stop_server(process: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
-    """Stop a server process: SIGTERM (its clean shutdown), SIGKILL after ``timeout_s``."""
-    process.terminate()
+def stop_server(process: subprocess.Popen[bytes], timeout_s: float = 30,
+                stop_signal: int = signal.SIGTERM) -> int:
+    """Stop a server process: ``stop_signal`` (SIGTERM: its clean shutdown), SIGKILL after
+    ``timeout_s``; returns its exit code (negative: the signal that ended it)."""
+    process.send_signal(stop_signal)
     try:
         process.wait(timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+    return process.returncode

@@ -12,6 +12,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -111,10 +112,16 @@ class LocalPostgres:
                     raise SetupError(f"private PostgreSQL did not start: {text}") from None
                 time.sleep(0.2)
 
-    def stop(self, timeout_s: float = 30) -> None:
+    def stop(self, timeout_s: float = 30) -> int | None:
+        """Stop the server and remove its folder; returns its exit code (0: a clean shutdown,
+        None: it was not running). SIGINT is PostgreSQL's fast shutdown: it ends the client
+        sessions still open (SIGTERM's smart shutdown waits for them, here until it was
+        killed after ``timeout_s``) and writes its shutdown checkpoint."""
+        code = None
         if self.process is not None:
-            stop_server(self.process, timeout_s)  # SIGTERM: PostgreSQL's smart shutdown
+            code = stop_server(self.process, timeout_s, signal.SIGINT)
             self.process = None
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+        return code

@@ -183,3 +183,19 @@ def test_a_private_postgres_started_beside_spark_leaves_py4j_alone(
         server.stop()
     failed = [r for r in caplog.records if r.exc_info or "Exception while sending" in r.message]
     assert not failed, caplog.text
+
+
+def test_a_private_postgres_stops_cleanly_with_a_client_session_still_open() -> None:
+    """#38: a test that leaves a connection open must not hold the server's stop: the fast
+    shutdown ends the session and exits cleanly (the smart one waited for the session until it
+    was killed, 30 s later, at the end of every test run that used the server)."""
+    server = LocalPostgres().start()
+    left_open = psycopg.connect(server.dsn)
+    try:
+        assert left_open.execute("select 1").fetchone() == (1,)
+        assert server.stop(timeout_s=20) == 0  # a clean exit, not killed after the timeout
+        with pytest.raises(psycopg.OperationalError):
+            left_open.execute("select 1")
+    finally:
+        left_open.close()
+        server.stop()
