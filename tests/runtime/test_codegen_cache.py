@@ -20,7 +20,7 @@ def test_a_statement_run_again_after_many_others_is_not_compiled_again(spark: An
 
     def statement(n: int) -> list[Any]:
         # the literal is part of the generated code: each n is a statement of its own
-        return spark.range(5).selectExpr(f"id * 7919 + {n} as x").collect()  # type: ignore
+        return spark.range(5).selectExpr(f"id * 7919 + {n} as x").collect()
 
     first = statement(0)
     before = compiled()
