@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 NAMESPACES = ("raw", "errors", "staging", "lake", "meta", "marts")  # marts: models/marts
 # generated classes Spark keeps compiled (spark.sql.codegen.cache.maxEntries; its default 100)
 CODEGEN_CACHE_ENTRIES = 2000
+# Spark's memory pages (spark.buffer.pageSize): at least this, and large enough that a task's
+# 8,192 pages (Spark's page table) cover the whole heap
+MIN_PAGE_BYTES = 1 << 20
+PAGE_TABLE_SIZE = 8192
 POOL_PREFIX = "sluice_job_"  # each job's Spark FAIR pool: sluice_job_<job> (runner, run --all)
 
 
@@ -119,7 +123,35 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     conf[INSERT_OPERATION] = "bulk_insert"
     conf.update(format_conf(settings, settings.table_format))
     conf.update(settings.spark.conf)
+    conf.setdefault("spark.buffer.pageSize", page_size(conf))
     return conf
+
+
+def page_size(conf: dict[str, str]) -> str:
+    """``spark.buffer.pageSize`` for a conf: the smallest power of two, at least 1 MiB, whose
+    8,192 pages hold the larger of the driver's and the executors' heaps.
+
+    Without it Spark makes each page up to 64 MiB (its heap / cores / 16), and every sort or
+    aggregation of every task takes at least one whole page, zeroed, whatever the rows: a
+    100-event batch allocated eleven 64 MiB arrays at once in the runner (a heap dump), and a
+    warm one took 6.1 s against 4.6 s with 1 MiB pages (bench/batch_profile.py). A task
+    can hold no more than 8,192 pages, so a large executor keeps larger pages."""
+    heap = max(_bytes(conf.get("spark.driver.memory", "1g")),
+               _bytes(conf.get("spark.executor.memory", "1g")))
+    page = MIN_PAGE_BYTES
+    while page * PAGE_TABLE_SIZE < heap:
+        page *= 2
+    return f"{page >> 10}k"
+
+
+def _bytes(size: str) -> int:
+    """A JVM memory size (Spark's notation: ``4g``, ``512m``, ``1024k``; bytes if no unit)
+    in bytes."""
+    text = size.strip().lower().removesuffix("b")
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
 
 
 def format_conf(settings: Settings, table_format: str) -> dict[str, str]:
@@ -314,3 +346,19 @@ def thread_session() -> SparkSession | None:
     if known is not None and known._jsparkSession.equals(jsession):
         return known
     return SparkSession(sc, jsession)
+
+
+def jvm_exit() -> str | None:
+    """Why this process's Spark JVM is gone, if it has exited (None while it runs, or when no
+    Spark was started): its exit code and what the code means."""
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)  # spark-submit execs the JVM itself
+    if proc is None or proc.poll() is None:
+        return None
+    code = proc.returncode
+    meaning = {52: "out of Java heap: raise spark.driver.memory (spark.conf in sluice.yml)",
+               -9: "killed by SIGKILL: the kernel's out-of-memory killer or a kill -9",
+               50: "an uncaught exception (the lines above name it)"}
+    return f"Spark's JVM (pid {proc.pid}) exited with code {code}: " + meaning.get(
+        code, "see the lines above for its last words")
