@@ -404,6 +404,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("sluice: interrupted; the last committed checkpoint stays in place",
               file=sys.stderr)
         return 130
+    except Exception:
+        from python_ingest.runtime.session import jvm_exit
+
+        gone = jvm_exit()
+        if gone is None:
+            raise
+        # py4j's connection errors say only that the JVM did not answer: say why
+        print(f"sluice: error: {gone}; the last committed checkpoint stays in place",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

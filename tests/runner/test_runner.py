@@ -136,3 +136,28 @@ def test_two_runners_on_one_warehouse_split_the_jobs_and_take_over_from_a_dead_o
             if runner.poll() is None:
                 os.killpg(runner.pid, signal.SIGKILL)
     fleet.assert_exact(spark)
+
+
+def test_a_runner_whose_spark_jvm_dies_says_why_and_keeps_its_checkpoint(
+        broker: str, workdir: Path, tmp_path: Path, job_name: str) -> None:
+    import subprocess
+
+    fleet = Fleet(tmp_path, workdir, broker, job_name[:24], jobs=1, broken=False)
+    (name,) = fleet.names
+    fleet.produce(50)
+    runner = fleet.start("--continuous")
+    try:
+        fleet.wait("the job caught up", lambda: fleet.caught_up(name), runner)
+        checkpoint = fleet.status.read()["jobs"][name]["checkpoint"]
+        (jvm,) = subprocess.run(["pgrep", "-P", str(runner.pid), "java"], capture_output=True,
+                                text=True).stdout.split()
+        os.kill(int(jvm), signal.SIGKILL)
+        code = fleet.finish(runner, "exit after its JVM died")
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+    log = fleet.last_log()
+    assert code == 1, log
+    assert f"sluice: error: Spark's JVM (pid {jvm}) exited with code -9: killed by SIGKILL" \
+        in log, log
+    assert fleet.status.read()["jobs"][name]["checkpoint"] == checkpoint
