@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +25,9 @@ from tests.conftest import REPO, write_config
 from tests.steps.helpers import as_lake, lake_rows
 
 WAIT_S = 420
+# what a JVM prints when it dies (Spark's handler, HotSpot's crash report, the heap)
+JVM_DEATH = re.compile(r"OutOfMemoryError|fatal error|hs_err_pid|SIGSEGV|SIGBUS|"
+                       r"Uncaught exception in thread|exited with code")
 
 
 class Fleet:
@@ -109,8 +113,15 @@ class Fleet:
         return self.last_log() + f"\n(JVM threads in {self.root / 'jstack.txt'})"
 
     def last_log(self) -> str:
+        """The newest runner log's tail, after any line in it where a JVM said why it died
+        (a tail of Python tracebacks alone hid that in CI)."""
         logs = sorted(self.root.glob("runner-*.log"), key=lambda p: p.stat().st_mtime)
-        return logs[-1].read_text()[-12000:] if logs else ""
+        if not logs:
+            return ""
+        text = logs[-1].read_text()
+        last_words = [line for line in text.splitlines() if JVM_DEATH.search(line)][:20]
+        head = "JVM lines:\n" + "\n".join(last_words) + "\n...\n" if last_words else ""
+        return head + text[-12000:]
 
     def status_json(self) -> dict[str, Any]:
         # a Spark master that cannot exist: status must answer without starting Spark
