@@ -7,6 +7,7 @@ Everything starts here and stops at the end of the session; nothing is mocked.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import socket
@@ -100,6 +101,19 @@ def schema_registry(workdir: Path) -> Iterator[str]:
     registry = apicurio.start(workdir / "apicurio")
     yield registry.confluent_url
     registry.stop()
+
+
+def confluent_avro_serializers(registry_url: str, *schemas: dict[str, Any]) -> list[Any]:
+    """confluent-kafka's AvroSerializer for each schema, as a Confluent-stack producer uses it:
+    TopicNameStrategy (``<topic>-value``/``-key``) and a request timeout. confluent-kafka 2.16
+    first asks the registry for the topic's "associations" by default, a Confluent-only
+    endpoint that Apicurio at times never answered: the suite hung there."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    client = SchemaRegistryClient({"url": registry_url, "timeout": 30})
+    return [AvroSerializer(client, json.dumps(schema),
+                           conf={"subject.name.strategy.type": "TOPIC"}) for schema in schemas]
 
 
 @pytest.fixture(scope="session")

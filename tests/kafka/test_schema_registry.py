@@ -13,6 +13,7 @@ import pytest
 
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.kafka.client import partition_offsets, read_range
+from tests.conftest import confluent_avro_serializers
 
 pytestmark = [pytest.mark.registry, pytest.mark.e2e]
 
@@ -35,12 +36,10 @@ def produce_avro(bootstrap: str, registry_url: str, topic: str, schema: dict[str
     """Produce as a Confluent-stack producer does: AvroSerializer registers the schema under
     ``<topic>-value`` (TopicNameStrategy) and frames each value with its id."""
     from confluent_kafka import Producer
-    from confluent_kafka.schema_registry import SchemaRegistryClient
-    from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     broker_mod.ensure_topic(bootstrap, topic, 2)
-    serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(schema))
+    (serializer,) = confluent_avro_serializers(registry_url, schema)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     context = SerializationContext(topic, MessageField.VALUE)
     for record in records:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from python_ingest.kafka import broker as broker_mod
-from tests.conftest import sluice_cmd
+from tests.conftest import confluent_avro_serializers, sluice_cmd
 from tests.sources.binlog.lake import make_project
 from tests.sources.debezium import events as ev
 
@@ -89,16 +89,13 @@ def produce_avro(bootstrap: str, registry_url: str, topic: str,
     """As Debezium's AvroConverter does: keys and values registered under <topic>-key and
     <topic>-value (TopicNameStrategy), tombstones with a key and a null value."""
     from confluent_kafka import Producer
-    from confluent_kafka.schema_registry import SchemaRegistryClient
-    from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     broker_mod.ensure_topic(bootstrap, topic, 2)
-    client = SchemaRegistryClient({"url": registry_url})
     key_schema = {"type": "record", "name": "Key", "namespace": topic,
                   "fields": [{"name": "id", "type": "int"}], "connect.name": f"{topic}.Key"}
-    keys = AvroSerializer(client, json.dumps(key_schema))
-    values = AvroSerializer(client, json.dumps(ev.envelope_avro(PREFIX, topic.split(".")[-1])))
+    keys, values = confluent_avro_serializers(
+        registry_url, key_schema, ev.envelope_avro(PREFIX, topic.split(".")[-1]))
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for key, event in events:
         producer.produce(topic, key=keys({"id": key}, SerializationContext(topic,
