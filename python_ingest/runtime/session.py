@@ -133,9 +133,10 @@ def page_size(conf: dict[str, str]) -> str:
 
     Without it Spark makes each page up to 64 MiB (its heap / cores / 16), and every sort or
     aggregation of every task takes at least one whole page, zeroed, whatever the rows: a
-    100-event batch allocated eleven 64 MiB arrays at once in the runner (a heap dump), and a
-    warm one took 6.1 s against 4.6 s with 1 MiB pages (bench/batch_profile.py). A task
-    can hold no more than 8,192 pages, so a large executor keeps larger pages."""
+    runner catching four small jobs up held eleven 64 MiB arrays at once (a heap dump), 1.2 GB
+    live against 160 MB with 1 MiB pages, and a warm 100-event batch took 4.55-4.85 s against
+    4.92-6.14 s (bench/batch_profile.py, three runs each). A task can hold no more than 8,192
+    pages, so a large executor keeps larger pages."""
     heap = max(_bytes(conf.get("spark.driver.memory", "1g")),
                _bytes(conf.get("spark.executor.memory", "1g")))
     page = MIN_PAGE_BYTES
