@@ -59,6 +59,7 @@ class Fleet:
             self.generators[name] = demo.TripsGenerator(demo.trips_schema(REPO), seed=i + 1,
                                                         first_trip_id=1)
         self.env = {**os.environ, "SLUICE_DBT_PROJECT_DIR": str(root)}
+        self.logs: dict[int, Path] = {}  # each runner's log, by its pid
 
     def produce(self, events: int) -> None:
         for name in self.names:
@@ -67,11 +68,22 @@ class Fleet:
             self.produced[name] += sent
 
     def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        log = open(self.root / f"runner-{time.monotonic_ns()}.log", "w")  # noqa: SIM115
-        return subprocess.Popen(
+        path = self.root / f"runner-{time.monotonic_ns()}.log"
+        runner = subprocess.Popen(
             [sys.executable, "-m", "python_ingest.cli", "--config", str(self.config), "run",
-             "--all", *args], stdout=log, stderr=subprocess.STDOUT, text=True,
-            env={**self.env, **(env or {})}, cwd=REPO, start_new_session=True)
+             "--all", *args], stdout=open(path, "w"), stderr=subprocess.STDOUT,  # noqa: SIM115
+            text=True, env={**self.env, **(env or {})}, cwd=REPO, start_new_session=True)
+        self.logs[runner.pid] = path
+        return runner
+
+    def kill_jvm(self, runner: subprocess.Popen[str]) -> int:
+        """SIGKILL the runner's Spark JVM alone (its Python goes on until it notices); the
+        JVM's pid."""
+        children = subprocess.run(["pgrep", "-P", str(runner.pid), "java"],
+                                  capture_output=True, text=True).stdout.split()
+        assert len(children) == 1, f"the runner's JVMs: {children}"
+        os.kill(int(children[0]), signal.SIGKILL)
+        return int(children[0])
 
     def caught_up(self, name: str, status: StatusFile | None = None) -> bool:
         entry = ((status or self.status).read().get("jobs") or {}).get(name) or {}
@@ -112,10 +124,12 @@ class Fleet:
         (self.root / "jstack.txt").write_text(jvm)
         return self.last_log() + f"\n(JVM threads in {self.root / 'jstack.txt'})"
 
-    def last_log(self) -> str:
-        """The newest runner log's tail, after any line in it where a JVM said why it died
-        (a tail of Python tracebacks alone hid that in CI)."""
+    def last_log(self, runner: subprocess.Popen[str] | None = None) -> str:
+        """The runner's log (the newest when not named): its tail, after any line in it where
+        a JVM said why it died (a tail of Python tracebacks alone hid that in CI)."""
         logs = sorted(self.root.glob("runner-*.log"), key=lambda p: p.stat().st_mtime)
+        if runner is not None:
+            logs = [self.logs[runner.pid]]
         if not logs:
             return ""
         text = logs[-1].read_text()

@@ -123,9 +123,12 @@ def test_two_runners_on_one_warehouse_split_the_jobs_and_take_over_from_a_dead_o
         # the second's status names the first as the runner of the first's jobs
         entries = other.read()["jobs"]
         assert {entries[n]["held_by"]["pid"] for n in held(fleet.status)} == {first.pid}
-        # the first runner dies: the second takes its jobs over and catches them all up
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait(timeout=60)
+        # the first runner dies, by its JVM's SIGKILL: it says why and exits; the second takes
+        # its jobs over and catches them all up
+        jvm = fleet.kill_jvm(first)
+        assert first.wait(timeout=60) == 1, fleet.last_log(first)
+        assert f"sluice: error: Spark's JVM (pid {jvm}) exited with code -9: killed by " \
+            "SIGKILL" in fleet.last_log(first), fleet.last_log(first)
         fleet.produce(100)
         fleet.wait("the second runner caught every job up",
                    lambda: all(fleet.caught_up(n, other) for n in fleet.names), second)
@@ -137,27 +140,3 @@ def test_two_runners_on_one_warehouse_split_the_jobs_and_take_over_from_a_dead_o
                 os.killpg(runner.pid, signal.SIGKILL)
     fleet.assert_exact(spark)
 
-
-def test_a_runner_whose_spark_jvm_dies_says_why_and_keeps_its_checkpoint(
-        broker: str, workdir: Path, tmp_path: Path, job_name: str) -> None:
-    import subprocess
-
-    fleet = Fleet(tmp_path, workdir, broker, job_name[:24], jobs=1, broken=False)
-    (name,) = fleet.names
-    fleet.produce(50)
-    runner = fleet.start("--continuous")
-    try:
-        fleet.wait("the job caught up", lambda: fleet.caught_up(name), runner)
-        checkpoint = fleet.status.read()["jobs"][name]["checkpoint"]
-        (jvm,) = subprocess.run(["pgrep", "-P", str(runner.pid), "java"], capture_output=True,
-                                text=True).stdout.split()
-        os.kill(int(jvm), signal.SIGKILL)
-        code = fleet.finish(runner, "exit after its JVM died")
-    finally:
-        if runner.poll() is None:
-            os.killpg(runner.pid, signal.SIGKILL)
-    log = fleet.last_log()
-    assert code == 1, log
-    assert f"sluice: error: Spark's JVM (pid {jvm}) exited with code -9: killed by SIGKILL" \
-        in log, log
-    assert fleet.status.read()["jobs"][name]["checkpoint"] == checkpoint
