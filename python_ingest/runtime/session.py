@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from python_ingest.config import JobConfig, Settings
 from python_ingest.config.secrets import redact
+from python_ingest.exceptions import ConfigError
 from python_ingest.runtime.catalog import (
     FORMAT_CONF,
     HUDI_COMMIT_PREFIX,
@@ -137,22 +138,25 @@ def page_size(conf: dict[str, str]) -> str:
     live against 160 MB with 1 MiB pages, and a warm 100-event batch took 4.55-4.85 s against
     4.92-6.14 s (bench/batch_profile.py, three runs each). A task can hold no more than 8,192
     pages, so a large executor keeps larger pages."""
-    heap = max(_bytes(conf.get("spark.driver.memory", "1g")),
-               _bytes(conf.get("spark.executor.memory", "1g")))
+    heap = max(_heap_bytes(conf, "spark.driver.memory"),
+               _heap_bytes(conf, "spark.executor.memory"))
     page = MIN_PAGE_BYTES
     while page * PAGE_TABLE_SIZE < heap:
         page *= 2
     return f"{page >> 10}k"
 
 
-def _bytes(size: str) -> int:
-    """A JVM memory size (Spark's notation: ``4g``, ``512m``, ``1024k``; bytes if no unit)
-    in bytes."""
-    text = size.strip().lower().removesuffix("b")
+def _heap_bytes(conf: dict[str, str], key: str) -> int:
+    """A heap setting in bytes, read as Spark reads it: ``4g``, ``512m``, ``1024k``, and a
+    number without a unit in MiB; Spark's default 1g when it is not set."""
+    text = str(conf.get(key, "1g")).strip().lower().removesuffix("b")
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
+    scale = units.get(text[-1:], 1 << 20)
+    try:
+        return int(float(text[:-1] if text[-1:] in units else text) * scale)
+    except ValueError:
+        raise ConfigError(f"spark.conf.{key}", f"{conf[key]!r} is not a memory size",
+                          "write it as Spark does, e.g. 4g or 512m") from None
 
 
 def format_conf(settings: Settings, table_format: str) -> dict[str, str]:

@@ -139,4 +139,3 @@ def test_two_runners_on_one_warehouse_split_the_jobs_and_take_over_from_a_dead_o
             if runner.poll() is None:
                 os.killpg(runner.pid, signal.SIGKILL)
     fleet.assert_exact(spark)
-

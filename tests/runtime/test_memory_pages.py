@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from python_ingest.exceptions import ConfigError
 from python_ingest.runtime.session import page_size, spark_conf
 
 
@@ -19,11 +20,18 @@ from python_ingest.runtime.session import page_size, spark_conf
     ({"spark.driver.memory": "8g"}, "1024k"),
     ({"spark.driver.memory": "4g", "spark.executor.memory": "64g"}, "8192k"),
     ({"spark.driver.memory": "96G", "spark.executor.memory": "2g"}, "16384k"),
-    ({"spark.executor.memory": "17179869184"}, "2048k"),  # bytes: 16 GiB
+    ({"spark.executor.memory": "16384"}, "2048k"),  # no unit: MiB, as Spark reads it
+    ({"spark.executor.memory": "24gb"}, "4096k"),
 ])
 def test_the_page_size_is_the_smallest_whose_page_table_covers_the_heap(
         memory: dict[str, str], page: str) -> None:
     assert page_size(memory) == page
+
+
+def test_a_heap_setting_that_is_no_size_is_a_config_error_naming_it() -> None:
+    with pytest.raises(ConfigError,
+                       match=r"'spark.conf.spark.executor.memory': 'lots' is not a memory size"):
+        page_size({"spark.executor.memory": "lots"})
 
 
 def test_a_page_size_the_user_sets_wins(base_settings: Any) -> None:
