@@ -80,7 +80,8 @@ def test_two_jobs_on_a_standalone_cluster_survive_a_lost_worker(
         while killed is None and time.monotonic() < deadline and runner.poll() is None:
             killed = busy_worker(cluster, ui_port)
             time.sleep(0.1)
-        assert killed is not None, "no executor ran a task of the runner:\n" + fleet.last_log()
+        assert killed is not None, \
+            "no executor ran a task of the runner:\n" + fleet.last_log(runner)
         assert [a["name"] for a in get_json(f"http://127.0.0.1:{cluster.ui_port}/json/")
                 ["activeapps"]] == ["sluice"], "the runner is not an application of the cluster"
         cluster.kill_worker(killed)  # with the executor running the batch's tasks
@@ -88,7 +89,7 @@ def test_two_jobs_on_a_standalone_cluster_survive_a_lost_worker(
         fleet.wait("both jobs caught up on the one worker left",
                    lambda: all(fleet.caught_up(n) for n in fleet.names), runner)
         runner.send_signal(signal.SIGTERM)
-        assert fleet.finish(runner, "stop after SIGTERM") == 0, fleet.last_log()
+        assert fleet.finish(runner, "stop after SIGTERM") == 0, fleet.last_log(runner)
     finally:
         if runner.poll() is None:
             os.killpg(runner.pid, signal.SIGKILL)

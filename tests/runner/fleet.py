@@ -76,14 +76,20 @@ class Fleet:
         self.logs[runner.pid] = path
         return runner
 
+    @staticmethod
+    def jvms(runner: subprocess.Popen[str]) -> list[int]:
+        """The pids of the runner's JVMs (its Spark driver)."""
+        return [int(pid) for pid in subprocess.run(
+            ["pgrep", "-P", str(runner.pid), "java"], capture_output=True, text=True
+        ).stdout.split()]
+
     def kill_jvm(self, runner: subprocess.Popen[str]) -> int:
         """SIGKILL the runner's Spark JVM alone (its Python goes on until it notices); the
         JVM's pid."""
-        children = subprocess.run(["pgrep", "-P", str(runner.pid), "java"],
-                                  capture_output=True, text=True).stdout.split()
-        assert len(children) == 1, f"the runner's JVMs: {children}"
-        os.kill(int(children[0]), signal.SIGKILL)
-        return int(children[0])
+        jvms = self.jvms(runner)
+        assert len(jvms) == 1, f"the runner's JVMs: {jvms}"
+        os.kill(jvms[0], signal.SIGKILL)
+        return jvms[0]
 
     def caught_up(self, name: str, status: StatusFile | None = None) -> bool:
         entry = ((status or self.status).read().get("jobs") or {}).get(name) or {}
@@ -98,7 +104,7 @@ class Fleet:
         while not predicate():
             if runner.poll() is not None:
                 pytest.fail(f"the runner exited ({runner.returncode}) before {what}:\n"
-                            + self.last_log())
+                            + self.last_log(runner))
             if time.monotonic() > deadline:
                 pytest.fail(f"not {what} within {WAIT_S}s: {self.status.read()}\n"
                             + self.diagnose(runner))
@@ -115,24 +121,17 @@ class Fleet:
         jvm = ""
         if runner.poll() is None:
             runner.send_signal(signal.SIGUSR1)
-            children = subprocess.run(["pgrep", "-P", str(runner.pid)], capture_output=True,
-                                      text=True).stdout.split()
-            for child in children:
-                jvm += subprocess.run(["jstack", child], capture_output=True, text=True,
+            for child in self.jvms(runner):
+                jvm += subprocess.run(["jstack", str(child)], capture_output=True, text=True,
                                       timeout=60).stdout
             time.sleep(2)
         (self.root / "jstack.txt").write_text(jvm)
-        return self.last_log() + f"\n(JVM threads in {self.root / 'jstack.txt'})"
+        return self.last_log(runner) + f"\n(JVM threads in {self.root / 'jstack.txt'})"
 
-    def last_log(self, runner: subprocess.Popen[str] | None = None) -> str:
-        """The runner's log (the newest when not named): its tail, after any line in it where
-        a JVM said why it died (a tail of Python tracebacks alone hid that in CI)."""
-        logs = sorted(self.root.glob("runner-*.log"), key=lambda p: p.stat().st_mtime)
-        if runner is not None:
-            logs = [self.logs[runner.pid]]
-        if not logs:
-            return ""
-        text = logs[-1].read_text()
+    def last_log(self, runner: subprocess.Popen[str]) -> str:
+        """The runner's own log: its tail, after any line in it where a JVM said why it died
+        (a tail of Python tracebacks alone hid that in CI)."""
+        text = self.logs[runner.pid].read_text()
         last_words = [line for line in text.splitlines() if JVM_DEATH.search(line)][:20]
         head = "JVM lines:\n" + "\n".join(last_words) + "\n...\n" if last_words else ""
         return head + text[-12000:]

@@ -62,7 +62,7 @@ def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
             (e or {}).get("state") == "running"
             for e in fleet.status.read()["jobs"].values()), runner)
         runner.send_signal(signal.SIGTERM)
-        assert fleet.finish(runner, "stop after SIGTERM") == 0, fleet.last_log()
+        assert fleet.finish(runner, "stop after SIGTERM") == 0, fleet.last_log(runner)
         assert fleet.status.read()["runner"]["state"] == "stopped"
         assert fleet.status_json()["runner"]["alive"] is False
         # SIGKILL at a random moment of the next run, then a restart that runs until idle
@@ -72,7 +72,7 @@ def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
         os.killpg(runner.pid, signal.SIGKILL)
         runner.wait(timeout=60)
         runner = fleet.start("--until-idle")
-        assert fleet.finish(runner, "catch up after SIGKILL") == 0, fleet.last_log()
+        assert fleet.finish(runner, "catch up after SIGKILL") == 0, fleet.last_log(runner)
         assert all(fleet.caught_up(n) for n in fleet.names), fleet.status.read()
     finally:
         if runner.poll() is None:
@@ -133,7 +133,7 @@ def test_two_runners_on_one_warehouse_split_the_jobs_and_take_over_from_a_dead_o
         fleet.wait("the second runner caught every job up",
                    lambda: all(fleet.caught_up(n, other) for n in fleet.names), second)
         second.send_signal(signal.SIGTERM)
-        assert fleet.finish(second, "stop after SIGTERM") == 0, fleet.last_log()
+        assert fleet.finish(second, "stop after SIGTERM") == 0, fleet.last_log(second)
     finally:
         for runner in runners:
             if runner.poll() is None:
