@@ -38,8 +38,10 @@ _counter = itertools.count(1)
 # The test process's own Spark (the `spark` fixture) lives the whole run: it keeps the
 # defaults (with C1 its in-process pipeline tests ran up to 2.5 times slower over a whole
 # run). Outcomes do not depend on it; set JAVA_TOOL_OPTIONS yourself (even empty) to run the
-# tests with other options.
-SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# tests with other options. With C1 only, HotSpot reserves 48 MB of code cache instead of
+# 240 MB, and a runner that lives for minutes fills it with Spark's generated classes: its JVM
+# then dies ("Out of space in CodeCache for adapters", exit 50), so the cache stays at 240 MB.
+SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_JVM_OPTIONS)
 
 

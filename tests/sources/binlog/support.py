@@ -117,7 +117,9 @@ class TapEnv:
         return process
 
     def _wait_running(self, process: subprocess.Popen[str], timeout_s: float = 60) -> None:
-        """Wait until the tap holds its source lock (its signal handlers are in place)."""
+        """Wait until the tap holds its source lock (its signal handlers are in place) and
+        has saved its start position: a change written before that may fall before the tap's
+        start ("current", the binlog's end when it connects) and never be tapped."""
         import fcntl
 
         assert self.state_dir is not None
@@ -133,7 +135,8 @@ class TapEnv:
                         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                         fcntl.flock(handle, fcntl.LOCK_UN)
                     except BlockingIOError:
-                        return
+                        if self.checkpoint() is not None:
+                            return
             time.sleep(0.05)
         raise AssertionError("the tap did not start")
 
