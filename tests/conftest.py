@@ -37,11 +37,11 @@ _counter = itertools.count(1)
 # pay off only in long runs. Measured on this machine: a short Hudi process 37 s -> 15 s.
 # The test process's own Spark (the `spark` fixture) lives the whole run: it keeps the
 # defaults. With C1 it spends a third less CPU (C2 compiled for 95 of its 251 s over
-# test_merge_oracle), yet the whole suite took 2106 s instead of about 1800 s: C1's code is
-# slower where the tests wait on it. With C1 only, HotSpot reserves 48 MB of code cache
-# instead of 240 MB, and a runner that lives for minutes fills it with Spark's generated
-# classes: compiling stops, or its JVM dies ("Out of space in CodeCache for adapters", exit
-# 50), so the cache stays at 240 MB. Outcomes do not depend on these options; set
+# test_merge_oracle), yet the whole suite took 2106 s instead of 1852 s (one run each, same
+# day): C1's code is slower where the tests wait on it. With C1 only, HotSpot reserves 48 MB
+# of code cache instead of 240 MB, and a runner that lives for minutes fills it with Spark's
+# generated classes: compiling stops, or its JVM dies ("Out of space in CodeCache for
+# adapters", exit 50), so the cache stays at 240 MB. Outcomes do not depend on these options; set
 # JAVA_TOOL_OPTIONS yourself (even empty) to run the tests with other options.
 SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_JVM_OPTIONS)
