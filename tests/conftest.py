@@ -35,8 +35,8 @@ _counter = itertools.count(1)
 # minutes and share two cores with three or four others: the C1 compiler only and the serial
 # collector spend far less CPU on compiling and collecting than the defaults (C2, G1), which
 # pay off only in long runs. Measured on this machine: a short Hudi process 37 s -> 15 s.
-# The test process's own Spark (the `spark` fixture) lives the whole run: it keeps the
-# defaults. With C1 it spends a third less CPU (C2 compiled for 95 of its 251 s over
+# The test process's own Spark (the `spark` fixture) lives the whole run: it keeps C2
+# (below). With C1 it spends a third less CPU (C2 compiled for 95 of its 251 s over
 # test_merge_oracle), yet the whole suite took 2106 s instead of 1852 s (one run each, same
 # day): C1's code is slower where the tests wait on it. With C1 only, HotSpot reserves 48 MB
 # of code cache instead of 240 MB, and a runner that lives for minutes fills it with Spark's
@@ -44,9 +44,10 @@ _counter = itertools.count(1)
 # adapters", exit 50), so the cache stays at 240 MB.
 # What the tests' own Spark gets instead (SESSION_JVM_OPTIONS): the parallel collector, which
 # has no concurrent work and cheaper write barriers than G1, and C2 only for methods four times
-# hotter than by default (the tests run many distinct small queries: C2 compiled much it ran
-# little). Measured alone, same tests, whole-machine CPU: test_index.py 232 and 227 core-s ->
-# 190 and 212; test_merge_oracle[hudi] 166 and 183 -> 136 (G1 and C2 defaults -> these).
+# hotter than by default (the tests run many distinct small queries: much of what C2 compiled
+# ran too little to repay it). Measured alone, same tests, whole-machine CPU: test_index.py
+# 232 and 227 core-s -> 190 and 212; test_merge_oracle[hudi] 166 and 183 -> 136 (G1 and C2
+# defaults -> these).
 # Outcomes do not depend on these options; set JAVA_TOOL_OPTIONS yourself (even empty) to run
 # the tests with other options.
 SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
