@@ -9,6 +9,8 @@ JARS_STAMP := .sluice/jars/.resolved
 ASSETS_STAMP := .sluice/report-assets/.vendored
 APICURIO_STAMP := .sluice/jars/.apicurio
 CONNECT_STAMP := .sluice/jars/.connect
+LOCALFS_STAMP := .sluice/jars/.localfs
+LOCALFS_SRC := jvm/localfs/src/sluice/hadoop/NioLocalFileSystem.java
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -21,6 +23,12 @@ system-deps: ## install the system packages sluice needs (Java 17, Maven, MariaD
 		echo "installing Java 17 and Maven from Debian's packages"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			openjdk-17-jre-headless maven >/dev/null; \
+	fi
+	@# javac compiles the local file system local Spark uses (python_ingest/runtime/localfs.py)
+	@if ! command -v javac >/dev/null || ! command -v jar >/dev/null; then \
+		echo "installing the Java 17 compiler from Debian's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			openjdk-17-jdk-headless >/dev/null; \
 	fi
 	@# the binlog tap's tests, demo and bench start their own private mariadbd
 	@if [ ! -x /usr/sbin/mariadbd ] || ! command -v mariadb-install-db >/dev/null; then \
@@ -78,7 +86,13 @@ $(CONNECT_STAMP): $(STAMP) jvm/connect/pom.xml
 	$(BIN)/python -m python_ingest.runtime.connect resolve
 	touch $(CONNECT_STAMP)
 
-setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) $(CONNECT_STAMP) ## everything a fresh machine needs (idempotent)
+# Hadoop's local file system with permissions through java.nio, not a chmod process per file
+# (python_ingest/runtime/localfs.py), compiled into .sluice/jars (once per source; atomic)
+$(LOCALFS_STAMP): $(STAMP) $(LOCALFS_SRC)
+	$(BIN)/python -m python_ingest.runtime.localfs build
+	touch $(LOCALFS_STAMP)
+
+setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) $(CONNECT_STAMP) $(LOCALFS_STAMP) ## everything a fresh machine needs (idempotent)
 	@# the Spark driver's class-data-sharing archive (python_ingest/runtime/cds.py): a training
 	@# run of about a minute, once per class path and JDK; without it Spark starts slower
 	@$(BIN)/python -m python_ingest.runtime.cds build || \

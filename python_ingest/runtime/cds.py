@@ -8,8 +8,8 @@ machine (``python -m python_ingest.runtime.cds build``) with a short training ru
 (cds_train.py) of the work sluice does (Hudi and Iceberg tables written, merged and read),
 and ``spark_conf`` names it in ``spark.driver.extraJavaOptions`` when it exists.
 
-The archive belongs to one class path and one JVM: its file name carries a hash of the Spark
-jars' folder, pyspark's version and the ``java`` binary, so new jars or a new JDK look for a
+The archive belongs to one class path and one JVM: its file name carries a hash of the driver's
+class path (``session.driver_classpath``), pyspark's version and the ``java`` binary, so new jars or a new JDK look for a
 new archive, and without one the driver starts as it always did. A JVM that cannot use an
 archive (changed jar files) falls back silently to its own classes. ``SLUICE_CDS=off`` turns
 it off.
@@ -47,11 +47,11 @@ def archive_path() -> Path | None:
     None when there is no resolved Spark class path or no ``java``."""
     import pyspark
 
-    from python_ingest.runtime.jars import spark_jars
+    from python_ingest.runtime.session import driver_classpath
 
     java = _java()
     try:
-        jars = spark_jars()
+        jars = driver_classpath()
     except Exception:  # not resolved yet: `make setup` says how
         return None
     if java is None or not jars:

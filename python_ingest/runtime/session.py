@@ -37,6 +37,8 @@ from python_ingest.runtime.catalog import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     """The full Spark conf for these settings (also what dbt's profile passes on)."""
     from python_ingest.runtime import cds  # lazy: table names need no classpath
     from python_ingest.runtime.jars import spark_jars
+    from python_ingest.runtime.localfs import FS_CLASS, built_jar
 
     cat = settings.catalog
     prefix = f"spark.sql.catalog.{cat.name}"
@@ -66,7 +69,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # (HoodieDeleteRecord in a log file's delete block) through the application class
         # loader, and a jar only added by spark.jars loads them a second time, in Spark's
         # loader: "GenericData$Record cannot be cast to HoodieDeleteRecord" (hudi #13410)
-        "spark.driver.extraClassPath": ":".join(str(j) for j in spark_jars()),
+        # (with the local file system that needs no chmod process per file, if set-up built
+        # it: runtime/localfs.py; always there, so the class-data-sharing archive fits)
+        "spark.driver.extraClassPath": ":".join(str(j) for j in driver_classpath()),
         # the same on executors of a cluster (Hudi reads log files there too): the jars must
         # sit at the same path on every node (docs/deploy.md); a path a node lacks is skipped
         # and the copy spark.jars ships is used
@@ -113,6 +118,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
             f"-Dderby.system.home={settings.path(settings.state_dir)} {cds.java_options()}"
             .strip(),
     }
+    if settings.spark.master.startswith("local") and built_jar() is not None:
+        # local Spark's files without a chmod process each (runtime/localfs.py); a cluster's
+        # executors may lack the jar and keep Hadoop's own
+        conf["spark.hadoop.fs.file.impl"] = FS_CLASS
     conf.update(_catalog_conf(settings, prefix))
     # Hudi's write settings only touch Hudi writes: always there, so that a job whose own
     # table_format is hudi in an Iceberg project writes as a Hudi project's jobs do
@@ -126,6 +135,16 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     conf.update(settings.spark.conf)
     conf.setdefault("spark.buffer.pageSize", page_size(conf))
     return conf
+
+
+def driver_classpath() -> list[Path]:
+    """The Spark driver's own class path: the Spark jars, then the local file system's jar
+    when set-up built it (runtime/localfs.py)."""
+    from python_ingest.runtime.jars import spark_jars
+    from python_ingest.runtime.localfs import built_jar
+
+    localfs = built_jar()
+    return [*spark_jars(), *([localfs] if localfs else [])]
 
 
 def page_size(conf: dict[str, str]) -> str:
