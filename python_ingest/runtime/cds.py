@@ -8,9 +8,10 @@ machine (``python -m python_ingest.runtime.cds build``) with a short training ru
 (cds_train.py) of the work sluice does (Hudi and Iceberg tables written, merged and read),
 and ``spark_conf`` names it in ``spark.driver.extraJavaOptions`` when it exists.
 
-The archive belongs to one class path and one JVM: its file name carries a hash of the driver's
-class path (``session.driver_classpath``), pyspark's version and the ``java`` binary, so new jars or a new JDK look for a
-new archive, and without one the driver starts as it always did. A JVM that cannot use an
+The archive belongs to one class path and one JVM: its file name carries a hash of the
+driver's class path (``session.driver_classpath``), pyspark's version and the ``java`` binary,
+so new jars or a new JDK look for a new archive, and without one the driver starts as it always
+did. A JVM that cannot use an
 archive (changed jar files) falls back silently to its own classes. ``SLUICE_CDS=off`` turns
 it off.
 """
