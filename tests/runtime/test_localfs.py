@@ -20,6 +20,7 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
+@pytest.mark.e2e
 def test_setup_built_it_and_the_tests_session_writes_through_it(spark: Any,
                                                                  tmp_path: Path) -> None:
     jar = localfs.built_jar()
