@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 from python_ingest.config import JobConfig, Settings
 from python_ingest.config.secrets import redact
 from python_ingest.exceptions import ConfigError
-from python_ingest.runtime.pydaemon import MODULE as PYDAEMON
 from python_ingest.runtime.catalog import (
     FORMAT_CONF,
     HUDI_COMMIT_PREFIX,
@@ -36,6 +35,7 @@ from python_ingest.runtime.catalog import (
     register_tables,
     restrict_namespace,
 )
+from python_ingest.runtime.pydaemon import MODULE as PYDAEMON
 
 if TYPE_CHECKING:
     from pathlib import Path
