@@ -9,7 +9,7 @@ machine (``python -m python_ingest.runtime.cds build``) with a short training ru
 and ``spark_conf`` names it in ``spark.driver.extraJavaOptions`` when it exists.
 
 The archive belongs to one class path and one JVM: its file name carries a hash of the
-driver's class path (``session.driver_classpath``), pyspark's version and the ``java`` binary,
+driver's class path (``localfs.driver_classpath``), pyspark's version and the ``java`` binary,
 so new jars or a new JDK look for a new archive, and without one the driver starts as it always
 did. A JVM that cannot use an
 archive (changed jar files) falls back silently to its own classes. ``SLUICE_CDS=off`` turns
@@ -48,7 +48,7 @@ def archive_path() -> Path | None:
     None when there is no resolved Spark class path or no ``java``."""
     import pyspark
 
-    from python_ingest.runtime.session import driver_classpath
+    from python_ingest.runtime.localfs import driver_classpath
 
     java = _java()
     try:

@@ -61,6 +61,16 @@ def built_jar() -> Path | None:
     return path if path is not None and path.is_file() else None
 
 
+def driver_classpath() -> list[Path]:
+    """The Spark driver's own class path: the Spark jars, then this file system's jar when
+    set-up built it (always there, local master or not: the class-data-sharing archive
+    fits every driver)."""
+    from python_ingest.runtime.jars import spark_jars
+
+    localfs = built_jar()
+    return [*spark_jars(), *([localfs] if localfs else [])]
+
+
 def build() -> Path:
     """Compile the file system into its jar unless it exists; the folder appears whole."""
     path = jar_path()

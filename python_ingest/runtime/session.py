@@ -38,8 +38,6 @@ from python_ingest.runtime.catalog import (
 from python_ingest.runtime.pydaemon import MODULE as PYDAEMON
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
@@ -58,7 +56,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     """The full Spark conf for these settings (also what dbt's profile passes on)."""
     from python_ingest.runtime import cds  # lazy: table names need no classpath
     from python_ingest.runtime.jars import spark_jars
-    from python_ingest.runtime.localfs import FS_CLASS, built_jar
+    from python_ingest.runtime.localfs import FS_CLASS, built_jar, driver_classpath
 
     cat = settings.catalog
     prefix = f"spark.sql.catalog.{cat.name}"
@@ -139,16 +137,6 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     conf.update(settings.spark.conf)
     conf.setdefault("spark.buffer.pageSize", page_size(conf))
     return conf
-
-
-def driver_classpath() -> list[Path]:
-    """The Spark driver's own class path: the Spark jars, then the local file system's jar
-    when set-up built it (runtime/localfs.py)."""
-    from python_ingest.runtime.jars import spark_jars
-    from python_ingest.runtime.localfs import built_jar
-
-    localfs = built_jar()
-    return [*spark_jars(), *([localfs] if localfs else [])]
 
 
 def page_size(conf: dict[str, str]) -> str:

@@ -13,7 +13,8 @@ import pytest
 
 from python_ingest.exceptions import SetupError
 from python_ingest.runtime import localfs
-from python_ingest.runtime.session import driver_classpath, spark_conf
+from python_ingest.runtime.localfs import driver_classpath
+from python_ingest.runtime.session import spark_conf
 
 
 def _mode(path: Path) -> int:
