@@ -1,11 +1,13 @@
-"""PySpark's worker daemon as sluice starts it (runtime/pydaemon.py): a zip archive's directory
-is read again only once the archive changed, the worker modules are imported and frozen before
-the workers fork, and the tests' own Spark runs its Python tasks in such workers."""
+"""PySpark's worker daemon as sluice starts it (runtime/pydaemon.py): the installed pyspark, not
+Spark's zip of it; a zip archive's directory read again only once the archive changed; the
+worker modules imported and frozen before the workers fork; and the tests' own Spark runs its
+Python tasks in such workers."""
 
 from __future__ import annotations
 
 import gc
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -53,14 +55,26 @@ def test_a_zip_directory_is_read_again_only_once_its_archive_changed(tmp_path: P
         assert seen == {"kept": True, "unchanged": True, "reread": True, "values": [1, 2]}
 
 
-def test_preload_imports_the_worker_modules_and_freezes_them() -> None:
-    check = ("import gc, json, sys\nfrom python_ingest.runtime.pydaemon import PRELOAD, preload\n"
-             "failed = preload()\nprint(json.dumps({'failed': failed, 'frozen': "
-             "gc.get_freeze_count(), 'loaded': [m for m in PRELOAD if m in sys.modules]}))")
+def test_the_daemon_imports_the_installed_pyspark_and_preloads_and_freezes_the_worker_modules(
+        ) -> None:
+    import pyspark
+
+    installed = Path(pyspark.__file__).parent
+    spark_zips = sorted((installed / "python" / "lib").glob("*.zip"))  # what Spark puts first
+    assert [z.name for z in spark_zips][-1] == "pyspark.zip"
+    check = ("import gc, json, sys\nfrom python_ingest.runtime.pydaemon import PRELOAD, "
+             "drop_installed_pyspark_zip, preload\ndropped = drop_installed_pyspark_zip()\n"
+             "failed = preload()\nimport pyspark.worker\nprint(json.dumps({'failed': failed, "
+             "'frozen': gc.get_freeze_count(), 'dropped': dropped, 'worker': "
+             "pyspark.worker.__file__, 'loaded': [m for m in PRELOAD if m in sys.modules]}))")
     done = subprocess.run([sys.executable, "-c", check], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": ":".join(map(str, spark_zips))})
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
+    # the zip of the installed package is off the path: its modules come from the package
+    assert seen["dropped"] == [str(installed / "python" / "lib" / "pyspark.zip")]
+    assert seen["worker"] == str(installed / "worker.py")
     assert seen["failed"] == [] and seen["loaded"] == list(pydaemon.PRELOAD)
     assert seen["frozen"] > 50_000  # pyarrow, kafka-python, fastavro, the reader: all frozen
     # a module that is not there is reported, not raised
@@ -75,8 +89,11 @@ def _in_worker(_: Any) -> Any:
 
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
         daemon = f.read().replace(b"\0", b" ").decode()
+    import pyspark
+
     yield (daemon, bool(getattr(zipimport.zipimporter, "_sluice_kept", False)),
-           gc.get_freeze_count(), "python_ingest.sources.kafka.reader" in __import__("sys").modules)
+           gc.get_freeze_count(), "python_ingest.sources.kafka.reader" in __import__("sys").modules,
+           pyspark.__file__)
 
 
 @pytest.mark.e2e
@@ -84,7 +101,10 @@ def test_the_sessions_python_tasks_run_in_workers_of_sluices_daemon(spark: Any) 
     assert spark.sparkContext.getConf().get("spark.python.daemon.module") == pydaemon.MODULE
     rows = spark.sparkContext.parallelize(range(2), 2).mapPartitions(_in_worker).collect()
     assert len(rows) == 2
-    for daemon, kept, frozen, reader in rows:
+    import pyspark
+
+    for daemon, kept, frozen, reader, package in rows:
         assert f"-m {pydaemon.MODULE}" in daemon, daemon
         assert kept is (sys.version_info < (3, 12))
         assert frozen > 50_000 and reader
+        assert package == pyspark.__file__  # the installed package, not Spark's zip
