@@ -106,9 +106,6 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # compiled 917 classes instead of 4,218
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        # pyspark's worker daemon, without a re-read of its zip archives at every Python task
-        # on Python 3.11 (runtime/pydaemon.py: 77 % of the Kafka reader's worker CPU in a test)
-        "spark.python.daemon.module": PYDAEMON,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": "4g",
@@ -120,10 +117,16 @@ def spark_conf(settings: Settings) -> dict[str, str]:
             f"-Dderby.system.home={settings.path(settings.state_dir)} {cds.java_options()}"
             .strip(),
     }
-    if settings.spark.master.startswith("local") and built_jar() is not None:
-        # local Spark's files without a chmod process each (runtime/localfs.py); a cluster's
-        # executors may lack the jar and keep Hadoop's own
-        conf["spark.hadoop.fs.file.impl"] = FS_CLASS
+    if settings.spark.master.startswith("local"):
+        # pyspark's worker daemon without the work it repeated for every Python task
+        # (runtime/pydaemon.py): the driver's own Python runs it, so python_ingest is there; a
+        # cluster's executors may only get python_ingest per task (spark.submit.pyFiles),
+        # too late for the daemon's start, and keep pyspark's (docs/deploy.md)
+        conf["spark.python.daemon.module"] = PYDAEMON
+        if built_jar() is not None:
+            # local Spark's files without a chmod process each (runtime/localfs.py); a
+            # cluster's executors may lack the jar and keep Hadoop's own
+            conf["spark.hadoop.fs.file.impl"] = FS_CLASS
     conf.update(_catalog_conf(settings, prefix))
     # Hudi's write settings only touch Hudi writes: always there, so that a job whose own
     # table_format is hudi in an Iceberg project writes as a Hudi project's jobs do

@@ -61,13 +61,17 @@ def test_setup_built_it_and_the_tests_session_writes_through_it(spark: Any,
     assert len(list(out.glob("part-*.parquet"))) == 3
 
 
-def test_only_a_local_master_uses_it(base_settings: Any) -> None:
+def test_only_a_local_master_uses_it_and_sluices_worker_daemon(base_settings: Any) -> None:
     local = spark_conf(base_settings)
     assert local["spark.hadoop.fs.file.impl"] == localfs.FS_CLASS
     assert local["spark.driver.extraClassPath"].endswith(str(localfs.built_jar()))
     cluster = spark_conf(dataclasses.replace(base_settings, spark=dataclasses.replace(
         base_settings.spark, master="spark://localhost:7077")))
     assert "spark.hadoop.fs.file.impl" not in cluster
+    # and pyspark's own worker daemon (runtime/pydaemon.py: the executors' Python may not
+    # import python_ingest before a task)
+    assert local["spark.python.daemon.module"] == "python_ingest.runtime.pydaemon"
+    assert "spark.python.daemon.module" not in cluster
     # the driver's class path is the same (the class-data-sharing archive fits both)
     assert cluster["spark.driver.extraClassPath"] == local["spark.driver.extraClassPath"]
     # a user's own setting wins
