@@ -164,8 +164,10 @@ def oracle_job(broker: str, make_settings: Any, project: Any, job_name: str,
 @pytest.mark.e2e
 # two examples: Hypothesis's first is its simplest (each stream three full images of one key,
 # each delivered twice and re-sent forced, in one batch), the second STREAMS_PER_EXAMPLE random
-# streams (before: five examples of one stream each, a pipeline run per batch of each)
-@settings(max_examples=2, deadline=None, database=None,
+# streams (before: five examples of one stream each, a pipeline run per batch of each).
+# print_blob: a failing example prints the @reproduce_failure line that replays it (random
+# examples differ between runs, and there is no example database to replay from)
+@settings(max_examples=2, deadline=None, database=None, print_blob=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(example=examples())
