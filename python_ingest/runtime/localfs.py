@@ -88,6 +88,7 @@ def build() -> Path:
     path.parent.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.parent.name}.tmp", dir=path.parent.parent))
     try:
+        tmp.chmod(0o755)  # mkdtemp makes it private; the jar is for every user (as jars.py)
         classes = tmp / "classes"
         for command in ([javac, "--release", "8", "-nowarn", "-cp", str(hadoop_api_jar()),
                          "-d", str(classes), str(repo_root() / SOURCE)],

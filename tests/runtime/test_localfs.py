@@ -89,6 +89,7 @@ def test_build_compiles_once_into_a_folder_named_by_its_source(
     assert jar.parent.parent == tmp_path.resolve()
     assert [p.name for p in tmp_path.iterdir()] == [jar.parent.name]  # no temporary left
     assert [p.name for p in jar.parent.iterdir()] == [localfs.JAR_NAME]
+    assert _mode(jar.parent) == 0o755  # readable by every user of the project, as the jars
     built = jar.stat().st_mtime_ns
     assert localfs.build() == jar and jar.stat().st_mtime_ns == built  # once
     assert localfs.main(["path"]) == 0
