@@ -165,7 +165,11 @@
         )
         select
             {%- for name, type in lake_columns %}
+            {%- if name == '_ref_key' %}
+            {{ sluice_delete_ref_key() }} as `_ref_key`,
+            {%- else %}
             `{{ name }}`,
+            {%- endif %}
             {%- endfor %}
             _merge_action = 'delete' as `_hoodie_is_deleted`
         from (
@@ -178,9 +182,27 @@
         {%- else %}
         merge into {{ target }} as lake
         using (
+            {%- if table_format == 'hudi' and not keep_tombstones %}
+            {#- a delete outranks the row it removes (sluice_delete_ref_key.sql) -#}
+            select
+                {%- for name, type in lake_columns %}
+                {%- if name == '_ref_key' %}
+                {{ sluice_delete_ref_key() }} as `_ref_key`,
+                {%- else %}
+                `{{ name }}`,
+                {%- endif %}
+                {%- endfor %}
+                _merge_action
+            from (
+                select *, current_timestamp() as _merged_at
+                from {{ changes_view }}
+                where _merge_action != 'none'
+            ) as changed
+            {%- else %}
             select *, current_timestamp() as _merged_at
             from {{ changes_view }}
             where _merge_action != 'none'
+            {%- endif %}
         ) as batch
         on lake._row_key = batch._row_key
         {#- mutually exclusive clauses that assign every column: Hudi's MERGE needs both (it

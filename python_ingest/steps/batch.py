@@ -66,6 +66,12 @@ PARTIAL_KEYS_LITERAL = 1000  # more partial-update keys than this: a subquery (a
 INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"
 CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
 LAKE_BOOKKEEPING = ("_merge_action", "_rejected")
+# The _ref_key a delete is written with: the largest bigint, so a delete outranks the row it
+# removes. _ref_key is the lake's ordering field, and Hudi 1.0.2's log merge drops a delete
+# whose ordering value is below the key's record in an earlier log file, whatever the merge
+# mode; a forced delete may be older than the row (macros/sluice_delete_ref_key.sql)
+DELETE_REF_KEY = ("case when _merge_action = 'delete' then cast(9223372036854775807 as bigint) "
+                  "else _ref_key end")
 
 
 @dataclass(frozen=True)
@@ -297,9 +303,11 @@ def _upsert(spark: SparkSession, changes: DataFrame, name: str, lake: str, batch
             spark.sql(f"alter table {lake} add column `{column}` {kind}")
             present.add(column.lower())
     names = [f"`{c}`" for c, _ in columns]
+    values = [f"{DELETE_REF_KEY} as `_ref_key`" if c == "_ref_key" else f"`{c}`"
+              for c, _ in columns]
     statement = (
         f"insert into {lake} ({', '.join(names)}, `_hoodie_is_deleted`) "
-        f"select {', '.join(names)}, _merge_action = 'delete' as `_hoodie_is_deleted` "
+        f"select {', '.join(values)}, _merge_action = 'delete' as `_hoodie_is_deleted` "
         f"from (select *, current_timestamp() as _merged_at from {name} "
         "where _merge_action in ('insert', 'update', 'delete')) as batch")
     check_held(job)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import fastavro
@@ -68,3 +69,12 @@ def assert_index_agrees(spark: Any, tables: Any) -> dict[str, tuple[int, bool]]:
         f"select _row_key, _ref_key from {tables.lake}").collect()}
     assert {k: ref for k, (ref, deleted) in state.items() if not deleted} == lake
     return state
+
+
+def configure_lake(lake_sql: Path, settings: str) -> None:
+    """The lake model's config() call, with ``settings`` after keep_tombstones."""
+    text = lake_sql.read_text()
+    start = text.index("{{ config(")
+    end = text.index(") }}", start) + len(") }}")
+    lake_sql.write_text(text[:start] + f"{{{{ config(keep_tombstones=false{settings}) }}}}"
+                        + text[end:])

@@ -18,16 +18,7 @@ from python_ingest.runtime.catalog import kept_write_settings, location
 from python_ingest.steps.dbt import Dbt
 from python_ingest.tables.formats import table_exists
 from tests.conftest import REPO, trips_job
-from tests.steps.helpers import as_lake, lake_rows
-
-
-def _configure(lake_sql: Path, settings: str) -> None:
-    """The lake model's config() call, with ``settings`` after keep_tombstones."""
-    text = lake_sql.read_text()
-    start = text.index("{{ config(")
-    end = text.index(") }}", start) + len(") }}")
-    lake_sql.write_text(text[:start] + f"{{{{ config(keep_tombstones=false{settings}) }}}}"
-                        + text[end:])
+from tests.steps.helpers import as_lake, configure_lake, lake_rows
 
 
 @pytest.mark.e2e
@@ -52,13 +43,13 @@ def test_bad_lake_index_settings_stop_the_run_before_data_moves_and_good_ones_ar
             (", lake_index='btree'", "lake_index is 'btree'; set it to 'bucket'"),
             (", lake_buckets=0", "lake_buckets is 0; set it to a whole number of buckets"),
             (", lake_buckets='8'", "lake_buckets is '8'; set it to a whole number")):
-        _configure(lake_sql, bad)
+        configure_lake(lake_sql, bad)
         assert cli.main(run) == 2
         stderr = capsys.readouterr().err
         assert f"lake model {job_name} (models/lake/{job_name}.sql): {message}" in stderr, stderr
         assert not table_exists(spark, f"raw.{job_name}")  # not one event landed
 
-    _configure(lake_sql, ", lake_buckets=3")
+    configure_lake(lake_sql, ", lake_buckets=3")
     assert cli.main(run) == 0, capsys.readouterr().err
     lake = f"lake.{job_name}"
     assert generator.rows  # the source table the events describe, the lake's oracle
@@ -69,7 +60,7 @@ def test_bad_lake_index_settings_stop_the_run_before_data_moves_and_good_ones_ar
     assert 1 <= len(buckets) <= 3  # file groups are named after their bucket's number
 
     # a new lake built by dbt alone: the materialization checks the settings itself
-    _configure(lake_sql, ", lake_index='btree'")
+    configure_lake(lake_sql, ", lake_index='btree'")
     spark.sql(f"drop table {lake} purge")
     with pytest.raises(PipelineError, match=r"lake_index is 'btree'; set it to 'bucket'"):
         Dbt(settings).run(job_name)
