@@ -20,7 +20,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -32,6 +31,7 @@ from typing import Any
 from python_ingest.exceptions import SetupError
 from python_ingest.runtime.jars import DEPENDENCY_PLUGIN, MVN_TIMEOUT_S, jars_home, repo_root
 from python_ingest.runtime.processes import free_port, stop_server
+from python_ingest.runtime.publish import publish_folder
 
 POM = Path("jvm") / "connect" / "pom.xml"
 CLASSPATH_FILE = "classpath.txt"
@@ -65,10 +65,8 @@ def resolve(home: Path | None = None, root: Path | None = None) -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise SetupError("Maven (mvn) is not installed: run 'make setup' (apt package maven)")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp", dir=final.parent))
-    try:
-        tmp.chmod(0o755)
+
+    def fill(tmp: Path) -> None:
         result = subprocess.run(
             [mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(root / POM),
              f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={tmp}",
@@ -82,13 +80,8 @@ def resolve(home: Path | None = None, root: Path | None = None) -> Path:
                              "Maven Central:\n" + "\n".join(errors) + "\nCheck network access "
                              "to https://repo.maven.apache.org, then run 'make setup' again.")
         (tmp / CLASSPATH_FILE).write_text("".join(f"{name}\n" for name in jars))
-        try:
-            tmp.rename(final)
-        except OSError:
-            if not (final / CLASSPATH_FILE).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    publish_folder(final, fill, lambda folder: (folder / CLASSPATH_FILE).is_file())
     return final
 
 

@@ -19,12 +19,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from xml.etree import ElementTree
 
 from python_ingest.exceptions import SetupError
+from python_ingest.runtime.publish import publish_folder
 
 USES = ("spark", "kafka")
 CLASSPATH_FILE = "classpath.txt"
@@ -33,7 +32,6 @@ JARS_DIR_ENV = "SLUICE_JARS_DIR"
 # Named in full (not ``dependency:``) so no plugin-prefix lookup needs the network.
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 MVN_TIMEOUT_S = 1800
-_STALE_TMP_S = 3600
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PROPERTY = re.compile(r"\$\{([^}]+)\}")
 _HELP = re.compile(r"\s*-> \[Help \d+\]$")
@@ -167,16 +165,6 @@ def _mvn_failure(pom: Path, output: str) -> SetupError:
         "~/.m2/settings.xml), then run 'make setup' again.")
 
 
-def _remove_stale_temporaries(jars_dir: Path, use: str) -> None:
-    cutoff = time.time() - _STALE_TMP_S
-    for leftover in jars_dir.glob(f".{use}-*.tmp*"):
-        try:
-            if leftover.stat().st_mtime < cutoff:
-                shutil.rmtree(leftover, ignore_errors=True)
-        except OSError:
-            pass
-
-
 def resolve(home: Path, root: Path, use: str) -> Path:
     """Copy the jars pinned for ``use`` into the state dir once; returns their folder.
 
@@ -188,27 +176,16 @@ def resolve(home: Path, root: Path, use: str) -> Path:
     if _listed(final) is not None:
         _point_current(final, use)
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(final.parent, use)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp", dir=final.parent))
-    try:
-        tmp.chmod(0o755)  # mkdtemp makes it private; the jars are for every user of the project
+    def fill(tmp: Path) -> None:
         output = _run_mvn(pom, use, tmp)
         jars = sorted(p.name for p in tmp.glob("*.jar"))
         if output is not None or not jars:
             raise _mvn_failure(pom, output or f"Maven succeeded but copied no jar into {tmp}")
         (tmp / CLASSPATH_FILE).write_text("".join(f"{name}\n" for name in jars))
-        try:
-            tmp.rename(final)
-        except OSError:
-            if _listed(final) is None:  # a broken leftover, not a concurrent winner: replace it
-                broken = final.with_name(f".{final.name}.tmp-broken-{os.getpid()}")
-                final.rename(broken)
-                shutil.rmtree(broken, ignore_errors=True)
-                tmp.rename(final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+
+    # a killed build's temporaries of any version of ``use`` are removed
+    publish_folder(final, fill, lambda folder: _listed(folder) is not None,
+                   stale=f".{use}-*.tmp*")
     _point_current(final, use)
     return final
 

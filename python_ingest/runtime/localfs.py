@@ -24,10 +24,10 @@ import hashlib
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from python_ingest.exceptions import SetupError
+from python_ingest.runtime.publish import publish_folder
 
 FS_CLASS = "sluice.hadoop.NioLocalFileSystem"
 JAR_NAME = "sluice-localfs.jar"
@@ -85,10 +85,7 @@ def build() -> Path:
                          "install openjdk-17-jdk-headless), or run 'make setup'")
     from python_ingest.runtime.jars import repo_root
 
-    path.parent.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.parent.name}.tmp", dir=path.parent.parent))
-    try:
-        tmp.chmod(0o755)  # mkdtemp makes it private; the jar is for every user (as jars.py)
+    def fill(tmp: Path) -> None:
         classes = tmp / "classes"
         for command in ([javac, "--release", "8", "-nowarn", "-cp", str(hadoop_api_jar()),
                          "-d", str(classes), str(repo_root() / SOURCE)],
@@ -99,13 +96,8 @@ def build() -> Path:
                 raise SetupError(f"{Path(command[0]).name} failed (exit {done.returncode}): "
                                  f"{(done.stderr or done.stdout).strip()[-2000:]}")
         shutil.rmtree(classes)
-        try:
-            tmp.rename(path.parent)
-        except OSError:  # another build won the race: its folder stays
-            if not path.is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    publish_folder(path.parent, fill, lambda folder: (folder / JAR_NAME).is_file())
     return path
 
 
