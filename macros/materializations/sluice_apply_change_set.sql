@@ -164,13 +164,7 @@
             {%- endfor %}
         )
         select
-            {%- for name, type in lake_columns %}
-            {%- if name == '_ref_key' %}
-            {{ sluice_delete_ref_key() }} as `_ref_key`,
-            {%- else %}
-            `{{ name }}`,
-            {%- endif %}
-            {%- endfor %}
+            {{ sluice_lake_row(lake_columns) }},
             _merge_action = 'delete' as `_hoodie_is_deleted`
         from (
             select *, current_timestamp() as _merged_at
@@ -183,16 +177,8 @@
         merge into {{ target }} as lake
         using (
             {%- if table_format == 'hudi' and not keep_tombstones %}
-            {#- a delete outranks the row it removes (sluice_delete_ref_key.sql) -#}
-            select
-                {%- for name, type in lake_columns %}
-                {%- if name == '_ref_key' %}
-                {{ sluice_delete_ref_key() }} as `_ref_key`,
-                {%- else %}
-                `{{ name }}`,
-                {%- endif %}
-                {%- endfor %}
-                _merge_action
+            {#- a delete outranks the row it removes (sluice_lake_row.sql) -#}
+            select {{ sluice_lake_row(lake_columns) }}, _merge_action
             from (
                 select *, current_timestamp() as _merged_at
                 from {{ changes_view }}

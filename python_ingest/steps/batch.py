@@ -69,7 +69,7 @@ LAKE_BOOKKEEPING = ("_merge_action", "_rejected")
 # The _ref_key a delete is written with: the largest bigint, so a delete outranks the row it
 # removes. _ref_key is the lake's ordering field, and Hudi 1.0.2's log merge drops a delete
 # whose ordering value is below the key's record in an earlier log file, whatever the merge
-# mode; a forced delete may be older than the row (macros/sluice_delete_ref_key.sql)
+# mode; a forced delete may be older than the row (macros/sluice_lake_row.sql)
 DELETE_REF_KEY = ("case when _merge_action = 'delete' then cast(9223372036854775807 as bigint) "
                   "else _ref_key end")
 

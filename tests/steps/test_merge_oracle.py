@@ -244,7 +244,7 @@ def test_a_forced_delete_outranks_a_newer_row_in_the_lakes_log_files(
     """A forced delete older than the row (a re-sent delete) removes it, also when that row
     is in an earlier log file of the same Hudi file slice, and compaction keeps it removed.
     Hudi 1.0.2 orders a delete by its ordering field there whatever the merge mode, so the
-    lake writes deletes with the largest _ref_key (macros/sluice_delete_ref_key.sql); a row
+    lake writes deletes with the largest _ref_key (macros/sluice_lake_row.sql); a row
     re-created after such a delete is not outranked by it. One job per way a Hudi lake is
     written: the batch path's upsert, the materialization's upsert, its MERGE."""
     root = project(job_name)
