@@ -151,7 +151,10 @@
         {%- do adapter.sluice_fault('merge_after_index') %}
     {%- endif %}
 
-    {%- set framework = ['_ref_key', '_event_ts', '_source', '_data_center', '_batch_id'] -%}
+    {#- what a delete sets in a row the lake keeps (keep_tombstones: _is_deleted true, the
+        delete's ref key and source); the row's other columns keep their values -#}
+    {%- set kept_as_is = ['_row_key', '_ref_key', '_is_deleted', '_event_ts', '_source',
+                          '_data_center', '_batch_id', '_merged_at'] -%}
     {% set merge_sql -%}
         {%- if 'lake' in skip %}
         select 1
@@ -184,6 +187,26 @@
                 from {{ changes_view }}
                 where _merge_action != 'none'
             ) as changed
+            {%- elif keep_tombstones %}
+            {#- a row deleted keeps its values: read from the lake here, because Hudi refuses
+                a target column on the right of an update of a merge-on-read table -#}
+            select
+                changed.*
+                {%- for name, type in lake_columns if name not in kept_as_is %},
+                kept.`{{ name }}` as `_kept__{{ name }}`
+                {%- endfor %}
+            from (
+                select *, current_timestamp() as _merged_at
+                from {{ changes_view }}
+                where _merge_action != 'none'
+            ) as changed
+            left join (
+                select * from {{ target }}
+                where _row_key in (
+                    select _row_key from {{ changes_view }}
+                    where _merge_action in ('delete', 'tombstone')
+                )
+            ) as kept on kept._row_key = changed._row_key
             {%- else %}
             select *, current_timestamp() as _merged_at
             from {{ changes_view }}
@@ -197,13 +220,9 @@
         {%- if keep_tombstones %}
         when matched and batch._merge_action in ('delete', 'tombstone') then update set
             {%- for name, type in lake_columns %}
-            {%- if name in framework or name in ('_row_key', '_merged_at') %}
-            lake.`{{ name }}` = batch.`{{ name }}`,
-            {%- elif name != '_is_deleted' %}
-            lake.`{{ name }}` = lake.`{{ name }}`,
-            {%- endif %}
+            lake.`{{ name }}` = batch.`{{ name if name in kept_as_is else '_kept__' ~ name }}`
+                {%- if not loop.last %},{% endif %}
             {%- endfor %}
-            lake._is_deleted = true
         {%- else %}
         when matched and batch._merge_action in ('delete', 'tombstone') then delete
         {%- endif %}

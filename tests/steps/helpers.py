@@ -26,12 +26,15 @@ def encode(parsed: Any, record: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
-def lake_rows(spark: Any, table: str) -> dict[int, dict[str, Any]]:
-    """The lake table as {trip_id: source-named columns} for comparison with an oracle."""
+def lake_rows(spark: Any, table: str, tombstones: bool = False) -> dict[int, dict[str, Any]]:
+    """The lake table's live rows as {trip_id: source-named columns} for comparison with an
+    oracle; a lake without ``tombstones`` (keep_tombstones) holds no others."""
     rows = spark.sql(f"select trip_id, rider_id, driver_id, city_name, trip_status, "
                      f"fare_amount, distance_km, _is_deleted from {table}").collect()
     out = {}
     for r in rows:
+        if tombstones and r["_is_deleted"]:
+            continue
         assert r["_is_deleted"] is False
         out[r["trip_id"]] = {
             "trip_id": r["trip_id"], "rider_id": r["rider_id"], "driver_id": r["driver_id"],
@@ -63,11 +66,16 @@ def index_state(spark: Any, tables: Any) -> dict[str, tuple[int, bool]]:
 
 
 def assert_index_agrees(spark: Any, tables: Any) -> dict[str, tuple[int, bool]]:
-    """Every lake row's key has its ref key as newest live entry, every other key is deleted."""
+    """Every live lake row's key has the row's ref key as newest entry, a live one; every
+    other key's newest entry is a delete (a deleted row the lake keeps, keep_tombstones: with
+    the row's ref key)."""
     state = index_state(spark, tables)
-    lake = {r[0]: int(r[1]) for r in spark.sql(
-        f"select _row_key, _ref_key from {tables.lake}").collect()}
-    assert {k: ref for k, (ref, deleted) in state.items() if not deleted} == lake
+    rows = spark.sql(f"select _row_key, _ref_key, coalesce(_is_deleted, false) "
+                     f"from {tables.lake}").collect()
+    live = {r[0]: int(r[1]) for r in rows if not r[2]}
+    assert {k: ref for k, (ref, deleted) in state.items() if not deleted} == live
+    kept = {r[0]: (int(r[1]), True) for r in rows if r[2]}
+    assert {k: state.get(k) for k in kept} == kept
     return state
 
 
