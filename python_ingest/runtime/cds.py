@@ -42,16 +42,17 @@ def _java() -> Path | None:
     return found.resolve() if found else None
 
 
-def archive_path() -> Path | None:
-    """Where the archive for this class path and JVM lives (whether it exists or not), or
-    None when there is no resolved Spark class path or no ``java``."""
+def archive_path(classpath: list[Path] | None = None) -> Path | None:
+    """Where the archive for the driver's class path (``classpath``, else worked out here)
+    and this JVM lives (whether it exists or not), or None when there is no resolved Spark
+    class path or no ``java``."""
     import pyspark
 
     from python_ingest.runtime.localfs import driver_classpath
 
     java = _java()
     try:
-        jars = driver_classpath()
+        jars = driver_classpath() if classpath is None else classpath
     except Exception:  # not resolved yet: `make setup` says how
         return None
     if java is None or not jars:
@@ -63,15 +64,16 @@ def archive_path() -> Path | None:
     return jars[0].parent / f"driver-{digest}.jsa"
 
 
-def java_options() -> str:
-    """The driver's JVM options for the archive: use it if it exists (or write it, in the
-    training process); empty when off or absent."""
+def java_options(classpath: list[Path] | None = None) -> str:
+    """The driver's JVM options for the archive of its class path (``classpath``, else worked
+    out here): use it if it exists (or write it, in the training process); empty when off or
+    absent."""
     training = os.environ.get(TRAIN_ENV)
     if training:
         return f"-XX:ArchiveClassesAtExit={training} {_QUIET}"
     if os.environ.get(CDS_ENV, "on").lower() in ("off", "0", "false", "no"):
         return ""
-    path = archive_path()
+    path = archive_path(classpath)
     if path is None or not path.exists():
         return ""
     return f"-XX:SharedArchiveFile={path} {_QUIET}"

@@ -61,14 +61,16 @@ def built_jar() -> Path | None:
     return path if path is not None and path.is_file() else None
 
 
-def driver_classpath() -> list[Path]:
-    """The Spark driver's own class path: the Spark jars, then this file system's jar when
-    set-up built it (always there, local master or not: the class-data-sharing archive
-    fits every driver)."""
-    from python_ingest.runtime.jars import spark_jars
+def driver_classpath(spark_jars: list[Path] | None = None) -> list[Path]:
+    """The Spark driver's own class path: the Spark jars (``spark_jars``, else resolved
+    here), then this file system's jar when set-up built it (always there, local master or
+    not: the class-data-sharing archive fits every driver)."""
+    if spark_jars is None:
+        from python_ingest.runtime.jars import spark_jars as resolved
 
+        spark_jars = resolved()
     localfs = built_jar()
-    return [*spark_jars(), *([localfs] if localfs else [])]
+    return [*spark_jars, *([localfs] if localfs else [])]
 
 
 def build() -> Path:

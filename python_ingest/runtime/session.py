@@ -56,25 +56,27 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     """The full Spark conf for these settings (also what dbt's profile passes on)."""
     from python_ingest.runtime import cds  # lazy: table names need no classpath
     from python_ingest.runtime.jars import spark_jars
-    from python_ingest.runtime.localfs import FS_CLASS, built_jar, driver_classpath
+    from python_ingest.runtime.localfs import FS_CLASS, JAR_NAME, driver_classpath
 
+    jars = spark_jars()
+    driver_jars = driver_classpath(jars)  # once: the CDS archive's key is this class path
     cat = settings.catalog
     prefix = f"spark.sql.catalog.{cat.name}"
     conf = {
         "spark.master": settings.spark.master,
         "spark.app.name": settings.spark.app_name,
-        "spark.jars": ",".join(str(j) for j in spark_jars()),
+        "spark.jars": ",".join(str(j) for j in jars),
         # and on the driver's own class path: Avro resolves Hudi's generated record classes
         # (HoodieDeleteRecord in a log file's delete block) through the application class
         # loader, and a jar only added by spark.jars loads them a second time, in Spark's
         # loader: "GenericData$Record cannot be cast to HoodieDeleteRecord" (hudi #13410)
         # (with the local file system that needs no chmod process per file, if set-up built
         # it: runtime/localfs.py; always there, so the class-data-sharing archive fits)
-        "spark.driver.extraClassPath": ":".join(str(j) for j in driver_classpath()),
+        "spark.driver.extraClassPath": ":".join(str(j) for j in driver_jars),
         # the same on executors of a cluster (Hudi reads log files there too): the jars must
         # sit at the same path on every node (docs/deploy.md); a path a node lacks is skipped
         # and the copy spark.jars ships is used
-        "spark.executor.extraClassPath": ":".join(str(j) for j in spark_jars()),
+        "spark.executor.extraClassPath": ":".join(str(j) for j in jars),
         "spark.sql.extensions":
             "org.apache.spark.sql.hudi.HoodieSparkSessionExtension,"
             "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
@@ -114,8 +116,8 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.warehouse.dir": str(settings.path(settings.state_dir) / "spark-warehouse"),
         # (and the class-data-sharing archive `make setup` built, if any: runtime/cds.py)
         "spark.driver.extraJavaOptions":
-            f"-Dderby.system.home={settings.path(settings.state_dir)} {cds.java_options()}"
-            .strip(),
+            f"-Dderby.system.home={settings.path(settings.state_dir)} "
+            f"{cds.java_options(driver_jars)}".strip(),
     }
     if settings.spark.master.startswith("local"):
         # pyspark's worker daemon without the work it repeated for every Python task
@@ -123,7 +125,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # cluster's executors may only get python_ingest per task (spark.submit.pyFiles),
         # too late for the daemon's start, and keep pyspark's (docs/deploy.md)
         conf["spark.python.daemon.module"] = PYDAEMON
-        if built_jar() is not None:
+        if driver_jars and driver_jars[-1].name == JAR_NAME:  # set-up built it
             # local Spark's files without a chmod process each (runtime/localfs.py); a
             # cluster's executors may lack the jar and keep Hadoop's own
             conf["spark.hadoop.fs.file.impl"] = FS_CLASS
