@@ -11,8 +11,9 @@ PostgreSQL type                            Avro type (lake type)         kind
 =========================================  ============================  =========
 smallint, integer, bigint, oid             long (bigint)                 long
 real / double precision (NaN, ±Infinity)   float / double                float/double
-numeric(p,s), p <= 38, s >= 0              decimal(p,s)                  decimal
-numeric, numeric(p>38 or s<0)              string, the exact text        bigdecimal
+numeric(p,s), p <= 38, 0 <= s <= p         decimal(p,s)                  decimal
+numeric(p,s), p < s <= 38 (PostgreSQL 15)  decimal(s,s)                  decimal
+numeric, numeric(p or s > 38, or s < 0)    string, the exact text        bigdecimal
 money                                      decimal(19,2)                 decimal
 boolean                                    boolean                       bool
 bytea                                      bytes                         bytes
@@ -83,9 +84,12 @@ def spec_of(name: str, pg_type: PgType, nullable: bool = True) -> ColumnSpec:
         kind = "double"
     elif t == "numeric":
         precision, scale = numeric_modifier(pg_type.typmod)
-        if precision is None or precision > MAX_SPARK_PRECISION or scale < 0:
+        if precision is None or scale < 0 or max(precision, scale) > MAX_SPARK_PRECISION:
             return make_spec(name, "bigdecimal", nullable=nullable)
-        return make_spec(name, "decimal", precision, scale, nullable=nullable)
+        # numeric(3,5) (PostgreSQL 15: scale above precision) holds |x| < 10^(p-s) with s
+        # digits after the point: decimal(s,s) holds every such value (Avro and Spark need
+        # scale <= precision)
+        return make_spec(name, "decimal", max(precision, scale), scale, nullable=nullable)
     elif t == "money":
         return make_spec(name, "decimal", 19, 2, nullable=nullable)
     elif t == "bool":

@@ -5,6 +5,7 @@ snapshot's copy as from the stream."""
 from __future__ import annotations
 
 import io
+import json
 import struct
 from datetime import date
 from decimal import Decimal
@@ -99,8 +100,6 @@ def _raw_events(env, table: str) -> list[dict]:
     cannot hold a BC date)."""
     schemas = {}
     for path in (env.tmp / "registry" / f"public.{table}").glob("*.avsc"):
-        import json
-
         schema = json.loads(path.read_text())
         for field in schema["fields"]:
             branch = field["type"][1] if isinstance(field["type"], list) else None
@@ -167,3 +166,26 @@ def test_a_value_a_column_cannot_hold_lands_as_null_with_an_error_record(pg_env)
     assert tap.stats.errors == 1
     records = {r["id"]: r for r in _raw_events(env, "prices")}
     assert records[1]["p"] is None and records[2]["p"] == Decimal("3.50")
+
+
+@pytest.mark.reliability
+def test_numeric_with_scale_above_precision_is_a_valid_decimal(pg_env) -> None:
+    """numeric(3,5) (PostgreSQL 15) holds 0.00123: decimal(5,5), valid for Avro and Spark (a
+    decimal(3,5) is not), the same value from the snapshot and the stream (#50.15)."""
+    env = pg_env
+    env.sql("CREATE TABLE tiny (id int PRIMARY KEY, x numeric(3,5), y numeric(2,4))",
+            "INSERT INTO tiny VALUES (1, 0.00123, -0.0099)")
+    env.add_jobs()
+    env.bootstrap_all()
+    env.sql("INSERT INTO tiny VALUES (2, -0.00999, 0.0001), (3, NULL, 0)")
+    tap = env.tap_until_end()
+    assert tap.stats.errors == 0 and not tap.stopped
+    registered = json.loads((env.tmp / "registry" / "public.tiny" / "1.avsc").read_text())
+    types = {f["name"]: f["type"][1] for f in registered["fields"] if f["name"] in "xy"}
+    assert types["x"]["precision"] == 5 and types["x"]["scale"] == 5
+    assert types["y"]["precision"] == 4 and types["y"]["scale"] == 4
+    records = {r["id"]: r for r in _raw_events(env, "tiny")}
+    assert records[1]["x"] == Decimal("0.00123") and records[1]["y"] == Decimal("-0.0099")
+    assert records[2]["x"] == Decimal("-0.00999") and records[2]["y"] == Decimal("0.0001")
+    assert records[3]["x"] is None and records[3]["y"] == Decimal("0.0000")
+    assert env.assert_equal("tiny") == 3
