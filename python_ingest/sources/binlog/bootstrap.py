@@ -240,11 +240,13 @@ def _hand_over(store: BinlogCheckpointStore, locked: bool, qualified: str,
                            "counts": dict(sorted(counts.items()))}
     generation = checkpoint.generation if checkpoint else 0  # of this server's ref keys
     if checkpoint is None or checkpoint.position > p0:
+        # no ``existence`` (existence.py): which tables exist at p0 is unknown, the safe answer
         store.save(BinlogCheckpoint(p0, p0_gtid, stopped, rows, server_identity, generation))
         return f"the tap's checkpoint is now {p0}: it continues from the snapshot"
     if stopped != checkpoint.stopped or rows != checkpoint.rows:
         store.save(BinlogCheckpoint(checkpoint.position, checkpoint.gtid, stopped, rows,
-                                    checkpoint.server or server_identity, generation))
+                                    checkpoint.server or server_identity, generation,
+                                    checkpoint.existence))
     return f"the tap's checkpoint {checkpoint.position} is before the snapshot: it stays"
 
 

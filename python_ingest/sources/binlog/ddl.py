@@ -1,5 +1,6 @@
 """Table DDL in the binlog that changes rows or names: TRUNCATE, DROP TABLE, RENAME TABLE
-(issue #9.8), DROP DATABASE (issue #35.7).
+(issue #9.8), DROP DATABASE (issue #35.7), and CREATE TABLE, followed in stream order as
+Debezium follows them (issue #50, tap_ddl.py, existence.py).
 
 They come as query events, not row events, so the tap must act on them itself:
 
@@ -9,11 +10,16 @@ They come as query events, not row events, so the tap must act on them itself:
   it, below every change after it (and below a snapshot taken right after it). The topic must
   still hold the table's whole history (no message removed by retention), else the table is
   stopped: the tap cannot name the rows to delete.
-- **DROP TABLE** stops the table's publishing (the lake table is kept as it was).
-- **RENAME TABLE a TO b** (or ``ALTER TABLE a RENAME TO b``) stops ``a``, whose changes now come
-  under another name, and ``b``, whose lake table lacks the rows it had before (bootstrap it).
+- **DROP TABLE** of a table that exists at that point of the stream deletes its rows in the lake
+  as TRUNCATE does, and the table is gone; one created again under that name is published from
+  its CREATE (every row it has is in the stream). A drop of a table the stream has already
+  dropped (``DROP TABLE IF EXISTS`` of nothing) does nothing.
 - **DROP DATABASE** (or its synonym DROP SCHEMA) drops its tables with it, in one statement
   that names none of them: it is a DROP TABLE of each of the database's tables the tap follows.
+- **CREATE TABLE** marks the table as existing from there on; ``CREATE OR REPLACE TABLE`` is a
+  DROP TABLE, then a CREATE TABLE.
+- **RENAME TABLE a TO b** (or ``ALTER TABLE a RENAME TO b``) stops ``a``, whose changes now come
+  under another name, and ``b``, whose lake table lacks the rows it had before (bootstrap it).
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from __future__ import annotations
 import io
 import re
 import struct
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +48,8 @@ _DROP_DATABASE = re.compile(rf"^DROP\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?
 _RENAME = re.compile(r"^RENAME\s+TABLES?\s+(.+)$", re.IGNORECASE | re.DOTALL)
 _ALTER_RENAME = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_TABLE}\s+RENAME\s+"
                            rf"(?:TO\s+|AS\s+)?{_TABLE}\s*$", re.IGNORECASE)
+_CREATE = re.compile(rf"^CREATE\s+(OR\s+REPLACE\s+)?(TEMPORARY\s+)?TABLE\s+"
+                     rf"(?:IF\s+NOT\s+EXISTS\s+)?{_TABLE}(?=[\s(]|$)", re.IGNORECASE)
 _PAIR = re.compile(rf"^\s*{_TABLE}\s+TO\s+{_TABLE}\s*$", re.IGNORECASE)
 _ONE = re.compile(rf"^\s*{_TABLE}\s*$")
 
@@ -51,8 +58,8 @@ Table = tuple[str, str]
 
 @dataclass(frozen=True)
 class TableDdl:
-    """One table statement: ``what`` is truncate, drop, rename (then ``to`` is set) or
-    drop_database (``table`` is ``(db, "")``)."""
+    """One table statement: ``what`` is truncate, drop, create, rename (then ``to`` is set)
+    or drop_database (``table`` is ``(db, "")``)."""
 
     what: str
     table: Table
@@ -86,6 +93,12 @@ def parse(query: str, default_db: str) -> list[TableDdl]:
         names = _split(m.group(1))
         if all(_ONE.match(n) for n in names):
             return [TableDdl("drop", _table(n, default_db)) for n in names]
+    if m := _CREATE.match(text):
+        if m.group(2):  # a temporary table: never in a row-based binlog's row events
+            return []
+        table = _table(m.group(3), default_db)
+        return [TableDdl("drop", table), TableDdl("create", table)] if m.group(1) else \
+            [TableDdl("create", table)]
     if m := _ALTER_RENAME.match(text):
         return [TableDdl("rename", _table(m.group(1), default_db),
                          _table(m.group(2), default_db))]
@@ -96,20 +109,14 @@ def parse(query: str, default_db: str) -> list[TableDdl]:
     return []
 
 
-def stops(statement: TableDdl, end: Any, source: str, tables: Iterable[str] = ()
-          ) -> list[tuple[str, str, str, bool]]:
-    """The tables ``statement`` stops: (db, table, reason, only if the tap published it).
-    ``tables``: for DROP DATABASE, the names of the database's tables the tap follows."""
-    if statement.what == "truncate":
+def stops(statement: TableDdl, end: Any, source: str) -> list[tuple[str, str, str, bool]]:
+    """The tables a RENAME stops: (db, table, reason, only if the tap published it). Nothing
+    else stops a table: a DROP deletes its rows in the lake instead (tap_ddl.py)."""
+    if statement.what != "rename":
         return []
     restart = ("Its lake table is kept as it was. To publish the table again, bootstrap it "
                f"(`sluice bootstrap {source} <db.table>`, which clears this stop), or exclude it")
     db, name = statement.table
-    if statement.what == "drop_database":
-        return [(db, table, f"DROP DATABASE {db} at {end} dropped the table with its database: "
-                 f"the table's publishing stops. {restart}", True) for table in sorted(tables)]
-    if statement.what == "drop":
-        return [(db, name, f"DROP TABLE at {end}: the table's publishing stops. {restart}", True)]
     assert statement.to is not None
     to = ".".join(statement.to)
     return [(db, name, f"renamed to {to} at {end} (RENAME TABLE): its changes come under that "

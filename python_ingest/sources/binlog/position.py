@@ -16,9 +16,10 @@ file index``. So every ref key of a later generation is above every ref key of a
 
 The checkpoint file (``<state_dir>/tap/<source>.json``) names the position after the last
 transaction whose events the broker acknowledged, the tables stopped by incompatible schema
-changes, and for tables with a full-row identity the copies of each distinct row at that
-position (``rows``, see ``keys.RowCounts``). It is replaced atomically (write a temp file,
-fsync, rename).
+changes, for tables with a full-row identity the copies of each distinct row at that
+position (``rows``, see ``keys.RowCounts``), and the tables the stream has shown dropped or
+created again at that position (``existence``, see existence.py). It is replaced atomically
+(write a temp file, fsync, rename).
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ class BinlogCheckpoint:
     """Where the tap resumes, which tables it stopped (table → position and reason), the
     row copies of full-row-identity tables (table → since, counts), the identity of the
     server whose binlog the position is in (identity.py), and the failover generation of the
-    ref keys published from that server (0 until the first failover)."""
+    ref keys published from that server (0 until the first failover); ``existence``: which
+    tables the stream has dropped or created at the position (existence.py)."""
 
     position: BinlogPosition
     gtid: str | None = None
@@ -105,6 +107,7 @@ class BinlogCheckpoint:
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     server: dict[str, Any] | None = None
     generation: int = 0
+    existence: dict[str, bool] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = {"file": self.position.file, "pos": self.position.pos, "gtid": self.gtid,
@@ -115,13 +118,16 @@ class BinlogCheckpoint:
             data["server"] = self.server
         if self.generation:
             data["generation"] = self.generation
+        if self.existence:
+            data["existence"] = self.existence
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BinlogCheckpoint:
         return cls(BinlogPosition(str(data["file"]), int(data["pos"])), data.get("gtid"),
                    dict(data.get("stopped") or {}), dict(data.get("rows") or {}),
-                   data.get("server"), int(data.get("generation") or 0))
+                   data.get("server"), int(data.get("generation") or 0),
+                   {str(k): bool(v) for k, v in (data.get("existence") or {}).items()})
 
 
 class BinlogCheckpointStore:

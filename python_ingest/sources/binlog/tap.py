@@ -40,6 +40,7 @@ from python_ingest.sources.binlog.events import (
     TappedTable,
     changes,
 )
+from python_ingest.sources.binlog.existence import Existence
 from python_ingest.sources.binlog.identity import check_resume, identify, start_gtid
 from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
@@ -108,8 +109,11 @@ class Tap:
         self._table_objs: dict[tuple[str, str], Any] = {}
         self.stopped: dict[str, dict[str, Any]] = {}
         self.rows = keys.RowCounts()
+        self.existence = Existence()  # of tables at the stream point read (existence.py)
         self.xa = XaTransactions()
-        self._pending: deque[tuple[int, BinlogPosition, str | None, Any]] = deque()
+        # per transaction end not yet checkpointed: (last message's sequence number, position,
+        # GTID, full-row copies' delta, existence of tables there)
+        self._pending: deque[tuple[int, BinlogPosition, str | None, Any, Existence]] = deque()
         self._last_end: BinlogPosition | None = None
         self._saved: BinlogPosition | None = None
         self._last_save = 0.0
@@ -151,6 +155,7 @@ class Tap:
             self._server = resume.identity.to_json()
             self.stopped = dict(checkpoint.stopped)
             self.rows = keys.RowCounts(checkpoint.rows)
+            self.existence = Existence.from_json(checkpoint.existence)
             self._gtid = resume.gtid or checkpoint.gtid
             # by GTID only onto another server (a failover); on the checkpoint's own server by
             # file and position, which a reconnect inside a transaction also resumes exactly
@@ -304,7 +309,7 @@ class Tap:
         self._in_transaction = False
         self._last_end = position
         self._pending.append((self.producer.acks.next_seq, position, self._gtid,
-                              self.rows.take_delta()))
+                              self.rows.take_delta(), self.existence))
 
     def _maybe_save(self, force: bool = False) -> None:
         assert self.producer is not None
@@ -313,7 +318,7 @@ class Tap:
             return
         self.producer.poll()
         done = self.producer.acks.done_below
-        safe: tuple[int, BinlogPosition, str | None, Any] | None = None
+        safe: tuple[int, BinlogPosition, str | None, Any, Existence] | None = None
         limit = self.xa.resume_limit  # an XA transaction not yet resolved is read again
         while self._pending and self._pending[0][0] <= done and (
                 limit is None or self._pending[0][1] <= limit):
@@ -323,7 +328,7 @@ class Tap:
         if safe is not None and safe[1] != self._saved:
             self.store.save(BinlogCheckpoint(safe[1], safe[2], dict(self.stopped),
                                              self.rows.to_json(safe[1]), self._server,
-                                             self._generation))
+                                             self._generation, safe[4].to_json()))
             self._saved = safe[1]
             self.stats.checkpoints_saved += 1
 
@@ -342,6 +347,8 @@ class Tap:
         db, name = event.schema, event.table
         if not server.included(self.source, db, name) or f"{db}.{name}" in self.stopped:
             return
+        if self.existence.exists(db, name) is False:  # its CREATE was not recognised
+            self.existence = self.existence.created(db, name)
         table = self._table(event, db, name)
         if table is None:
             return

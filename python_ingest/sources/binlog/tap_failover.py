@@ -32,7 +32,8 @@ def failed_over(tap: Any) -> None:
                     tap.source.name, tap._gtid)
         return
     tap.store.save(BinlogCheckpoint(at, tap._gtid, dict(tap.stopped),
-                                     tap.rows.to_json(at), tap._server, tap._generation))
+                                     tap.rows.to_json(at), tap._server, tap._generation,
+                                     tap.existence.to_json()))
     tap.stats.checkpoints_saved += 1
     log.warning("source %s: failed over to the server at %s:%s (%s): resumed by GTID %s at "
                 "%s, ref keys of failover generation %d", tap.source.name,
