@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import fastavro
 
 from python_ingest.changelog import debezium
+from python_ingest.changelog.keys import row_key_column
 from python_ingest.changelog.registry import RegistryClient
 from python_ingest.changelog.schema import (
     CONFLUENT_MAGIC,
@@ -289,7 +290,7 @@ class Decoder:
         for name in self.schema.row_key:
             flag(columns[name], f"row key column '{name}' is null")
         flag(columns[self.schema.ref_key], f"ref key '{self.schema.ref_key}' is null")
-        row_key = self._row_key(columns, bad)
+        row_key = row_key_column(self._row_key(columns, bad))  # never empty (changelog/keys.py)
         n = len(records)
         arrays = [self._convert(columns, name) for name, _ in self.schema.payload]
         arrays += [

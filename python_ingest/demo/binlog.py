@@ -91,6 +91,7 @@ def source_rows(conn: Any, db: str, table: str) -> dict[str, dict[str, Any]]:
     """The MariaDB table keyed like the lake (row key), each value as the tap publishes it."""
     import fastavro
 
+    from python_ingest.changelog.keys import row_key_text
     from python_ingest.changelog.schema import KEY_SEPARATOR
     from python_ingest.sources.binlog.columns import to_avro
     from python_ingest.sources.binlog.server import table_shape
@@ -110,8 +111,8 @@ def source_rows(conn: Any, db: str, table: str) -> dict[str, dict[str, Any]]:
         buffer.seek(0)
         decoded: dict[str, Any] = fastavro.schemaless_reader(  # type: ignore[assignment]
             buffer, schema, schema)
-        out[KEY_SEPARATOR.join(str(decoded[k]) for k in shape.primary_key)] = {
-            k: _normal(v) for k, v in decoded.items()}
+        key = KEY_SEPARATOR.join(str(decoded[k]) for k in shape.primary_key)
+        out[row_key_text(key)] = {k: _normal(v) for k, v in decoded.items()}
     return out
 
 

@@ -69,6 +69,7 @@ def source_rows(conn: Any, source: Any, table: str) -> dict[str, dict[str, Any]]
 
     import fastavro
 
+    from python_ingest.changelog.keys import row_key_text
     from python_ingest.sources.postgres.events import PgTable, convert
     from python_ingest.sources.postgres.server import raw_text
     from python_ingest.sources.postgres.shapes import table_shape
@@ -89,7 +90,7 @@ def source_rows(conn: Any, source: Any, table: str) -> dict[str, dict[str, Any]]
         buffer.seek(0)
         decoded: dict[str, Any] = fastavro.schemaless_reader(  # type: ignore[assignment]
             buffer, schema, schema)
-        out[pg.key_of(decoded)] = {k: _normal(v) for k, v in decoded.items()}
+        out[row_key_text(pg.key_of(decoded))] = {k: _normal(v) for k, v in decoded.items()}
     return out
 
 

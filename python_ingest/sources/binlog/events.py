@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from python_ingest.changelog.keys import row_key_text
 from python_ingest.sources.binlog.columns import (
     OPERATION,
     ROW_ID,
@@ -135,7 +136,7 @@ def _keyed(table: TappedTable, values: dict[str, Any], problems: list[Problem]) 
     key = row_key(table, values)
     if table.shape.key.synthetic:
         values[ROW_ID] = key
-    return key
+    return row_key_text(key)  # the _row_key the decoder makes of it: never empty
 
 
 def _copy(table: TappedTable, values: dict[str, Any], add: bool) -> str:

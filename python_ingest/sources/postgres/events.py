@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from python_ingest.changelog.keys import row_key_text
 from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.sources.binlog.columns import OPERATION, ROW_ID, ColumnSpec, key_text
 from python_ingest.sources.binlog.events import (
@@ -99,7 +100,7 @@ def _keyed(table: PgTable, values: dict[str, Any], problems: list[Problem]) -> s
     key = table.key_of(values)
     if table.shape.key.synthetic:
         values[ROW_ID] = key
-    return key
+    return row_key_text(key)  # the _row_key the decoder makes of it: never empty
 
 
 def _copy(table: PgTable, values: dict[str, Any], add: bool) -> str:

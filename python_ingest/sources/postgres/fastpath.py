@@ -25,6 +25,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from python_ingest.changelog.keys import EMPTY_KEY_BYTES
 from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.sources.binlog.columns import key_text
 from python_ingest.sources.binlog.errors import MAX_MESSAGE_BYTES
@@ -144,6 +145,9 @@ class FastTable:
                       "    if len(texts) > 1 and any(SEPARATOR in t for t in texts):",
                       "        return None  # the general path raises what TableShape.key_of says",
                       '    key = SEPARATOR.join(texts).encode("utf-8")']
+        if len(key_at) == 1:  # '' or only '∅': the general path's row_key_text (changelog/keys.py)
+            lines += ["    if not key.strip(EMPTY_KEY):",
+                      "        return None"]
         lines += ["    if len(key) + len(message) > MAX_BYTES:",
                   "        return None",
                   "    return key, message"]
@@ -153,7 +157,8 @@ class FastTable:
             "unpack16": _I16.unpack_from, "unpack": _I32.unpack_from, "varint": varint,
             "long_bytes": long_bytes, "decimal_bytes": decimal_bytes, "key_text": key_text,
             "pack_d": _DOUBLE.pack, "pack_f": _FLOAT.pack, "struct_error": struct.error,
-            "SEPARATOR": KEY_SEPARATOR, "MAX_BYTES": MAX_MESSAGE_BYTES}
+            "SEPARATOR": KEY_SEPARATOR, "MAX_BYTES": MAX_MESSAGE_BYTES,
+            "EMPTY_KEY": EMPTY_KEY_BYTES}
         for i, spec in enumerate(specs):
             space[f"conv{i}"] = table.converters[i]
             space[f"spec{i}"] = spec

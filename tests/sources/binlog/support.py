@@ -238,6 +238,7 @@ class TapEnv:
         import fastavro
         import pymysql
 
+        from python_ingest.changelog.keys import row_key_text
         from python_ingest.changelog.schema import KEY_SEPARATOR
         from python_ingest.sources.binlog.columns import to_avro
         from python_ingest.sources.binlog.server import table_shape
@@ -258,7 +259,7 @@ class TapEnv:
             decoded = fastavro.schemaless_reader(buffer, schema, schema)
             key = shape.key_of(decoded) if shape.key.synthetic else \
                 KEY_SEPARATOR.join(str(decoded[k]) for k in shape.primary_key)
-            out[key] = decoded
+            out[row_key_text(key)] = decoded  # the Kafka key (changelog/keys.py)
         return out
 
     def assert_equal(self, table: str) -> int:

@@ -128,6 +128,7 @@ class PgEnv(TapEnv):
         trip, by row key."""
         import fastavro
 
+        from python_ingest.changelog.keys import row_key_text
         from python_ingest.changelog.schema import KEY_SEPARATOR
         from python_ingest.sources.postgres.events import PgTable, convert
         from python_ingest.sources.postgres.server import connect, raw_text
@@ -157,7 +158,7 @@ class PgEnv(TapEnv):
             assert isinstance(decoded, dict)
             key = shape.key_of(decoded) if shape.key.synthetic else \
                 KEY_SEPARATOR.join(str(decoded[k]) for k in shape.primary_key)
-            out[key] = decoded
+            out[row_key_text(key)] = decoded  # the Kafka key (changelog/keys.py)
         return out
 
     def assert_equal(self, table: str) -> int:
