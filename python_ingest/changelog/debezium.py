@@ -14,14 +14,25 @@ Ordering (``_ref_key``, strictly increasing per row, from the source position):
 
 - MySQL/MariaDB: ``(binlog file index << 32) | (pos + row)``: ``pos`` is the row event's
   offset in its file and every row image takes at least one byte of the event, so ``pos + row``
-  grows within a file; with ``ordering: gtid`` (failover between servers) the GTID's sequence
-  number instead of the file index (MariaDB ``domain-server-seq``, MySQL ``uuid:n``);
-- PostgreSQL: the change's ``lsn``;
+  grows within a file; with ``ordering: gtid`` (failover between servers) MariaDB's GTID sequence
+  number (``domain-server-seq``: the domain's count, which the new primary continues) instead
+  of the file index; MySQL's ``uuid:n`` counts per server and stops the batch (``_binlog_ref``);
+- PostgreSQL: the commit order of the change's transaction (``_pg_ref``): a transaction in
+  flight at the snapshot and committed after it outranks the snapshot's rows;
 - otherwise (a documented fallback): the source's ``ts_us`` (or ``ts_ms`` × 1000): two changes
   of one row within the same microsecond are then ordered arbitrarily.
 
 A snapshot read (``op: r``) takes the position just before the log position its snapshot
 began at, so every streamed change of that row after the snapshot is newer.
+
+JSON values are decoded by the job's schema, never guessed from their text: a Decimal's text
+is the base64 of its unscaled bytes, a BYTES value's the base64 of its bytes. A column the
+events carry but the schema lacks stops the batch (``ReadError``): the scaffold's ``.avsc`` is
+a starting point, ``sluice debezium scaffold`` adds the new columns to it.
+
+PostgreSQL with REPLICA IDENTITY DEFAULT: an update that leaves a TOASTed column unchanged
+carries Debezium's ``__debezium_unavailable_value`` placeholder for it (text, or its bytes):
+such an update is partial, ``_changed_columns`` names the columns it carries (as sluice's tap).
 """
 
 from __future__ import annotations
@@ -29,12 +40,12 @@ from __future__ import annotations
 import base64
 import json
 import re
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from decimal import Context, Decimal
 from typing import Any
 
-from python_ingest.exceptions import ConfigError, DecodeError
+from python_ingest.exceptions import ConfigError, DecodeError, ReadError
 
 REF_KEY = "_ref_key"
 ORDERINGS = ("position", "gtid")  # MySQL/MariaDB: binlog file/pos/row, or the GTID
@@ -43,8 +54,20 @@ _EXACT = Context(prec=1000)  # decimals beyond the default 28 digits, never roun
 _FILE_INDEX = re.compile(r"(\d+)$")
 _MARIADB_GTID = re.compile(r"^\d+-\d+-(\d+)$")
 _MYSQL_GTID = re.compile(r":(\d+)$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+# Debezium's default ``unavailable.value.placeholder``: an unchanged TOASTed value (PostgreSQL)
+UNAVAILABLE = "__debezium_unavailable_value"
+_UNAVAILABLE_BYTES = UNAVAILABLE.encode()
+_UNAVAILABLE_BASE64 = base64.b64encode(_UNAVAILABLE_BYTES).decode()  # a bytes column in JSON
+# PostgreSQL ref keys: (commit bound << 18) | order within it; LSNs below 2^45 (as the tap's)
+PG_SHIFT = 18
+PG_MAX_LSN = (1 << (63 - PG_SHIFT)) - 2
+_PG_MINOR = (1 << PG_SHIFT) - 1
 _ENVELOPE_FIELDS = [
     {"name": REF_KEY, "type": "long"},
+    {"name": "_changed_columns", "type": ["null", {"type": "array", "items": "string"}],
+     "default": None},
     {"name": "_source", "type": ["null", "string"], "default": None},
     {"name": "_event_ts", "type": ["null", "long"], "default": None},
     {"name": "_is_deleted", "type": "boolean", "default": False},
@@ -90,6 +113,12 @@ class DebeziumFormat:
     columns: tuple[str, ...]  # every row column, in the reader schema's order
     scales: tuple[tuple[str, int], ...] = ()  # decimal columns' scales (JSON's base64 bytes)
     ordering: str = "position"
+    binary: tuple[str, ...] = ()  # columns whose values are bytes (TOAST placeholder's form)
+    job: str = ""
+    known: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "known", frozenset(self.columns))
 
 
 def _branch(avro_type: Any) -> Any:
@@ -178,10 +207,14 @@ def _named(schema: Any, namespace: str | None, wanted: str) -> dict[str, Any] | 
 def flat_schema(row: dict[str, Any], job: str, encoding: str,
                 ordering: str = "position") -> tuple[dict[str, Any], DebeziumFormat]:
     """The job's flat reader schema for a Debezium row record, and how to flatten events."""
-    fields, conversions, scales = [], [], []
+    fields, conversions, scales, binary = [], [], [], []
     for f in row.get("fields", []):
         flat, conversion, scale = _column_type(f["name"], f["type"], job)
         fields.append({"name": f["name"], "type": ["null", flat], "default": None})
+        if flat == "bytes":
+            binary.append(f["name"])
+            if not conversion and encoding == "json":  # JsonConverter: base64 text
+                conversion = "base64"
         if conversion:
             conversions.append((f["name"], conversion))
         if scale is not None:
@@ -190,7 +223,7 @@ def flat_schema(row: dict[str, Any], job: str, encoding: str,
               "fields": fields + _ENVELOPE_FIELDS}
     return schema, DebeziumFormat(encoding, tuple(conversions),
                                   tuple(f["name"] for f in row.get("fields", [])),
-                                  tuple(scales), ordering)
+                                  tuple(scales), ordering, tuple(binary), job)
 
 
 def strip_logical(avro_type: Any) -> Any:
@@ -258,17 +291,17 @@ def _time_text(value: int, per_second: int) -> str:
 
 
 def _decimal(value: Any, scale: int) -> Decimal:
-    """A decimal as Avro (Decimal already), JSON base64 bytes, a number or numeric text."""
+    """A Connect Decimal: as Avro decodes it (Decimal already), its unscaled big-endian bytes,
+    or in JSON the base64 text of those bytes, always (the schema says Decimal: a text that
+    also reads as a number, e.g. ``1111``, is still base64). A JSON number is that number."""
     if isinstance(value, Decimal):
         return value
+    if isinstance(value, str):
+        value = base64.b64decode(value, validate=True)
     if isinstance(value, bytes):
         return Decimal(int.from_bytes(value, "big", signed=True)).scaleb(-scale, _EXACT)
-    if isinstance(value, str):
-        try:
-            return Decimal(value)
-        except ArithmeticError:
-            raw = base64.b64decode(value)
-            return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale, _EXACT)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"a {type(value).__name__} is not a Decimal's value")
     return Decimal(str(value))
 
 
@@ -283,9 +316,13 @@ def convert(value: Any, conversion: str, scale: int) -> Any:
         return None
     if conversion == "nanos":
         return value // 1000
-    if conversion == "zoned":
+    if conversion == "zoned":  # exact before 1970 too (no float, no truncation toward zero)
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return (int(moment.timestamp()) * 1_000_000 + moment.microsecond)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return (moment - _EPOCH) // _MICROSECOND
+    if conversion == "base64":
+        return base64.b64decode(value, validate=True) if isinstance(value, str) else value
     if conversion.startswith("time_"):
         per_second = {"time_ms": 1000, "time_us": 1_000_000, "time_ns": 1_000_000_000}
         return _time_text(int(value), per_second[conversion])
@@ -314,8 +351,16 @@ def _binlog_ref(source: dict[str, Any], ordering: str, snapshot: bool) -> int | 
     if ordering == "gtid":
         if snapshot:  # snapshot reads carry no GTID: older than every streamed change
             return 1
-        found = (_MARIADB_GTID.match(str(source.get("gtid") or ""))
-                 or _MYSQL_GTID.search(str(source.get("gtid") or "")))
+        gtid = str(source.get("gtid") or "")
+        if _MYSQL_GTID.search(gtid) and not _MARIADB_GTID.match(gtid):
+            raise ReadError(
+                f"ordering gtid cannot order MySQL changes (GTID {gtid}): MySQL counts each "
+                "server's GTIDs apart (uuid:n), so after a failover the new primary's changes "
+                "would rank below the old one's and the lake would keep stale rows. Set the "
+                "job's ordering: position (one server; a failover then needs the job started "
+                "over), or capture the tables with `sluice tap`, which follows failovers "
+                "(docs/debezium.md, Ordering); nothing of this batch was committed")
+        found = _MARIADB_GTID.match(gtid)
         if found is None:
             raise DecodeError(f"ordering gtid: a change without a GTID ({source.get('gtid')!r}"
                               "): turn GTIDs on in the server, or use ordering: position")
@@ -326,6 +371,48 @@ def _binlog_ref(source: dict[str, Any], ordering: str, snapshot: bool) -> int | 
     return (int(found.group(1)) << 32) | (offset & 0xFFFFFFFF)
 
 
+def _last_commit(source: dict[str, Any]) -> int | None:
+    """The commit LSN of the transaction Debezium streamed before this change's (the first of
+    ``source.sequence``, ``["<last commit lsn>", "<lsn>"]``); None when it has none yet."""
+    sequence = source.get("sequence")
+    if not sequence:
+        return None
+    try:
+        last = json.loads(sequence)[0]
+    except (ValueError, TypeError, IndexError, KeyError):
+        raise DecodeError(f"source.sequence {sequence!r:.80} is not Debezium's "
+                          '["<last commit lsn>", "<lsn>"]') from None
+    return None if last is None else int(last)
+
+
+def _pg_ref(source: dict[str, Any], snapshot: bool) -> int:
+    """A PostgreSQL change's ref key: ``(bound << 18) | order``, ranking transactions in the
+    order they committed (Debezium streams them so), which a change's own ``lsn`` does not:
+    a transaction in flight at the snapshot has changes below the snapshot's LSN.
+
+    ``last`` is the commit LSN of the transaction streamed before (``source.sequence``). A
+    streamed change with ``lsn > last`` takes bound ``lsn + 1``; one written before that commit
+    bound ``last + 1`` and an order growing with its ``lsn`` (exact within 256 KiB of WAL
+    before ``last``, 1 further back). Every bound lies in ``(last, this commit]``, so the next
+    transaction (whose ``last`` is this one's commit) outranks all of this one's changes.
+    A snapshot row takes ``(last + 1) << 18``: above every change committed up to ``last``
+    (streamed before the snapshot), below every change streamed after it. A snapshot without
+    a ``last`` (a new connector: nothing streamed before it) takes 0, below every change."""
+    lsn = int(source["lsn"])
+    last = _last_commit(source)
+    if snapshot:
+        return 0 if last is None else (last + 1) << PG_SHIFT
+    if last is None or lsn > last:
+        bound, order = lsn + 1, 1
+    else:
+        bound, order = last + 1, max(1, _PG_MINOR - (last - lsn))
+    if bound > PG_MAX_LSN:
+        raise DecodeError(f"PostgreSQL LSN {bound} does not fit a ref key (at most "
+                          f"{PG_MAX_LSN}): start the job over on a new topic "
+                          "(docs/debezium.md, Ordering)")
+    return (bound << PG_SHIFT) | order
+
+
 def ref_key(event: dict[str, Any], ordering: str) -> int:
     """The change's ``_ref_key`` from its source position (the module's docstring)."""
     source = event.get("source") or {}
@@ -334,7 +421,7 @@ def ref_key(event: dict[str, Any], ordering: str) -> int:
     if connector in _BINLOG:
         ref = _binlog_ref(source, ordering, event.get("op") == "r")
     elif connector == "postgresql" and source.get("lsn") is not None:
-        ref = int(source["lsn"])
+        return _pg_ref(source, event.get("op") == "r")
     if ref is None:  # the fallback: the change's time in microseconds
         us = source.get("ts_us") or event.get("ts_us")
         ms = source.get("ts_ms") or event.get("ts_ms")
@@ -365,18 +452,49 @@ def flatten(event: dict[str, Any], fmt: DebeziumFormat) -> dict[str, Any]:
         image = "before" if op == "d" else "after"
         raise DecodeError(f"Debezium '{op}' event without its '{image}' image (PostgreSQL: set "
                           "the table's REPLICA IDENTITY FULL for deletes)")
+    if fmt.encoding == "json" and not row.keys() <= fmt.known:
+        _new_columns(row, fmt)  # Avro: the reader is the newest registered version
     record = {name: row.get(name) for name in fmt.columns}
+    source = event.get("source") or {}
+    unchanged = _unavailable(record, fmt) if op == "u" and source.get(
+        "connector") == "postgresql" else ()
     scales = dict(fmt.scales)
     for name, conversion in fmt.conversions:
+        if name in unchanged:
+            continue
         try:
             record[name] = convert(record[name], conversion, scales.get(name, 0))
         except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
             raise DecodeError(f"column '{name}': {record[name]!r:.80} is not a valid "
                               f"{conversion} value: {type(exc).__name__}: {exc}") from None
-    source = event.get("source") or {}
     record[REF_KEY] = ref_key(event, fmt.ordering)
+    record["_changed_columns"] = [n for n in fmt.columns if n not in unchanged] \
+        if unchanged else None
     record["_source"] = source.get("connector")
     ts = source.get("ts_ms") if source.get("ts_ms") is not None else event.get("ts_ms")
     record["_event_ts"] = int(ts) if ts is not None else None
     record["_is_deleted"] = op == "d"
     return record
+
+
+def _unavailable(record: dict[str, Any], fmt: DebeziumFormat) -> tuple[str, ...]:
+    """Columns holding Debezium's placeholder for an unchanged TOASTed value (PostgreSQL, not
+    REPLICA IDENTITY FULL), set to None: the text, its bytes, or in JSON their base64."""
+    found = tuple(name for name, value in record.items()
+                  if value == UNAVAILABLE and name not in fmt.binary
+                  or name in fmt.binary and value in (_UNAVAILABLE_BYTES, _UNAVAILABLE_BASE64))
+    for name in found:
+        record[name] = None
+    return found
+
+
+def _new_columns(row: dict[str, Any], fmt: DebeziumFormat) -> None:
+    """Stop the batch: the events carry columns the job's schema lacks (one added at the
+    source); landing them without would drop the column's values silently."""
+    new = sorted(set(row) - fmt.known)
+    raise ReadError(
+        f"job {fmt.job}: Debezium events carry column(s) {', '.join(new)} that the job's schema "
+        "lacks (added at the source since the schema was written): run `sluice debezium "
+        f"scaffold --value-format json <the job's topic>` to add them to its .avsc (a new "
+        "schema version: the raw and lake tables gain the columns), then run again; nothing "
+        "of this batch was committed")

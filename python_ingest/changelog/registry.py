@@ -5,7 +5,9 @@ The client is a frozen value pickled into Spark tasks with the job's schema: the
 the subject's versions before a batch reads anything (an unreachable registry fails the batch
 there, before any data moves), and a task that meets an id registered since fetches it itself.
 Schemas by id are immutable, so each is fetched once per process (driver and every Python
-worker) and kept for the process's life (``_BY_ID``).
+worker) and kept for the process's life (``_BY_ID``). An id the registry does not hold (404) is
+remembered for ``MISSING_RETRY_S`` only: it may be registered a moment later (a producer
+registers, then writes), and a long-lived worker must then find it.
 
 Plain ``urllib``: the Confluent API is a few GETs, and executors need nothing more installed.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,7 +28,9 @@ from python_ingest.config.secrets import redact
 from python_ingest.exceptions import SchemaRegistryError
 
 ACCEPT = "application/vnd.schemaregistry.v1+json"
-_BY_ID: dict[tuple[str, int], dict[str, Any] | None] = {}  # (url, id): schema, None: 404
+MISSING_RETRY_S = 30.0  # how long a 404 for an id is believed before asking again
+_BY_ID: dict[tuple[str, int], dict[str, Any]] = {}  # (url, id): schema
+_MISSING: dict[tuple[str, int], float] = {}  # (url, id): monotonic time of its 404
 _BY_VERSION: dict[tuple[str, str, int], tuple[int, dict[str, Any]]] = {}
 _LOCK = threading.Lock()
 
@@ -81,15 +86,22 @@ class RegistryClient:
 
     def schema(self, sid: int) -> dict[str, Any] | None:
         """The Avro schema registered with id ``sid`` (None: the registry has none), fetched
-        once per process."""
+        once per process; a 404 is asked again after ``MISSING_RETRY_S``."""
         key = (self.url, sid)
         with _LOCK:
             if key in _BY_ID:
                 return _BY_ID[key]
+            missing_at = _MISSING.get(key)
+            if missing_at is not None and time.monotonic() - missing_at < MISSING_RETRY_S:
+                return None
         found = self._get(f"/schemas/ids/{sid}")
-        parsed = None if found is None else _avro(found, f"schema id {sid}")
         with _LOCK:
+            if found is None:
+                _MISSING[key] = time.monotonic()
+                return None
+            parsed = _avro(found, f"schema id {sid}")
             _BY_ID[key] = parsed
+            _MISSING.pop(key, None)
         return parsed
 
     def versions(self, subject: str) -> dict[int, dict[str, Any]]:

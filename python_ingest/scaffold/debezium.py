@@ -10,7 +10,9 @@ writes. For each topic (sources/debezium/topics.py reads its row schema and key)
     schemas/debezium/<job>.avsc                      the row's schema (JSON topics only)
 
 and adds a ``source: debezium`` job per topic to the config file. Idempotent: existing files
-are kept as they are, jobs already in the config are not touched.
+are kept as they are, jobs already in the config are not touched; a JSON job's row schema is
+the exception: columns its topic's events carry that the ``.avsc`` lacks (added at the source)
+are appended to it (a new schema version: the job stops on such events until they are).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from python_ingest.sources.debezium.topics import (
     from_messages,
     from_registry,
     job_name,
+    merged_row,
 )
 
 SCHEMAS = Path("schemas") / "debezium"
@@ -42,6 +45,23 @@ def _write(path: Path, text: str, result: ScaffoldResult) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     result.written.append(path)
+
+
+def _row_schema(path: Path, row: dict[str, Any], result: ScaffoldResult) -> list[str]:
+    """Write a JSON job's row schema, or add the columns ``row`` has that it lacks (never
+    removes or changes one). The columns added."""
+    if not path.exists():
+        _write(path, json.dumps(row, indent=2) + "\n", result)
+        return []
+    current = json.loads(path.read_text())
+    merged = merged_row([current, row])
+    added = [f["name"] for f in merged["fields"][len(current.get("fields", [])):]]
+    if not added:
+        result.kept.append(path)
+        return []
+    path.write_text(json.dumps(merged, indent=2) + "\n")
+    result.written.append(path)
+    return added
 
 
 def describe(settings: Settings, topics: Sequence[str], value_format: str,
@@ -106,9 +126,13 @@ def scaffold(settings: Settings, topics: Sequence[str], project: Path, config: P
                                  "value_format": value_format, "row_key": list(described.key),
                                  "reader": "confluent-kafka"}
         if value_format == "json":
-            schema_file = settings.root / SCHEMAS / f"{job}.avsc"
-            _write(schema_file, json.dumps(described.row, indent=2) + "\n", result)
-            entry["schema"] = str(SCHEMAS / f"{job}.avsc")
+            existing = settings.jobs.get(job)
+            relative = Path(existing.schema) if existing is not None and existing.schema \
+                else SCHEMAS / f"{job}.avsc"
+            added = _row_schema(settings.root / relative, described.row, result)
+            if added and say is not None:
+                say(f"{relative}: added column(s) {', '.join(added)} (new in {described.topic})")
+            entry["schema"] = str(relative)
         result.jobs[job] = entry
         result.keys[job] = f"row key ({', '.join(described.key)}): the topic's message key"
         if say is not None:

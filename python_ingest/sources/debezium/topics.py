@@ -7,6 +7,9 @@ schema envelope (``schemas.enable=true``) the Connect schema of ``after`` become
 Avro schema, written as Confluent's AvroConverter would (``connect.name`` kept, so the
 Debezium logical types land as docs/debezium.md says); its key message names the key columns.
 Without schemas there is nothing to learn the column types from: the user writes the .avsc.
+The row of a JSON topic is every column its sampled events carry (the first and the last
+messages of each partition), in the order they appear: a column added at the source since the
+first event is in it.
 """
 
 from __future__ import annotations
@@ -24,8 +27,12 @@ from python_ingest.exceptions import SluiceError
 from python_ingest.kafka.client import partition_offsets, read_range
 
 SAMPLE_MESSAGES = 1000  # read at most this many messages looking for a change event
-_AVRO = {"int8": "int", "int16": "int", "int32": "int", "int64": "long", "float32": "float",
-         "float64": "double", "boolean": "boolean", "string": "string", "bytes": "bytes"}
+# Connect's schema types as JsonConverter names them (Kafka's JsonSchema: int8 .. int64,
+# float, double, boolean, string, bytes, array, map, struct); float32/float64 are
+# Connect's Schema.Type names, accepted as well
+_AVRO = {"int8": "int", "int16": "int", "int32": "int", "int64": "long", "float": "float",
+         "double": "double", "float32": "float", "float64": "double", "boolean": "boolean",
+         "string": "string", "bytes": "bytes"}
 
 
 @dataclass(frozen=True)
@@ -100,15 +107,49 @@ def from_registry(topic: str, registry: RegistryConfig, key: Sequence[str] = ()
     return DebeziumTopic(topic, row, key)
 
 
-def from_messages(topic: str, bootstrap: str, key: Sequence[str] = ()) -> DebeziumTopic:
-    """The row and key (unless given) of a JSON Debezium topic, from its first change
-    event."""
+def merged_row(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One row record with every field of ``rows`` (the first's order, new fields appended):
+    a newer version of a row only adds columns to what an older one lands."""
+    merged = dict(rows[0])
+    fields = list(merged.get("fields", []))
+    names = {f["name"] for f in fields}
+    for row in rows[1:]:
+        for f in row.get("fields", []):
+            if f["name"] not in names:
+                names.add(f["name"])
+                fields.append(f)
+    merged["fields"] = fields
+    return merged
+
+
+def _ranges(bootstrap: str, topic: str) -> list[tuple[int, int, int]]:
+    """(partition, start, end): the first and the last SAMPLE_MESSAGES of each partition."""
+    ranges = []
     for offsets in partition_offsets(bootstrap, topic):
-        end = min(offsets.end, offsets.earliest + SAMPLE_MESSAGES)
-        for message in read_range("confluent-kafka", bootstrap, topic, offsets.partition,
-                                  offsets.earliest, end, 30.0):
+        head = min(offsets.end, offsets.earliest + SAMPLE_MESSAGES)
+        ranges.append((offsets.partition, offsets.earliest, head))
+        tail = max(head, offsets.end - SAMPLE_MESSAGES)
+        if tail < offsets.end:
+            ranges.append((offsets.partition, tail, offsets.end))
+    return ranges
+
+
+def from_messages(topic: str, bootstrap: str, key: Sequence[str] = ()) -> DebeziumTopic:
+    """The row and key (unless given) of a JSON Debezium topic, from its sampled change
+    events (each distinct schema once)."""
+    rows: list[dict[str, Any]] = []
+    seen: set[bytes] = set()
+    found_key: tuple[str, ...] = tuple(key)
+    for partition, start, end in _ranges(bootstrap, topic):
+        for message in read_range("confluent-kafka", bootstrap, topic, partition, start, end,
+                                  30.0):
             if not message.value:
                 continue  # a tombstone
+            at = message.value.rfind(b',"payload":')
+            shape = message.value[:at] if at > 0 else message.value
+            if shape in seen:
+                continue
+            seen.add(shape)
             value = json.loads(message.value)
             if not isinstance(value, dict) or "schema" not in value:
                 raise SluiceError(f"{topic}'s JSON events carry no schema (the JsonConverter's "
@@ -118,14 +159,15 @@ def from_messages(topic: str, bootstrap: str, key: Sequence[str] = ()) -> Debezi
                           if f.get("field") == "after"), None)
             if after is None:
                 raise SluiceError(f"{topic} does not hold Debezium change events (no 'after')")
-            row = connect_to_avro(after)
-            if key:
-                return DebeziumTopic(topic, row, tuple(key))
-            found = json.loads(message.key) if message.key else {}
-            found = found.get("payload", found) if isinstance(found, dict) else {}
-            if not found:
-                raise SluiceError(f"{topic}'s events have no key: give the key columns "
-                                  "with --key")
-            return DebeziumTopic(topic, row, tuple(found))
-    raise SluiceError(f"no Debezium change event among the first {SAMPLE_MESSAGES} messages "
-                      f"of each partition of {topic}")
+            rows.append(connect_to_avro(after))
+            if not found_key:
+                found = json.loads(message.key) if message.key else {}
+                found = found.get("payload", found) if isinstance(found, dict) else {}
+                if not found:
+                    raise SluiceError(f"{topic}'s events have no key: give the key columns "
+                                      "with --key")
+                found_key = tuple(found)
+    if not rows:
+        raise SluiceError(f"no Debezium change event among the first and last "
+                          f"{SAMPLE_MESSAGES} messages of each partition of {topic}")
+    return DebeziumTopic(topic, merged_row(rows), found_key)

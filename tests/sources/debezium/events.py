@@ -37,13 +37,15 @@ COLUMNS: list[tuple[str, str, str | None, dict[str, str]]] = [
     ("active", "boolean", None, {}),
     ("yr", "int32", "io.debezium.time.Year", {}),
     ("shape", "struct", "io.debezium.data.geometry.Geometry", {}),
+    ("rating", "double", None, {}),  # JsonConverter's type names: float, double (not float64)
+    ("blob", "bytes", None, {}),
 ]
 _STRUCTS = {
     "io.debezium.data.VariableScaleDecimal": [("scale", "int32", False), ("value", "bytes", False)],
     "io.debezium.data.geometry.Geometry": [("wkb", "bytes", False), ("srid", "int32", True)],
 }
 _AVRO = {"int32": "int", "int64": "long", "string": "string", "boolean": "boolean",
-         "bytes": "bytes", "float64": "double"}
+         "bytes": "bytes", "float": "float", "double": "double"}
 
 
 def connect_field(name: str, kind: str, logical: str | None, params: dict[str, str],
@@ -141,6 +143,7 @@ def row(i: int, name: str) -> dict[str, Any]:
         "doc": json.dumps({"k": i}), "uid": f"00000000-0000-0000-0000-{i:012d}",
         "flags": (512 + i).to_bytes(2, "little"), "active": i % 2 == 0, "yr": 2000 + i,
         "shape": {"wkb": bytes.fromhex("0101000000") + i.to_bytes(8, "little"), "srid": None},
+        "rating": i + 0.5, "blob": bytes([0xF5, 0x36, i]),
     }
 
 
@@ -160,6 +163,7 @@ def expected(i: int, name: str) -> dict[str, Any]:
         "doc": json.dumps({"k": i}), "uid": f"00000000-0000-0000-0000-{i:012d}",
         "flags": 512 + i, "active": i % 2 == 0, "yr": 2000 + i,
         "shape": bytes.fromhex("0101000000") + i.to_bytes(8, "little"),
+        "rating": i + 0.5, "blob": bytes([0xF5, 0x36, i]),
     }
 
 
