@@ -194,12 +194,24 @@ def _fields(schema: dict[str, Any]) -> dict[str, Any]:
     return {f["name"]: f["type"] for f in schema["fields"] if not f["name"].startswith("_")}
 
 
+def widens(before: Any, after: Any) -> bool:
+    """Whether a column's Avro type ``after`` holds every value of ``before`` the same way: a
+    decimal of larger precision and the same scale (numeric(10,2) -> numeric(14,2)), the
+    same unscaled bytes. (varchar(n) -> text, int -> bigint keep their Avro types.)"""
+    return (isinstance(before, dict) and isinstance(after, dict)
+            and before.get("logicalType") == after.get("logicalType") == "decimal"
+            and before.get("scale") == after.get("scale")
+            and int(after.get("precision", 0)) >= int(before.get("precision", 0)))
+
+
 def check_compatible(old: dict[str, Any], shape: TableShape) -> None:
-    """Raise IncompatibleSchemaChange unless ``shape`` only adds columns to ``old``."""
+    """Raise IncompatibleSchemaChange unless ``shape`` only adds columns to ``old`` (or widens
+    a decimal's precision)."""
     before = {name: t[1] if isinstance(t, list) else t for name, t in _fields(old).items()}
     after = shape.types()
     dropped = sorted(set(before) - set(after))
-    changed = sorted(n for n in before if n in after and before[n] != after[n])
+    changed = sorted(n for n in before if n in after and before[n] != after[n]
+                     and not widens(before[n], after[n]))
     problems = []
     if dropped:
         problems.append(f"dropped or renamed column(s) {', '.join(dropped)}")

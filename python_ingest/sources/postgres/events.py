@@ -6,7 +6,10 @@
   (``UNCHANGED``): under REPLICA IDENTITY FULL it is taken from the old row; otherwise the
   update is *partial*: ``_changed_columns`` names every column it carries, and the merge keeps
   the lake's value of the others (never a NULL written over it). An update of the key is a
-  delete of the old key and an insert of the new one;
+  delete of the old key and an insert of the new one, a full image always: the tap fills in
+  the values the update left out (moves.py), and when it cannot (the row is gone now) only the
+  delete is published and the new key is *gone* (``PgTable.gone``) until the stream deletes
+  or inserts it: its partial updates are dropped, never sent to a lake that lacks the row;
 - delete: the old row (REPLICA IDENTITY FULL) or only its key columns, ``_is_deleted`` true.
 
 Keys follow the table's KeyChoice (binlog/registry.py): key columns (or their text in
@@ -50,6 +53,7 @@ class PgTable:
     converters: tuple[Converter, ...]  # per column, in table order
     full_identity: bool  # REPLICA IDENTITY FULL: the old row comes whole
     rows: RowCounts | None = None  # full-row identity: the copies (the tap's)
+    gone: set[str] = field(default_factory=set)  # keys the lake cannot have (moves.py)
     names: tuple[str, ...] = field(init=False)  # every field of an event's row part
     key_specs: tuple[ColumnSpec, ...] = field(init=False)
 
@@ -134,6 +138,7 @@ def insert(table: PgTable, new: list[Any], ref: int, env: Envelope) -> Change:
         values[ROW_ID], values[OPERATION] = str(ref), INSERT
         return Change(values[ROW_ID], _record(table, values, ref, env), INSERT, problems)
     key = _copy(table, values, True) if mode == ROW else _keyed(table, values, problems)
+    table.gone.discard(key)  # type: ignore[arg-type]
     return Change(key, _record(table, values, ref, env), INSERT, problems)
 
 
@@ -145,15 +150,20 @@ def delete(table: PgTable, old: list[Any], ref: int, env: Envelope) -> Change:
         values[ROW_ID], values[OPERATION] = str(ref), DELETE
         return Change(values[ROW_ID], _record(table, values, ref, env), DELETE, problems)
     key = _copy(table, values, False) if mode == ROW else _keyed(table, values, problems)
+    table.gone.discard(key)  # type: ignore[arg-type]
     return Change(key, _record(table, values, ref, env, deleted=True), DELETE, problems)
 
 
 def update(table: PgTable, old: list[Any] | None, new: list[Any], first_ref: int,
-           env: Envelope) -> list[Change]:
-    """The changes of one update: one, or a delete and an insert (refs ``first_ref`` and
-    ``first_ref + 1``; the caller counts ``len(result)`` positions)."""
+           env: Envelope, filled: list[Any] | None = None) -> list[Change]:
+    """The changes of one update: none, one, or a delete and an insert (refs ``first_ref``
+    and ``first_ref + 1``; the caller counts ``max(len(result), 1)`` positions). ``filled``:
+    a key change's new row with the values it left out read from the table (moves.py), None
+    when that row is gone now."""
     if old is not None and table.full_identity:  # unchanged TOAST: the old row's value
         new = [o if n is UNCHANGED else n for o, n in zip(old, new, strict=True)]
+    elif filled is not None:
+        new = filled
     mode = table.shape.key.kind
     problems: list[Problem] = []
     after = convert(table, new, problems)
@@ -175,6 +185,7 @@ def update(table: PgTable, old: list[Any] | None, new: list[Any], first_ref: int
         return [gone, Change(_copy(table, after, True), _record(table, after, first_ref + 1, env),
                              INSERT, problems)]
     new_key = _keyed(table, after, problems)
+    partial = UNCHANGED in after.values()
     if old is not None:
         before_problems = []
         before = convert(table, old, before_problems)
@@ -182,9 +193,19 @@ def update(table: PgTable, old: list[Any] | None, new: list[Any], first_ref: int
             return []  # an update that changes nothing publishes nothing
         old_key = _keyed(table, before, before_problems)
         if old_key != new_key:
-            return [Change(old_key, _record(table, before, first_ref, env, deleted=True), DELETE,
-                           before_problems),
-                    Change(new_key, _record(table, after, first_ref + 1, env), INSERT, problems)]
+            gone = Change(old_key, _record(table, before, first_ref, env, deleted=True), DELETE,
+                          before_problems)
+            table.gone.discard(old_key)  # type: ignore[arg-type]
+            if partial and new_key is not None:  # the row is gone now: its removal follows
+                table.gone.add(new_key)
+                return [gone]
+            table.gone.discard(new_key)  # type: ignore[arg-type]
+            return [gone, Change(new_key, _record(table, after, first_ref + 1, env), INSERT,
+                                 problems)]
+    if new_key in table.gone:
+        if partial:
+            return []  # a key the lake cannot have, whose removal follows (moves.py)
+        table.gone.discard(new_key)
     return [Change(new_key, _record(table, after, first_ref, env), UPDATE, problems)]
 
 

@@ -69,6 +69,8 @@ class PgCheckpoint:
     slot: str
     stopped: dict[str, dict[str, Any]] = field(default_factory=dict)
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # table → {"oid": the relation its lake rows are from, "since": the LSN from which on}
+    relations: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": "postgres", "lsn": lsn_text(self.lsn), "slot": self.slot,
@@ -76,12 +78,15 @@ class PgCheckpoint:
                                 "saved_at": datetime.now(UTC).isoformat()}
         if self.rows:
             data["rows"] = self.rows
+        if self.relations:
+            data["relations"] = self.relations
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PgCheckpoint:
         return cls(parse_lsn(str(data["lsn"])), str(data["slot"]),
-                   dict(data.get("stopped") or {}), dict(data.get("rows") or {}))
+                   dict(data.get("stopped") or {}), dict(data.get("rows") or {}),
+                   dict(data.get("relations") or {}))
 
 
 class PgCheckpointStore(BinlogCheckpointStore):

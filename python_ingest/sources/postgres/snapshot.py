@@ -41,7 +41,7 @@ from python_ingest.sources.binlog.events import Envelope
 from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
 from python_ingest.sources.binlog.registry import ROW, Registry
 from python_ingest.sources.binlog.tap import registry_root
-from python_ingest.sources.postgres import events, server
+from python_ingest.sources.postgres import events, server, tables
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.position import (
     REF_SHIFT,
@@ -64,6 +64,7 @@ class SnapshotResult:
     seconds: float = 0.0
     new_slot: bool = False
     copies: dict[str, dict[str, int]] = field(default_factory=dict)  # full-row identities
+    oids: dict[str, int] = field(default_factory=dict)  # table → its relation oid
 
     @property
     def total(self) -> int:
@@ -136,16 +137,20 @@ def bootstrap_tables(settings: Settings, source: SourceConfig, spec: str,
         old = None if new_slot else checkpoint
         stopped = dict(old.stopped) if old is not None else {}
         rows = keys.RowCounts(old.rows if old is not None else None)
+        relations = dict(old.relations) if old is not None else {}
         for schema, table in wanted:
             qualified = f"{schema}.{table}"
             stopped.pop(qualified, None)
+            # the lake's rows are this table's from P on (an older table of the name, in the
+            # stream before P, is left out: tables.py)
+            relations[qualified] = tables.snapshot_entry(result.oids[qualified], point)
             if qualified in result.copies:
                 rows.reset(qualified, result.copies[qualified], as_position(point))
         start = point if old is None else old.lsn
         if old is None and slot is not None:
             start = slot["confirmed_flush"] or point
         store.save(PgCheckpoint(start, source.slot_name, stopped, rows.to_json(
-            as_position(start))))
+            as_position(start)), relations))
         say(f"snapshot of {len(wanted)} table(s) published: {result.total} rows in "
             f"{result.seconds:.1f}s; the tap streams from {lsn_text(start)}")
         return result
@@ -192,6 +197,7 @@ def _copy(settings: Settings, source: SourceConfig, wanted: list[tuple[str, str]
                       "FROM pg_class c WHERE c.oid = %s::regclass",
                 (server.quoted(schema, name),))[0]
             result.rows[f"{schema}.{name}"] = 0
+            result.oids[f"{schema}.{name}"] = server.table_oid(main, schema, name)
             if kind != "r" or shape.shape.key.kind == ROW:  # partitioned, or counted copies
                 plans.append((table, select, 0, -1))  # one scan, in this order
                 continue

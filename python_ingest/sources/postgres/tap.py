@@ -42,11 +42,12 @@ from python_ingest.sources.binlog import ddl, keys
 from python_ingest.sources.binlog.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.binlog.events import Envelope
 from python_ingest.sources.binlog.producer import BarrierProducer, Encoder
-from python_ingest.sources.binlog.registry import CHANGELOG, ROW, Registry
+from python_ingest.sources.binlog.registry import CHANGELOG, ROW, Registry, registered_key
 from python_ingest.sources.binlog.tap import TapStats, registry_root
-from python_ingest.sources.postgres import events, pgoutput, server
+from python_ingest.sources.postgres import events, pgoutput, server, tables
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.fastpath import FastTable, RefKeys, envelope_tail
+from python_ingest.sources.postgres.moves import RowReader
 from python_ingest.sources.postgres.position import (
     MAX_CHANGES,
     PgCheckpoint,
@@ -55,7 +56,7 @@ from python_ingest.sources.postgres.position import (
     lsn_text,
     ref_key,
 )
-from python_ingest.sources.postgres.shapes import table_shape
+from python_ingest.sources.postgres.shapes import relation_shape
 from python_ingest.sources.postgres.slot import start_position
 from python_ingest.sources.postgres.streams import HeldStreams
 
@@ -103,7 +104,9 @@ class PgTap:
         self._known_topics: set[str] = set()
         self._conn: Any = None
         self._repl: Any = None
-        self._reader: Any = None  # reads values a key change left out (server.current_values)
+        self._reader = RowReader(lambda: server.connect(self.source))  # moves.py
+        self._oids: dict[str, dict[str, Any]] = {}  # table → its relation oid (tables.py)
+        self._slow: set[int] = set()  # tables off the fast path while they have gone keys
         self._cursor: Any = None
         self.producer: BarrierProducer | None = None
         self._produce: Any = None  # the producer's produce(topic, value, key)
@@ -120,9 +123,10 @@ class PgTap:
             return self._run(until_end)
         finally:
             self.store.release()
-            for conn in (self._repl, self._conn, self._reader):
+            for conn in (self._repl, self._conn):
                 if conn is not None:
                     conn.close()
+            self._reader.close()
             self.producer = self.errors = None  # the Kafka client goes now, not with the tap
 
     # ---- start ------------------------------------------------------------------------
@@ -143,6 +147,7 @@ class PgTap:
         if checkpoint is not None:
             self.stopped = dict(checkpoint.stopped)
             self.rows = keys.RowCounts(checkpoint.rows)
+            self._oids = dict(checkpoint.relations)
         self._saved = self._confirmed = start
         target = server.current_lsn(self._conn) if until_end else None
         self.producer = BarrierProducer(self.settings.broker.bootstrap_servers)
@@ -237,22 +242,25 @@ class PgTap:
             table = self._tapped(msg.relation)
             if table is not None:
                 self._publish(table, [events.insert(table, msg.new, self._next_ref(), self._env)])
+                if msg.relation in self._slow:
+                    self._fast_path(msg.relation, table)
         elif kind is pgoutput.Update:
             table = self._tapped(msg.relation)
             if table is not None:
-                new = msg.new
-                if msg.old_is_key and pgoutput.UNCHANGED in new:  # a key change
-                    if self._reader is None:
-                        self._reader = server.connect(self.source)
-                        server.raw_text(self._reader)
-                    new = server.current_values(self._reader, self.relations[msg.relation], new)
-                found = events.update(table, msg.old, new, self._ref(), self._env)
+                filled = None
+                if msg.old_is_key and pgoutput.UNCHANGED in msg.new:  # a key change (moves.py)
+                    filled = self._reader.fill(self.relations[msg.relation], msg.new)
+                found = events.update(table, msg.old, msg.new, self._ref(), self._env, filled)
                 self._index += max(len(found), 1)
                 self._publish(table, found)
+                if table.gone or msg.relation in self._slow:
+                    self._fast_path(msg.relation, table)
         elif kind is pgoutput.Delete:
             table = self._tapped(msg.relation)
             if table is not None:
                 self._publish(table, [events.delete(table, msg.old, self._next_ref(), self._env)])
+                if msg.relation in self._slow:
+                    self._fast_path(msg.relation, table)
         elif kind is pgoutput.Begin:
             self._commit_lsn, self._commit_ms, self._index = msg.final_lsn, msg.commit_ms, 0
             self._refs.begin(ref_key(msg.final_lsn, 0))  # (raises past the ref keys' bounds)
@@ -316,21 +324,76 @@ class PgTap:
                 qualified in self.stopped:
             self._set_table(rel.oid, None)
             return
-        signature = (rel.identity, rel.columns)
+        signature = (rel.namespace, rel.name, rel.identity, rel.columns)
         if self._signatures.get(rel.oid) == signature and rel.oid in self.tables:
+            return
+        replaced = self._replaced(rel)
+        if replaced is None:
+            self._set_table(rel.oid, None)  # an older table of the name, before a bootstrap
             return
         try:
             table = self._register(rel)
         except (IncompatibleSchemaChange, UnsupportedColumn, SluiceError) as exc:
-            self._stop_table(qualified, str(exc))
+            self._stop_table(qualified, replaced + str(exc))
             self._set_table(rel.oid, None)
             return
         self._set_table(rel.oid, table)
         self._signatures[rel.oid] = signature
 
+    def _replaced(self, rel: pgoutput.Relation) -> str | None:
+        """Follows which table (relation oid) a name stands for, in stream order
+        (tables.py); None when the Relation is of an older table of the name whose changes
+        the table's snapshot already holds; else what to say if the shape cannot be taken."""
+        verdict, why = tables.follow(self._oids, rel, self._commit_lsn)
+        if verdict == tables.OLDER:
+            return None
+        if verdict in (tables.RECREATED, tables.RENAMED):
+            qualified = rel.qualified
+            log.warning("source %s: %s", self.source.name, why)
+            if not self._delete_all(qualified, why):
+                return None
+            if verdict == tables.RENAMED:
+                self._stop_table(qualified, why + ": its rows are not in the stream; bootstrap "
+                                 f"it: `sluice bootstrap {self.source.name} {qualified}` "
+                                 "(when its columns or key differ from the lake table's, start "
+                                 "the table over first: docs/postgres-source.md, \"Tables "
+                                 "dropped, created again or renamed\")")
+                return None
+            return why + "; "
+        return ""
+
+    def _delete_all(self, qualified: str, why: str) -> bool:
+        """A delete of every row live in the table's topic (as TRUNCATE), with the next ref
+        key; False when they cannot be known (the table is stopped)."""
+        versions = Registry(self.registry_root / qualified).versions()
+        if not versions or registered_key(versions[max(versions)]).kind == CHANGELOG:
+            return True
+        assert self.producer is not None
+        schema, _, name = qualified.partition(".")
+        published = ddl.truncate(self.producer, self.settings.broker.bootstrap_servers,
+                                 topic_for(self.source, schema, name), versions,
+                                 self._next_ref(), self._env)
+        if isinstance(published, str):
+            self._stop_table(qualified, f"{why}: {published}")
+            return False
+        self.stats.messages += published
+        self.rows.clear(qualified)
+        log.info("source %s: %s: published %d deletes", self.source.name, why, published)
+        return True
+
+    def _fast_path(self, oid: int, table: PgTable) -> None:
+        """Off while the table has gone keys (moves.py: the fast path does not track them),
+        back on after."""
+        if table.gone:
+            self._slow.add(oid)
+            self._fast.pop(oid, None)
+        else:
+            self._slow.discard(oid)
+            self._set_table(oid, table)
+
     def _set_table(self, oid: int, table: PgTable | None) -> None:
         self.tables[oid] = table
-        fast = FastTable.of(table) if table is not None else None
+        fast = FastTable.of(table) if table is not None and not table.gone else None
         if fast is None:
             self._fast.pop(oid, None)
         else:
@@ -339,10 +402,7 @@ class PgTap:
     def _register(self, rel: pgoutput.Relation) -> PgTable:
         registry = Registry(self.registry_root / rel.qualified)
         latest = registry.latest()
-        found = table_shape(self._conn, self.source, rel.namespace, rel.name,
-                            latest[1] if latest else None,
-                            tuple((c.name, c.type_oid, c.typmod) for c in rel.columns),
-                            rel.identity)
+        found = relation_shape(self._conn, self.source, rel, latest[1] if latest else None)
         previous = latest[0] if latest else None
         schema_id = registry.register(found.shape)
         if previous is not None and schema_id != previous:
@@ -427,7 +487,7 @@ class PgTap:
     def _save(self, lsn: int) -> None:
         """Write the checkpoint, then confirm the LSN to the server (never the other way)."""
         self.store.save(PgCheckpoint(lsn, self.source.slot_name, dict(self.stopped),
-                                     self.rows.to_json(as_position(lsn))))
+                                     self.rows.to_json(as_position(lsn)), dict(self._oids)))
         self._saved = lsn
         self._last_save = time.monotonic()
         self.stats.checkpoints_saved += 1
