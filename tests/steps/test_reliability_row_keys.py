@@ -1,5 +1,5 @@
-"""Composite row keys on the ingestion decoder (issue #9.7): injective, and a raw table keyed the
-old way is never re-keyed silently."""
+"""Row keys on the ingestion decoder: composite keys injective (issue #9.7), a raw table keyed
+the old way never re-keyed silently, and an empty key lands in a Hudi lake (issue #50.2)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,17 @@ import fastavro
 import pytest
 from kafka import KafkaProducer
 
+from python_ingest.changelog.keys import EMPTY_KEY
 from python_ingest.exceptions import RowKeyEncodingError
 from python_ingest.kafka import broker as broker_mod
+from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.jobs import run_ingest
+from python_ingest.steps.pipeline import run_job
 from python_ingest.tables.checkpoints import append_with_checkpoint, read_checkpoint
 from python_ingest.tables.formats import read_table
 from python_ingest.tables.names import JobTables
+from tests.conftest import trips_job
+from tests.steps.helpers import as_lake, assert_index_agrees, encode, lake_rows, schema
 
 pytestmark = [pytest.mark.e2e, pytest.mark.reliability]
 
@@ -110,3 +115,61 @@ def test_a_raw_table_keyed_the_old_way_stops_naming_the_fix(
     assert kept.landed == 1 and _keys(spark, job_name) == ["x|y", "x|y|"]
     again = read_checkpoint(spark, raw)
     assert again is not None and again.row_key_encoding == "joined"
+
+
+def _trip(trip_id: int, city: str, ref: int, fare: float = 10.0,
+          deleted: bool = False) -> dict[str, Any]:
+    return {"trip_id": trip_id, "rider_id": 7, "driver_id": 3, "city": city,
+            "status": "requested", "fare": fare, "distance_km": 2.5, "_ref_key": ref,
+            "_is_deleted": deleted, "_force_update": False}
+
+
+@pytest.mark.parametrize("table_format", ["hudi"])
+def test_an_empty_string_key_lands_in_a_hudi_lake_and_the_rows_after_it_too(
+        format_spark: Any, table_format: str, broker: str, make_settings: Any, project: Any,
+        job_name: str) -> None:
+    """A row keyed by the empty string (issue #50.2; a PostgreSQL `text primary key` holding
+    ''): Hudi refused its empty record key, so every later run of the job failed its merge
+    and no row of the table reached the lake. Its key is the marker now (changelog/keys.py),
+    beside ' ', the marker itself and ordinary keys; later batches (an update of it, a delete
+    of ' ', new rows) land too."""
+    spark = format_spark
+    project(job_name)
+    settings = make_settings({job_name: trips_job(job_name, row_key=["city"])},
+                             table_format=table_format)
+    job = settings.job(job_name)
+    broker_mod.ensure_topic(broker, job.topic, 1)
+    parsed = schema()
+
+    def produce(events: list[dict[str, Any]]) -> None:
+        producer = KafkaProducer(bootstrap_servers=broker, acks="all")
+        for event in events:
+            producer.send(job.topic, value=encode(parsed, event))
+        producer.flush()
+        producer.close()
+
+    m = EMPTY_KEY
+    cities = ["", " ", m, m * 2, "lagos"] + [f"city {n}" for n in range(15)]
+    first = [_trip(n + 1, city, n + 1) for n, city in enumerate(cities)]
+    produce(first)
+    dbt = Dbt(settings)
+    result = run_job(spark, settings, job, dbt=dbt)
+    assert result.outcome == "succeeded", result.error  # before: HoodieKeyException
+    tables = JobTables(job_name, dbt.job_models(job_name))
+    assert tables.lake is not None
+    keys = sorted(r[0] for r in spark.sql(f"select _row_key from {tables.lake}").collect())
+    assert keys == sorted([m, " ", m * 2, m * 3, "lagos", *cities[5:]])
+    expected = {e["trip_id"]: as_lake(e) for e in first}
+    assert lake_rows(spark, tables.lake) == expected
+
+    later = [_trip(1, "", 100, fare=99.5), _trip(2, " ", 101, deleted=True),
+             *(_trip(100 + n, f"later {n}", 102 + n) for n in range(5))]
+    produce(later)
+    result = run_job(spark, settings, job, dbt=dbt)
+    assert result.outcome == "succeeded", result.error
+    del expected[2]
+    expected[1] = as_lake(later[0])
+    expected.update({e["trip_id"]: as_lake(e) for e in later[2:]})
+    assert lake_rows(spark, tables.lake) == expected
+    state = assert_index_agrees(spark, tables)
+    assert state[m] == (100, False) and state[" "] == (101, True)
