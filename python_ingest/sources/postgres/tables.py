@@ -12,9 +12,11 @@ from which on: a bootstrap's snapshot point), and each Relation message is one o
   holds the table as it was after them);
 - ``RECREATED``: another oid, never seen under another name: the table was dropped and
   created again. The old table's rows are deleted from the lake (as TRUNCATE), then the new
-  table's rows flow (every one of them is in the stream after its CREATE, once the table is in
-  the publication), as a new schema version when its shape can be read into the old lake
-  table; else the table stops saying why and what to do;
+  table's rows flow, as a new schema version when its shape can be read into the old lake
+  table; else the table stops saying why and what to do. Every row of the new table is in the
+  stream only when the publication took it in at its CREATE (FOR ALL TABLES, or FOR TABLES IN
+  SCHEMA its schema: ``joins_at_create``); a table added to a list later (sluice's own
+  publication adds it when the tap starts) stops too, saying to bootstrap it;
 - ``RENAMED``: an oid seen under another name: a table renamed to this name (a rename and
   swap): the name's old rows are deleted from the lake, and the table stops, since the rows the
   renamed table had are not in the stream: a bootstrap copies them.
@@ -53,6 +55,22 @@ def follow(oids: dict[str, dict[str, Any]], rel: Relation, lsn: int) -> tuple[st
     return RECREATED, (f"table {qualified} was dropped and created again (relation oid "
                        f"{entry['oid']} -> {rel.oid}, seen at {lsn_text(lsn)}): the old table's "
                        "rows are deleted from the lake, as by TRUNCATE")
+
+
+def joins_at_create(conn: Any, publication: str, schema: str) -> bool:
+    """Whether ``publication`` takes in a table of ``schema`` the moment it is created."""
+    from python_ingest.sources.postgres import server
+
+    found = server.rows(conn, "SELECT puballtables, current_setting('server_version_num')::int "
+                              "FROM pg_publication WHERE pubname = %s", (publication,))
+    if not found:
+        return False
+    if found[0][0]:
+        return True
+    return found[0][1] >= 150000 and bool(server.rows(
+        conn, "SELECT 1 FROM pg_publication_namespace pn JOIN pg_publication p ON p.oid = "
+              "pn.pnpubid JOIN pg_namespace n ON n.oid = pn.pnnspid WHERE p.pubname = %s "
+              "AND n.nspname = %s", (publication, schema)))
 
 
 def snapshot_entry(oid: int, point: int) -> dict[str, int]:

@@ -352,6 +352,14 @@ class PgTap:
             log.warning("source %s: %s", self.source.name, why)
             if not self._delete_all(qualified, why):
                 return None
+            if verdict == tables.RECREATED and not tables.joins_at_create(
+                    self._conn, self.source.publication_name, rel.namespace):
+                self._stop_table(qualified, why + f"; the publication "
+                                 f"{self.source.publication_name} took the new table in after "
+                                 "its CREATE, so its first rows are not in the stream: "
+                                 f"bootstrap it: `sluice bootstrap {self.source.name} "
+                                 f"{qualified}`")
+                return None
             if verdict == tables.RENAMED:
                 self._stop_table(qualified, why + ": its rows are not in the stream; bootstrap "
                                  f"it: `sluice bootstrap {self.source.name} {qualified}` "
