@@ -109,6 +109,12 @@ class HudiFormat:
         existing = {f.name for f in spark.table(table).schema.fields}
         missing = [(n, t) for n, t in columns if n not in existing]
         if missing:
+            # a write that failed (a batch stopped mid-read) is rolled back by the next write,
+            # but not once an ALTER committed after it ("Found commits after time ..., please
+            # rollback greater commits first"): an empty write first rolls it back
+            empty = spark.createDataFrame([], spark.table(table).select(
+                *self.payload_columns(spark, table)).schema)
+            self.append(empty, table, {})
             added = ", ".join(f"`{n}` {t}" for n, t in missing)
             spark.sql(f"alter table {table} add columns ({added})")
             log.info("added columns %s to %s", added, table)

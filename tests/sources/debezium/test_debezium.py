@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -146,12 +147,14 @@ def test_avro_topic_scaffolded_and_run_ends_equal_to_the_source(
 
 
 @pytest.mark.e2e
+@pytest.mark.reliability
 def test_json_topic_lands_raw_rows_and_skips_tombstones(
         spark: Any, broker: str, tmp_path: Path, workdir: Path, job_name: str) -> None:
     """JsonConverter events with their schema envelope: the scaffold writes the row's .avsc."""
     from confluent_kafka import Producer
 
     from python_ingest.config import load_settings
+    from python_ingest.exceptions import ReadError
     from python_ingest.scaffold.debezium import scaffold
     from python_ingest.steps.jobs import run_ingest
     from python_ingest.tables.names import JobTables
@@ -178,6 +181,32 @@ def test_json_topic_lands_raw_rows_and_skips_tombstones(
         (2, True), (3, True), (30, False), (1, False)]
     assert [r["name"] for r in rows if r["id"] == 1] == ["snap1", "upd1", "last1"]
     assert normal(rows[0]["seen"]) == ev.expected(1, "snap1")["seen"]
+    assert [r["blob"] for r in rows[:2]] == [ev.expected(i, "")["blob"] for i in (1, 2)]
+
+    # issue #50: ALTER TABLE items ADD tip decimal(10,2): the events carry it, the job stops
+    # loudly (nothing committed) until the scaffold adds it to the .avsc, then it lands
+    tip = ("tip", "bytes", ev.DECIMAL, {"scale": "2", "connect.decimal.precision": "10"})
+    event = ev.change("u", ev.row(4, "upd4"), {**ev.row(4, "tipped"), "tip": Decimal("-3.25")},
+                      ev.source(8, file="mariadb-bin.000003"))
+    ev.COLUMNS.append(tip)
+    try:
+        value = ev.json_event(event, PREFIX, "items", with_schema=True)
+    finally:
+        ev.COLUMNS.remove(tip)
+    producer.produce(topic, key=json.dumps({"id": 4}).encode(), value=value)
+    assert producer.flush(30) == 0
+    with pytest.raises(ReadError, match=r"carry column\(s\) tip that the job's schema lacks"):
+        run_ingest(spark, settings, settings.job(job))
+    assert spark.table(JobTables(job).raw).count() == 11
+    said: list[str] = []
+    scaffold(load_settings(config, env={}), [topic], tmp_path, config, value_format="json",
+             say=said.append)
+    assert any("added column(s) tip" in line for line in said), said
+    settings = load_settings(config, env={})
+    ingested = run_ingest(spark, settings, settings.job(job))
+    assert (ingested.read, ingested.landed, ingested.errors) == (1, 1, 0)
+    last = spark.table(JobTables(job).raw).where("name = 'tipped'").collect()
+    assert [(r["id"], r["tip"]) for r in last] == [(4, Decimal("-3.25"))]
 
 
 def test_ordering_by_source_position_per_connector() -> None:
