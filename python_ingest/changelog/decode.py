@@ -290,7 +290,9 @@ class Decoder:
         for name in self.schema.row_key:
             flag(columns[name], f"row key column '{name}' is null")
         flag(columns[self.schema.ref_key], f"ref key '{self.schema.ref_key}' is null")
-        row_key = row_key_column(self._row_key(columns, bad))  # never empty (changelog/keys.py)
+        row_key = self._row_key(columns, bad)
+        if self.schema.empty_key:  # never empty (changelog/keys.py)
+            row_key = row_key_column(row_key)
         n = len(records)
         arrays = [self._convert(columns, name) for name, _ in self.schema.payload]
         arrays += [

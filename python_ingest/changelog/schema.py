@@ -114,6 +114,16 @@ class ChangelogSchema:
     # source: debezium: how events become flat records; envelope: the Avro reader envelope
     debezium: debezium.DebeziumFormat | None = None
     envelope: dict[str, Any] | None = None
+    # _row_key never empty (changelog/keys.py): Hudi refuses an empty record key. Off for
+    # Iceberg jobs, whose lakes hold '' keys already and must not be re-keyed (``of``)
+    empty_key: bool = True
+
+    @classmethod
+    def of(cls, settings: Settings, job: JobConfig) -> ChangelogSchema:
+        """``load`` for decoding ``job``'s events into its tables: ``empty_key`` as its table
+        format needs (issue #50.2)."""
+        return replace(cls.load(job, settings.root),
+                       empty_key=settings.format_of(job) == "hudi")
 
     @classmethod
     def load(cls, job: JobConfig, root: Path) -> ChangelogSchema:

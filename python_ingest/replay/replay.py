@@ -105,7 +105,7 @@ def _replay(spark: SparkSession, settings: Settings, job: JobConfig, selection: 
             dry_run: bool, dbt: Dbt | None) -> ReplayResult:
     from python_ingest.steps.pipeline import run_job
 
-    schema = ChangelogSchema.load(job, settings.root)
+    schema = ChangelogSchema.of(settings, job)
     fixes = parse_sets(selection.sets, schema)  # a bad --set fails before anything moves
     rows = error_rows(spark, job.name)
     if rows is None:

@@ -180,7 +180,7 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
         from python_ingest.steps.ingest_files import files_ingest
 
         return files_ingest(spark, settings, job, run)
-    schema = ChangelogSchema.load(job, settings.root)
+    schema = ChangelogSchema.of(settings, job)
     tables = JobTables(job.name)
     ensure_table(spark, tables.raw, schema.raw_columns())
     ensure_table(spark, tables.raw_errors, RAW_ERROR_COLUMNS)

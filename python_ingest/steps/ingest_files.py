@@ -76,7 +76,7 @@ def files_ingest(spark: SparkSession, settings: Settings, job: JobConfig,
                  run: Run) -> IngestResult:
     """Run one ingestion of files job ``job``; fills ``run`` with counts."""
     source = source_of(job)
-    schema = ChangelogSchema.load(job, settings.root)
+    schema = ChangelogSchema.of(settings, job)
     tables = JobTables(job.name)
     state_dir = settings.path(settings.state_dir)
     folder = lease_dir(state_dir, job.name)

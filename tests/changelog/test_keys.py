@@ -17,7 +17,7 @@ import pytest
 from python_ingest.changelog.decode import Decoder
 from python_ingest.changelog.keys import EMPTY_KEY, row_key_column, row_key_text
 from python_ingest.changelog.schema import ChangelogSchema
-from python_ingest.config import JobConfig
+from python_ingest.config import JobConfig, Settings
 from python_ingest.sources.binlog.columns import ROW_ID, make_spec
 from python_ingest.sources.binlog.events import INSERT, Envelope, TappedTable, changes
 from python_ingest.sources.binlog.producer import Encoder
@@ -111,6 +111,21 @@ def test_composite_keys_with_empty_blank_null_and_separator_parts(tmp_path: Path
         assert set(bad) == {0, 1, 2}, bad
         assert "'a' is null" in bad[0] and "'b' is null" in bad[2]
         assert keys[3] == ('["", ""]' if encoding == "json" else "|")
+
+
+@pytest.mark.parametrize(("project", "own", "keys"), [
+    ("hudi", None, [M, " ", M * 2]), ("iceberg", "hudi", [M, " ", M * 2]),
+    ("iceberg", None, ["", " ", M]), ("hudi", "iceberg", ["", " ", M])])
+def test_iceberg_jobs_keep_their_keys_as_they_are(
+        tmp_path: Path, project: str, own: str | None, keys: list[str]) -> None:
+    """Iceberg lakes took '' keys (and hold them): their jobs' keys stay the texts as before,
+    never re-keyed; Hudi jobs get the rule. The job's own table_format wins."""
+    path = tmp_path / "keys.avsc"
+    path.write_text(json.dumps(SCHEMA))
+    job = JobConfig(name="keys", topic="t", schema=str(path), row_key=("a",), table_format=own)
+    settings = Settings(root=tmp_path, jobs={"keys": job}, table_format=project)
+    decoder = Decoder(ChangelogSchema.of(settings, job))
+    assert _keys(decoder, [{"a": ""}, {"a": " "}, {"a": M}]) == (keys, {})
 
 
 # ---- the taps' Kafka keys: equal to the _row_key the decoder makes of their events ---------
