@@ -3,9 +3,9 @@
 Hudi refuses an empty record key (``HoodieKeyException: recordKey value: "" ... cannot be null
 or empty``), and the lake tables are keyed by ``_row_key``: one source row whose key text is
 the empty string (a text primary key holding ``''``, an empty bytes key) failed every later
-merge of its job, so none of the table's rows reached the lake. Every ``_row_key`` (the
-ingestion decoder's, for Kafka and file sources) and every tap's Kafka key (binlog and
-PostgreSQL, equal to the ``_row_key`` the decoder makes of the event) goes through
+merge of its job, so none of the table's rows reached the lake. Every ``_row_key`` of a Hudi
+job (the ingestion decoder's, for Kafka and file sources and replays) and every tap's Kafka key
+(binlog and PostgreSQL, equal to the ``_row_key`` the decoder makes of the event) goes through
 ``row_key_text`` after the key's text is made (one column's text, a composite key's joined
 or JSON text, ``sluice_row_id``):
 
@@ -15,9 +15,10 @@ or JSON text, ``sluice_row_id``):
 - every other text is itself.
 
 The encoding is total, injective and never empty, and it leaves every key that could land
-before as it was, except texts made only of ``∅`` (docs/architecture.md, "Row keys"). Nothing
-maps ``_row_key`` back to key values (`sluice verify` compares the key columns themselves), so
-nothing decodes it.
+before as it was, except texts made only of ``∅`` (docs/architecture.md, "Row keys"). Iceberg
+takes an empty key, and its lakes hold such keys: an Iceberg job's ``_row_key`` stays the text
+as it is (``ChangelogSchema.empty_key``). Nothing maps ``_row_key`` back to key values
+(`sluice verify` compares the key columns themselves), so nothing decodes it.
 """
 
 from __future__ import annotations
