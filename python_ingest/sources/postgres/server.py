@@ -189,6 +189,16 @@ def create_slot(repl: Any, slot: str, export: bool = False, temporary: bool = Fa
     return parse_lsn(point), snapshot
 
 
+def keepalive_interval(conn: Any, heartbeat_s: float) -> float:
+    """How often the tap sends the server a status update while busy (wire.py): every
+    ``heartbeat_s``, and at least four times per wal_sender_timeout (the server ends a
+    replication connection silent that long; the setting may be per database or role, so it is
+    read on a connection of the tap's user and database)."""
+    found = rows(conn, "SELECT setting::int FROM pg_settings WHERE name = 'wal_sender_timeout'")
+    timeout_ms = int(found[0][0]) if found else 0
+    return min(heartbeat_s, timeout_ms / 4000) if timeout_ms > 0 else heartbeat_s
+
+
 def current_lsn(conn: Any) -> int:
     """The end of the WAL inserted so far: every transaction committed lies before it (the
     write position may lag behind an asynchronous commit)."""

@@ -38,6 +38,18 @@ def start_position(conn: Any, source: SourceConfig, store: PgCheckpointStore
                 f"the changes since are lost to the tap. Start over with `sluice bootstrap "
                 f"{source.name} all`: it creates the slot and copies every tapped table again "
                 "(docs/postgres-source.md)")
+        confirmed = info["confirmed_flush"] or 0
+        if confirmed > checkpoint.lsn:
+            raise TapError(
+                f"source {source.name}: the replication slot {slot} is confirmed up to "
+                f"{lsn_text(confirmed)}, past the tap's checkpoint {lsn_text(checkpoint.lsn)} "
+                f"({store.path}): the server will not send the transactions between them "
+                "again, and they may never have reached Kafka (a checkpoint file restored from "
+                "an older backup, another program reading the slot, or a tap before sluice "
+                "confirmed only its checkpoints). Restore the newest checkpoint file if there "
+                f"is one; else stop every tap of the source, drop the slot (SELECT "
+                f"pg_drop_replication_slot('{slot}')) and run `sluice bootstrap {source.name} "
+                "all`: a new slot and a copy of every tapped table (docs/postgres-source.md)")
         if info["wal_status"] == "lost":
             raise TapError(f"source {source.name}: the slot {slot} lost WAL it needed "
                            "(max_slot_wal_keep_size): drop it and start over as for a missing "

@@ -4,8 +4,11 @@ true``), held until their Stream Commit.
 The server streams such a transaction in blocks (Stream Start ... Stream Stop) while it runs,
 its changes and Relation messages each carrying their (sub)transaction's xid. They are held in
 memory until the Stream Commit, then handed on as one transaction (Begin, the changes in
-order, Commit) with its commit LSN; an aborted transaction, or a savepoint rolled back,
-hands on nothing (docs/postgres-source.md, "Large transactions").
+order, Commit) with its commit LSN; an aborted transaction hands on nothing, and a savepoint
+rolled back only its Relation (and Type) messages (docs/postgres-source.md, "Large
+transactions"): the server counts a table's Relation message as sent for the whole
+transaction, and once it commits for the connection's life, whichever savepoint carried it,
+so dropping it would leave the table's later changes without a shape.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from python_ingest.sources.postgres import pgoutput
+
+_SHAPES = (pgoutput.Relation, pgoutput.Type)  # kept whatever becomes of their savepoint
 
 
 class HeldStreams:
@@ -45,7 +50,8 @@ class HeldStreams:
                 self.counts["aborted"] += 1
             else:
                 self.held[msg.xid] = [(sub, change) for sub, change in
-                                      self.held.get(msg.xid, []) if sub != msg.subxid]
+                                      self.held.get(msg.xid, [])
+                                      if sub != msg.subxid or type(change) in _SHAPES]
         elif xid is not None and self.reading is not None:  # its Relations too, in order:
             self.held[self.reading].append((xid, msg))  # its DDL locks the table
         else:

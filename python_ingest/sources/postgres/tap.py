@@ -59,6 +59,7 @@ from python_ingest.sources.postgres.position import (
 from python_ingest.sources.postgres.shapes import relation_shape
 from python_ingest.sources.postgres.slot import start_position
 from python_ingest.sources.postgres.streams import HeldStreams
+from python_ingest.sources.postgres.wire import ReplicationStream
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,7 @@ class PgTap:
         self._oids: dict[str, dict[str, Any]] = {}  # table → its relation oid (tables.py)
         self._slow: set[int] = set()  # tables off the fast path while they have gone keys
         self._cursor: Any = None
+        self._stream: ReplicationStream | None = None  # read and confirmed by the tap (wire.py)
         self.producer: BarrierProducer | None = None
         self._produce: Any = None  # the producer's produce(topic, value, key)
         self.errors: ErrorSink | None = None
@@ -123,6 +125,8 @@ class PgTap:
             return self._run(until_end)
         finally:
             self.store.release()
+            if self._stream is not None:
+                self._stream.close()  # its keepalive thread, before the connection goes
             for conn in (self._repl, self._conn):
                 if conn is not None:
                     conn.close()
@@ -171,6 +175,9 @@ class PgTap:
             raise TapError(f"source {self.source.name}: cannot stream from the slot "
                            f"{self.source.slot_name}: {str(exc).strip()} (another tap may be "
                            "reading it)") from exc
+        # from here on the tap alone reads the stream and says what the server may drop
+        self._stream = stream = ReplicationStream(
+            self._repl, start, server.keepalive_interval(self._conn, self.source.heartbeat_s))
         log.info("tapping source %s from %s (slot %s, publication %s) into topics "
                  "%s.<schema>.<table>", self.source.name, lsn_text(start), self.source.slot_name,
                  self.source.publication_name, self.source.topic_base)
@@ -178,23 +185,23 @@ class PgTap:
         read = self._streamed if self.source.streaming else self._message
         while not self.stop.is_set():
             try:
-                message = cur.read_message()
-            except psycopg2.Error as exc:
+                payload = stream.read()
+            except TapError as exc:
                 raise TapError(f"source {self.source.name}: the replication stream failed "
-                               f"after {lsn_text(self._saved)}: {str(exc).strip()}") from exc
-            if message is not None:
+                               f"after {lsn_text(self._saved)}: {exc}") from exc
+            if payload is not None:
                 self.stats.events += 1
-                read(message.payload)
+                read(payload)
                 if self._commit_lsn == 0:
                     self._maybe_save()
                 continue
             self._idle()
             if target is not None and self._commit_lsn == 0 and \
-                    max(self._seen_end(), cur.wal_end) >= target:
+                    max(self._seen_end(), stream.wal_end) >= target:
                 break
             now = time.monotonic()
             if now - last_ask > (0.1 if target is not None else self.source.heartbeat_s):
-                cur.send_feedback(reply=True)  # a keepalive with the server's WAL end (_idle)
+                stream.ask()  # a keepalive with the server's WAL end (_idle)
                 last_ask = now
             select.select([cur], [], [], 0.1 if target is not None
                           else min(self.source.heartbeat_s, 1.0))
@@ -278,12 +285,33 @@ class PgTap:
     def _tapped(self, oid: int) -> PgTable | None:
         """The table of a row change, None when it is not published (not tapped, stopped, or
         the change is in the table's snapshot already: full-row identities)."""
-        table = self.tables.get(oid)
+        if oid not in self.tables:
+            raise self._unknown(oid)
+        table = self.tables[oid]
+        # in the snapshot taken at P: committed before P (a commit record starting at P is
+        # streamed, not in the snapshot), hence + 1 (skip compares "at or before")
         if table is not None and table.rows is not None and \
-                self.rows.skip(table.shape.qualified, as_position(self._commit_lsn)):
+                self.rows.skip(table.shape.qualified, as_position(self._commit_lsn + 1)):
             self._index += 1
             return None
         return table
+
+    def _unknown(self, oid: int) -> TapError:
+        """A change of a relation whose Relation message (its shape) never came: stop, the
+        checkpoint where it is (before this transaction), rather than skip the change."""
+        name = "a relation gone since"
+        try:
+            found = server.rows(self._conn, "SELECT %s::regclass::text", (oid,))
+            name = f"now {found[0][0]}" if found and found[0][0] != str(oid) else name
+        except Exception:  # noqa: BLE001 - only for the message; the error is raised anyway
+            pass
+        return TapError(
+            f"source {self.source.name}: a change of relation oid {oid} ({name}) in the "
+            f"transaction committed at {lsn_text(self._commit_lsn)} came before any Relation "
+            "message describing it, so the tap cannot tell which table it is. It stopped "
+            f"without moving its checkpoint ({lsn_text(self._saved)}): restart the tap (the "
+            "server sends the table's Relation message again on a new connection); if this "
+            "repeats, report it with the tap's log (docs/postgres-source.md)")
 
     def _ref(self) -> int:
         return ref_key(self._commit_lsn, self._index)
@@ -431,7 +459,9 @@ class PgTap:
     def _truncate(self, oid: int) -> None:
         """A delete for every row the table's topic holds live (binlog/ddl.py), with the
         TRUNCATE's ref key."""
-        table = self.tables.get(oid)
+        if oid not in self.tables:
+            raise self._unknown(oid)
+        table = self.tables[oid]
         if table is None:
             return
         qualified = table.shape.qualified
@@ -464,9 +494,11 @@ class PgTap:
         end (from its keepalives) is a checkpoint too."""
         self._maybe_save()
         assert self.producer is not None
-        wal_end = int(self._cursor.wal_end or 0)
+        assert self._stream is not None
+        wal_end = self._stream.wal_end
         now = time.monotonic()
         if (self._commit_lsn == 0 and not self._pending and self.producer.queued() == 0
+                and not self.streams.held  # (protocol 2) nothing streamed and uncommitted
                 and wal_end > self._saved and
                 now - self._last_idle_save >= self.source.checkpoint_interval_s):
             self._last_idle_save = now
@@ -499,7 +531,8 @@ class PgTap:
         self._saved = lsn
         self._last_save = time.monotonic()
         self.stats.checkpoints_saved += 1
-        self._cursor.send_feedback(write_lsn=lsn, flush_lsn=lsn, force=True)
+        assert self._stream is not None
+        self._stream.confirm(lsn)
         self._confirmed = lsn
 
     def _finish(self) -> None:

@@ -8,11 +8,18 @@ one pipeline run lands both topics: the Avro case costs a connector and a job, n
 worker, server and run. Each connector starts with ``snapshot.mode=initial`` while the random
 workload already runs, so its snapshot (``op: r``) hands over to its stream under load: a gap
 or a stale snapshot row would leave the lake unequal to the table.
+
+A second table, ``kinds`` (tests/sources/debezium/cases.py), holds the column types whose JSON
+form went wrong and gains a column while the connectors stream: its JSON events are checked
+through sluice's decoder (the added column stops a job until its schema has it; then the rows
+equal the table) and, with ``SLUICE_SAVE_DEBEZIUM_CASES=1``, saved as the fixture the fast
+unit test replays (tests/sources/debezium/cases/).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -25,6 +32,7 @@ import pytest
 
 from tests.sources.binlog.conftest import mariadb  # noqa: F401  # the private server fixture
 from tests.sources.binlog.lake import make_project
+from tests.sources.debezium import cases
 
 pytestmark = [pytest.mark.debezium, pytest.mark.e2e]
 MARKER = 1_000_000
@@ -78,6 +86,30 @@ def wait_for_marker(bootstrap: str, topic: str, timeout_s: float = 120) -> None:
     raise AssertionError(f"Debezium did not deliver the marker row to {topic}")
 
 
+def topic_messages(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    """Every (key, value) of a topic, partition by partition."""
+    from python_ingest.kafka.client import partition_offsets, read_range
+
+    return [(m.key, m.value) for p in partition_offsets(bootstrap, topic)
+            for m in read_range("confluent-kafka", bootstrap, topic, p.partition, p.earliest,
+                                p.end, 30)]
+
+
+def wait_for(bootstrap: str, topic: str, needle: bytes, timeout_s: float = 120) -> None:
+    """Until a message of ``topic`` holds ``needle``."""
+    from python_ingest.exceptions import BrokerError
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if any(v and needle in v for _, v in topic_messages(bootstrap, topic)):
+                return
+        except BrokerError:  # no topic yet
+            pass
+        time.sleep(1)
+    raise AssertionError(f"Debezium did not deliver {needle!r} to {topic}")
+
+
 @dataclass(frozen=True)
 class Landed:
     """The MariaDB database both connectors read, and the job of each value format."""
@@ -85,6 +117,8 @@ class Landed:
     database: str
     jobs: dict[str, str]
     counts: dict[str, dict[str, int]]
+    kinds: list[tuple[bytes | None, bytes | None]]  # the JSON connector's kinds events
+    kinds_table: dict[str, dict[str, object]]  # the kinds table at the end
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +140,9 @@ def landed(spark: Any, broker: str, mariadb: Any, schema_registry: str,  # noqa:
                     "price DECIMAL(12,2), upd DATETIME(6))")
         cur.executemany(f"INSERT INTO {database}.items VALUES (%s, %s, %s, NOW(6))",
                         [(i, f"s{i}", Decimal(i) / 4) for i in range(1, 301)])
+        cur.execute(cases.KINDS_DDL.format(db=database))
+        cur.executemany(f"INSERT INTO {database}.kinds VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        cases.KINDS_ROWS)
         cur.execute("CREATE USER IF NOT EXISTS 'dbz'@'127.0.0.1' IDENTIFIED BY 'dbz-secret'")
         cur.execute("GRANT SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, BINLOG MONITOR, "
                     "LOCK TABLES ON *.* TO 'dbz'@'127.0.0.1'")
@@ -134,13 +171,22 @@ def landed(spark: Any, broker: str, mariadb: Any, schema_registry: str,  # noqa:
         stop.set()
         writer.join()
     topics = {f: f"{database}{tag}.{database}.items" for f, tag in FORMATS.items()}
+    kinds_topic = f"{database}{FORMATS['json']}.{database}.kinds"
     try:
         with mariadb.root(database) as conn, conn.cursor() as cur:
+            for statement in cases.KINDS_STREAM:
+                cur.execute(statement.format(db=database))
+            cur.execute("SELECT " + ", ".join(cases.COLUMNS) + " FROM kinds")
+            kinds_table = cases.table_rows(list(cur.fetchall()))
             cur.execute("INSERT INTO items VALUES (%s, 'marker', 0, NOW(6))", (MARKER,))
         for topic in topics.values():
             wait_for_marker(broker, topic)
+        wait_for(broker, kinds_topic, cases.LAST_TIP)
+        kinds = topic_messages(broker, kinds_topic)
     finally:
         worker.stop()
+    if os.environ.get("SLUICE_SAVE_DEBEZIUM_CASES"):
+        cases.save(kinds, kinds_table)
 
     make_project(tmp_path)
     config = write_config(tmp_path / "sluice.yml", workdir, broker, {},
@@ -152,7 +198,8 @@ def landed(spark: Any, broker: str, mariadb: Any, schema_registry: str,  # noqa:
                           job_prefix=f"{FORMATS[value_format]}_")
         jobs[value_format] = result.jobs_added[0]
     runs = run_all(spark, load_settings(config, env={}), list(jobs.values()), max_parallel=2)
-    return Landed(database, jobs, {f: dict(r.counts) for f, r in zip(jobs, runs, strict=True)})
+    return Landed(database, jobs, {f: dict(r.counts) for f, r in zip(jobs, runs, strict=True)},
+                  kinds, kinds_table)
 
 
 @pytest.mark.parametrize("value_format", [
@@ -178,3 +225,12 @@ def test_debezium_on_kafka_connect_to_the_lake_equals_mariadb(
     assert by_ref[0] >= 250 and sum(by_ref[1:]) > 100, by_ref[:5]
     assert json.dumps(sorted(r["_is_deleted"] for r in raw.select("_is_deleted").distinct()
                              .collect())) == "[false, true]"
+
+
+@pytest.mark.reliability
+def test_real_json_events_of_every_kind_and_an_added_column_decode_to_the_table(
+        landed: Landed) -> None:
+    """Issue #50.3 on what Debezium really wrote: DOUBLE/FLOAT (``double``/``float`` in the
+    JsonConverter's schema), BLOB and decimals as base64, a pre-1970 DATETIME, and a column
+    added while streaming (tests/sources/debezium/cases.py)."""
+    cases.check_kinds(landed.kinds, landed.kinds_table)

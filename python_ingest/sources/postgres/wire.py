@@ -1,0 +1,174 @@
+"""The replication connection's traffic once streaming started: the server's messages read, and
+its status updates written, by the tap itself through libpq (the library psycopg2 links), not
+by psycopg2's ``ReplicationCursor.read_message`` / ``send_feedback``.
+
+Why not psycopg2's: it moves the slot's flush position on its own. On a server keepalive it
+confirms up to the server's WAL end whenever the flush position last sent is at or past the
+start of the last data message received (psycopg/pqpath.c, pq_read_replication_message). That
+holds in the middle of the stream: a long transaction's changes start below the commits
+published before it, so a transaction read but not yet acknowledged by Kafka (or not read
+whole) was confirmed to the server, which never sends it again: a crash or a failed delivery
+lost it. Here the flush position sent is always the one the tap confirmed (``confirm``, after
+its checkpoint is written), nothing else (docs/postgres-source.md, "Checkpoints").
+
+The connection is also kept alive while the tap works on something long (a TRUNCATE's deletes
+over a large topic, a slow broker's barrier, a table's first schema): a thread sends a status
+update whenever nothing was sent for ``interval`` seconds, so the server's wal_sender_timeout
+does not end the connection. A lock keeps the libpq calls on the connection one at a time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import struct
+import threading
+import time
+from typing import Any
+
+from python_ingest.exceptions import TapError
+
+_HEADER = struct.Struct(">QQq")  # XLogData: data start, WAL end, send time
+_KEEPALIVE = struct.Struct(">Qq?")  # WAL end, send time, reply requested
+_STATUS = struct.Struct(">cQQQq?")  # 'r', write, flush, apply, client time, reply requested
+_PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 in Unix microseconds
+_XLOG_DATA, _PRIMARY_KEEPALIVE = 119, 107  # 'w', 'k'
+_lib: Any = None
+
+
+def _libpq() -> Any:
+    """libpq as psycopg2 loaded it (its own copy in the binary wheel), its calls typed."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    import psycopg2._psycopg as psycopg
+
+    lib: Any = ctypes.CDLL(psycopg.__file__)  # the extension's dependencies: its libpq
+    if not hasattr(lib, "PQgetCopyData"):
+        lib = ctypes.CDLL(ctypes.util.find_library("pq") or "libpq.so.5")
+    ptr, vptr, cint = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int
+    for name, restype, argtypes in (
+            ("PQgetCopyData", cint, (ptr, vptr, cint)),
+            ("PQputCopyData", cint, (ptr, ctypes.c_char_p, cint)),
+            ("PQflush", cint, (ptr,)),
+            ("PQconsumeInput", cint, (ptr,)),
+            ("PQfreemem", None, (ptr,)),
+            ("PQgetResult", ptr, (ptr,)),
+            ("PQresultErrorMessage", ctypes.c_char_p, (ptr,)),
+            ("PQclear", None, (ptr,)),
+            ("PQerrorMessage", ctypes.c_char_p, (ptr,))):
+        function = getattr(lib, name)
+        function.restype, function.argtypes = restype, argtypes
+    _lib = lib
+    return lib
+
+
+class ReplicationStream:
+    """The CopyBoth stream of a replication connection on which START_REPLICATION ran."""
+
+    def __init__(self, conn: Any, confirmed: int, interval_s: float) -> None:
+        self._lib = _libpq()
+        self._pg = ctypes.c_void_p(conn.pgconn_ptr)
+        self._buffer = ctypes.c_void_p()
+        self._lock = threading.Lock()
+        self.wal_end = 0  # the server's WAL end, from its last message
+        self.confirmed = confirmed  # the flush position sent: only ``confirm`` moves it
+        self.interval_s = interval_s
+        self._sent = time.monotonic()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._keep_alive, daemon=True,
+                                        name="sluice-pg-keepalive")
+        self._thread.start()
+
+    # ---- reading ----------------------------------------------------------------------
+
+    def read(self) -> bytes | None:
+        """The next XLogData message's payload, or None when none is waiting. Keepalives are
+        consumed here (answered with the confirmed position when the server asks)."""
+        lib, pg, buffer = self._lib, self._pg, self._buffer
+        consumed = False
+        with self._lock:
+            while True:
+                size = lib.PQgetCopyData(pg, ctypes.byref(buffer), 1)
+                if size == 0:
+                    if consumed:
+                        return None
+                    if not lib.PQconsumeInput(pg):
+                        raise TapError(self._error())
+                    consumed = True
+                    continue
+                if size < 0:
+                    raise TapError(self._ended() if size == -1 else self._error())
+                data = ctypes.string_at(buffer, size)
+                lib.PQfreemem(buffer)
+                consumed = True
+                if data[0] == _XLOG_DATA:
+                    self.wal_end = _HEADER.unpack_from(data, 1)[1]
+                    return data[25:]
+                if data[0] == _PRIMARY_KEEPALIVE:
+                    wal_end, _at, reply = _KEEPALIVE.unpack_from(data, 1)
+                    self.wal_end = max(self.wal_end, wal_end)
+                    if reply:
+                        self._status(False)
+                    continue
+                raise TapError(f"unknown replication message type {chr(data[0])!r}")
+
+    def _error(self) -> str:
+        text = self._lib.PQerrorMessage(self._pg) or b""
+        return text.decode("utf-8", "replace").strip() or "the connection failed"
+
+    def _ended(self) -> str:
+        """The server ended the stream: its error."""
+        texts = []
+        while True:
+            result = self._lib.PQgetResult(self._pg)
+            if not result:
+                break
+            texts.append((self._lib.PQresultErrorMessage(result) or b"").decode(
+                "utf-8", "replace").strip())
+            self._lib.PQclear(result)
+        return "; ".join(t for t in texts if t) or "the server ended the stream"
+
+    # ---- writing ----------------------------------------------------------------------
+
+    def confirm(self, lsn: int) -> None:
+        """Confirm ``lsn`` to the server (the tap's checkpoint, written before): it may drop
+        the WAL before it and never sends what committed before it again."""
+        with self._lock:
+            self.confirmed = max(self.confirmed, lsn)
+            self._status(False)
+
+    def ask(self) -> None:
+        """A status update asking the server for a keepalive (which carries its WAL end)."""
+        with self._lock:
+            self._status(True)
+
+    def _status(self, reply: bool) -> None:
+        """Send a standby status update (the lock held)."""
+        lsn = self.confirmed
+        now = int(time.time() * 1_000_000) - _PG_EPOCH_US
+        message = _STATUS.pack(b"r", lsn, lsn, lsn, now, reply)
+        if self._lib.PQputCopyData(self._pg, message, len(message)) != 1 or \
+                self._lib.PQflush(self._pg) != 0:
+            raise TapError(self._error())
+        self._sent = time.monotonic()
+
+    def _keep_alive(self) -> None:
+        """A status update whenever nothing was sent for ``interval_s`` (the tap is busy)."""
+        while not self._closed.wait(self.interval_s / 2):
+            if time.monotonic() - self._sent < self.interval_s:
+                continue
+            with self._lock:
+                if self._closed.is_set():
+                    return
+                try:
+                    self._status(False)
+                except TapError:
+                    return  # the connection is gone: the tap's next read says why
+
+    def close(self) -> None:
+        """Stop the keepalive thread (before the connection is closed)."""
+        self._closed.set()
+        with self._lock:
+            pass
+        self._thread.join(timeout=5)
