@@ -498,3 +498,24 @@ def _new_columns(row: dict[str, Any], fmt: DebeziumFormat) -> None:
         f"scaffold --value-format json <the job's topic>` to add them to its .avsc (a new "
         "schema version: the raw and lake tables gain the columns), then run again; nothing "
         "of this batch was committed")
+
+
+def check_writer(sid: int, writer: dict[str, Any], reader: dict[str, Any],
+                 known: Any, fmt: DebeziumFormat) -> None:
+    """Stop the batch when a version registered after it began (an id above every ``known``
+    one) adds row columns the batch's reader envelope lacks: resolving to the reader would
+    drop them silently. The next run reads with that version (the subject's newest)."""
+    if any(sid <= other for other in known):
+        return
+    try:
+        have = {f["name"] for f in row_schema(reader).get("fields", [])}
+        added = [f["name"] for f in row_schema(writer).get("fields", [])
+                 if f["name"] not in have]
+    except ConfigError:  # not an envelope: its messages become error rows when decoded
+        return
+    if added:
+        raise ReadError(
+            f"job {fmt.job}: schema id {sid}, registered while this batch ran, adds column(s) "
+            f"{', '.join(added)} (added at the source): run the job again, its next batch "
+            "reads with that version (the raw and lake tables gain the columns); nothing of "
+            "this batch was committed")

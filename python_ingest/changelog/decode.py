@@ -256,6 +256,8 @@ class Decoder:
             self._missing[sid] = (f"unknown schema id {sid}: the schema registry at "
                                   f"{registry.shown_url} has no schema with that id")
             return False
+        if self.debezium is not None and self.schema.envelope is not None:  # no column lost
+            debezium.check_writer(sid, found, self.schema.envelope, self.writers, self.debezium)
         try:
             writer = self._strip(found)
             parsed = fastavro.parse_schema(writer)

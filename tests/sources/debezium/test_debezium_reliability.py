@@ -249,3 +249,51 @@ def test_captured_debezium_json_events_land_equal_to_the_table() -> None:
     messages, table = cases.load()
     assert any(v and b'"type":"double"' in v for _, v in messages)
     cases.check_kinds(messages, table)
+
+
+def test_avro_version_registered_mid_batch_with_a_new_column_stops_the_batch() -> None:
+    """Avro through the registry: a version registered after the batch began (an id above
+    every one it loaded) that adds ``tip`` would be resolved to the batch's reader, dropping
+    ``tip`` silently; the batch stops instead and the next one reads with that version. An
+    id of the same row columns decodes as usual."""
+    import io
+    from dataclasses import replace
+
+    import fastavro
+
+    from python_ingest.changelog.decode import Decoder
+    from python_ingest.changelog.schema import ENVELOPE, ChangelogSchema, spark_type
+
+    old = ev.envelope_avro(PREFIX, "items")
+    new = json.loads(json.dumps(old))
+    new["fields"][0]["type"][1]["fields"].append(
+        {"name": "tip", "type": ["null", "string"], "default": None})
+    same = json.loads(json.dumps(old))
+    same["doc"] = "the same row, another id"
+
+    class Registry:  # the registry's answers by id
+        shown_url = "http://registry"
+
+        def schema(self, sid: int) -> dict[str, Any] | None:
+            return {2: same, 3: new}.get(sid)
+
+    row = debezium.row_schema(old)
+    avro, fmt = debezium.flat_schema(row, "items", "avro")
+    payload = tuple((f["name"], spark_type(f["type"], f["name"])) for f in avro["fields"]
+                    if f["name"] not in ENVELOPE and f["name"] != debezium.REF_KEY)
+    schema = ChangelogSchema(avro=avro, payload=payload, row_key=("id",),
+                             ref_key=debezium.REF_KEY, writer_schemas={1: old}, confluent=True,
+                             http_registry=Registry())  # type: ignore[arg-type]
+    decoder = Decoder(replace(schema, debezium=fmt, envelope=debezium.strip_logical(old)))
+
+    def framed(sid: int, envelope: dict[str, Any], event: dict[str, Any]) -> bytes:
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, fastavro.parse_schema(envelope), event)
+        return b"\x00" + sid.to_bytes(4, "big") + buffer.getvalue()
+
+    event = ev.change("c", None, ev.row(5, "n5"), ev.source(100))
+    assert decoder.decode(framed(2, same, event))["name"] == "n5"
+    tipped = {**event, "after": {**event["after"], "tip": "1.50"}}
+    with pytest.raises(ReadError, match=r"schema id 3, registered while this batch ran, adds "
+                                        r"column\(s\) tip"):
+        decoder.decode(framed(3, new, tipped))
