@@ -51,6 +51,10 @@ class SourceConfig:
     publication: str | None = None  # default sluice_<source>
     slot_lag_warn_bytes: int = 1 << 30  # `sluice status` warns past this much retained WAL
     streaming: bool = False  # pgoutput protocol 2: large transactions streamed before commit
+    sslmode: str | None = None  # libpq's (disable ... verify-full); None: libpq's default
+    sslrootcert: str | None = None  # the CA bundle that verify-ca / verify-full check against
+    sslcert: str | None = None  # a client certificate and its key (certificate login)
+    sslkey: str | None = None
 
     def __repr__(self) -> str:
         return masked_repr(self)
@@ -98,7 +102,7 @@ def parse_source(name: str, raw: Mapping[str, Any], root: Path | None = None) ->
     check_keys(raw, set(SourceConfig.__dataclass_fields__) - {"name"}, where)
     d = SourceConfig
     for text in ("host", "user", *credentials.FIELDS, "topic_prefix", "data_center",
-                 "schema_registry", "database", "slot", "publication"):
+                 "schema_registry", "database", "slot", "publication", *_SSL_FILES):
         if text in raw and not isinstance(raw[text], str):
             raise ConfigError(f"{where}.{text}", "expected text" if "password" in text
                               else f"expected text, got {raw[text]!r}")
@@ -141,7 +145,19 @@ def parse_source(name: str, raw: Mapping[str, Any], root: Path | None = None) ->
         slot_lag_warn_bytes=positive_int(raw.get("slot_lag_warn_bytes", d.slot_lag_warn_bytes),
                                          f"{where}.slot_lag_warn_bytes"),
         streaming=_flag(raw.get("streaming", d.streaming), f"{where}.streaming"),
+        sslmode=None if raw.get("sslmode") is None else choice(raw["sslmode"], SSL_MODES,
+                                                               f"{where}.sslmode"),
+        **{f: _file(raw.get(f), root) for f in _SSL_FILES},
     )
+
+
+SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+_SSL_FILES = ("sslrootcert", "sslcert", "sslkey")
+
+
+def _file(value: str | None, root: Path | None) -> str | None:
+    """A file named in the config, relative to the config file's folder."""
+    return None if value is None else str((root or Path.cwd()) / Path(value).expanduser())
 
 
 def _flag(value: Any, field_name: str) -> bool:

@@ -24,9 +24,16 @@ PUBLISHED = "insert, update, delete, truncate"
 
 
 def _dsn(source: SourceConfig) -> dict[str, Any]:
-    return {"host": source.host, "port": source.port, "user": source.user,
-            "dbname": source.database, "options": SESSION, "connect_timeout": 10,
-            "application_name": f"sluice tap {source.name}"}
+    """Every connection's parameters: the source's TLS settings (managed servers require
+    them), and UTF-8 as the client encoding whatever the database's (LATIN1 ...): the server
+    converts the text it sends, and pgoutput.py and the converters read UTF-8."""
+    dsn = {"host": source.host, "port": source.port, "user": source.user,
+           "dbname": source.database, "options": SESSION, "connect_timeout": 10,
+           "application_name": f"sluice tap {source.name}", "client_encoding": "UTF8"}
+    for name in ("sslmode", "sslrootcert", "sslcert", "sslkey"):
+        if getattr(source, name) is not None:
+            dsn[name] = getattr(source, name)
+    return dsn
 
 
 def _password(source: SourceConfig) -> dict[str, Any]:
@@ -91,11 +98,15 @@ def check_server(conn: Any, source: SourceConfig) -> None:
                        "replication needs 'logical': set wal_level = logical in "
                        "postgresql.conf (ALTER SYSTEM SET wal_level = logical) and restart the "
                        "server (docs/postgres-source.md)")
-    allowed = rows(conn, "SELECT rolreplication OR rolsuper FROM pg_roles "
-                         "WHERE rolname = current_user")
+    # Amazon RDS and Aurora grant replication by membership in their rds_replication role
+    allowed = rows(conn, "SELECT u.rolreplication OR u.rolsuper OR EXISTS (SELECT 1 FROM "
+                         "pg_roles r WHERE r.rolname = 'rds_replication' AND "
+                         "pg_has_role(u.oid, r.oid, 'MEMBER')) FROM pg_roles u "
+                         "WHERE u.rolname = current_user")
     if not allowed or not allowed[0][0]:
         raise TapError(f"source {source.name}: the user {source.user} lacks the REPLICATION "
                        f"attribute: run ALTER ROLE {source.user} REPLICATION as a superuser "
+                       f"(on Amazon RDS or Aurora: GRANT rds_replication TO {source.user}) "
                        "(docs/postgres-source.md)")
 
 
