@@ -32,6 +32,7 @@ forks and merges exactly as it would have.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import logging
 import time
@@ -43,6 +44,8 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.exceptions import PipelineError
 from python_ingest.runtime.catalog import FORMAT_CONF, insert_operation_kept
 from python_ingest.runtime.faults import fault_point
+from python_ingest.steps import index_cache
+from python_ingest.steps.changeset import FRAMEWORK, Declined, change_set, fill_current
 from python_ingest.steps.fork import ERROR_COLUMNS, DocsJob, finish_fork, split
 from python_ingest.steps.index import MERGE_STEP, ensure_index
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint, step_properties
@@ -63,6 +66,9 @@ BATCH_FROM, BATCH_TO = "__SLUICE_BATCH_FROM__", "__SLUICE_BATCH_TO__"
 BATCH_ID, PARTIAL_KEYS = "__SLUICE_BATCH_ID__", "__SLUICE_PARTIAL_KEYS__"
 VALID = "__SLUICE_VALID__"  # the valid rows (a view of the batch's)
 PARTIAL_KEYS_LITERAL = 1000  # more partial-update keys than this: a subquery (as the macro)
+# valid rows of a run at most for the change set on the driver (steps/changeset.py); more:
+# the lake model's SQL on Spark
+DRIVER_ROWS = 2000
 INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"
 CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
 LAKE_BOOKKEEPING = ("_merge_action", "_rejected")
@@ -187,9 +193,10 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
         ensure_index(spark, tables)
         merged, totals = [], {"inserted": 0, "updated": 0, "deleted": 0, "merge_errors": 0}
         present = set(compiled.lake_columns)  # the lake's columns, as batches add some
+        small = _driver_rows(parts.valid)
         for batch_id in parts.batches:
             counts = _merge(spark, compiled, tables, view, batch_id, parts.partial_batches,
-                            present)
+                            present, small)
             merged.append({"batch_id": batch_id, "skipped": counts.pop("skipped"), **counts})
             counts.pop("seconds"), counts.pop("partial_keys")
             for name in totals:
@@ -205,43 +212,158 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
     return result.report
 
 
-def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: str,
-           batch_id: int, partial_batches: set[int], present: set[str]) -> dict[str, Any]:
-    """One batch's change set applied: rejected rows, the index, the lake's upsert, each
-    committing the merge checkpoint; what it did, as the step tables' path counts it."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+@dataclass(frozen=True)
+class _Transport:
+    """How a relation's rows travel to the driver and back: timestamps as their microseconds
+    since the epoch (pyspark turns them into local wall-clock times, which a time zone's
+    autumn hour makes ambiguous)."""
 
+    select: list[str]
+    stamps: frozenset[str]
+
+
+def _transport(schema: Any) -> _Transport | None:
+    """None: a type that does not travel (a timestamp inside a struct, array or map, a
+    timestamp without time zone, an interval)."""
+    from pyspark.sql import types as T
+
+    def has_time(kind: Any) -> bool:
+        if isinstance(kind, (T.TimestampType, T.TimestampNTZType, T.DayTimeIntervalType,
+                             T.YearMonthIntervalType)):
+            return True
+        if isinstance(kind, T.ArrayType):
+            return has_time(kind.elementType)
+        if isinstance(kind, T.MapType):
+            return has_time(kind.keyType) or has_time(kind.valueType)
+        if isinstance(kind, T.StructType):
+            return any(has_time(f.dataType) for f in kind.fields)
+        return False
+
+    select, stamps = [], set()
+    for f in schema.fields:
+        if isinstance(f.dataType, T.TimestampType):
+            select.append(f"unix_micros(`{f.name}`) as `{f.name}`")
+            stamps.add(f.name)
+        elif has_time(f.dataType):
+            return None
+        else:
+            select.append(f"`{f.name}`")
+    return _Transport(select, frozenset(stamps))
+
+
+def _driver_rows(valid: DataFrame) -> dict[int, list[dict[str, Any]]] | None:
+    """The run's valid rows by batch, on the driver, when there are few (DRIVER_ROWS)."""
+    transport = _transport(valid.schema)
+    if transport is None:
+        return None
+    rows = valid.selectExpr(*transport.select).limit(DRIVER_ROWS + 1).collect()
+    if len(rows) > DRIVER_ROWS:
+        return None
+    by_batch: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_batch.setdefault(int(row["_batch_id"]), []).append(row.asDict())
+    return by_batch
+
+
+@dataclass(frozen=True)
+class _ChangeSet:
+    """A batch's change set (persisted), its figures, the number of keys whose lake rows it
+    read (-1: more than a literal list holds), and its index entries when it was folded on
+    the driver (row key, ref key, deleted)."""
+
+    changes: DataFrame
+    figures: dict[str, int]
+    partial_keys: int
+    entries: list[tuple[str, int, bool]] | None = None
+
+
+_change_set_schemas: dict[str, Any] = {}  # compiled job key + valid schema -> its change set's
+
+
+def _driver_changes(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: str,
+                    batch_id: int, rows: list[dict[str, Any]]) -> _ChangeSet:
+    """The batch's change set folded on the driver (steps/changeset.py), as the DataFrame the
+    lake model's SQL would give. Raises Declined when the batch must take the SQL path."""
+    from pyspark import StorageLevel
+    from pyspark.sql import types as T
+
+    schema_key = compiled.key + spark.table(view).schema.json()
+    schema = _change_set_schemas.get(schema_key)
+    if schema is None:  # analysis only, once per compiled job
+        schema = _change_set_schemas[schema_key] = spark.sql(
+            compiled.change_set.replace(compiled.valid, view).replace(BATCH_ID, "0")
+            .replace(PARTIAL_KEYS, "NULL")).schema
+    transport = _transport(schema)
+    if transport is None:
+        raise Declined("a column type that does not travel to the driver")
+    states = index_cache.states(spark, tables.index, batch_id)
+    if states is None:
+        raise Declined("the index is not held in memory")
+    columns = [f.name for f in schema.fields if f.name not in FRAMEWORK]
+    folded = change_set(rows, states, columns, batch_id)
+    keys = sorted({f.row["_row_key"] for f in folded if f.needs_current})
+    current: dict[str, dict[str, Any]] = {}
+    if keys:  # the lake rows of the keys that keep columns of their current row
+        wanted = {c for f in folded for c in f.needs_current}
+        lake = T.StructType([f for f in spark.table(tables.lake or "").schema.fields
+                             if f.name in wanted])
+        lake_transport = _transport(lake)
+        if lake_transport is None:
+            raise Declined("a lake column type that does not travel to the driver")
+        select = ", ".join(["`_row_key`", *lake_transport.select])
+        literal = ", ".join(_quoted(k) for k in keys)
+        current = {r["_row_key"]: r.asDict() for r in spark.sql(
+            f"select {select} from {tables.lake} where _row_key in ({literal})").collect()}
+    fill_current(folded, current)
+    carried = T.StructType([T.StructField(f.name, T.LongType(), f.nullable)
+                            if f.name in transport.stamps else f for f in schema.fields])
+    names = [f.name for f in schema.fields]
+    try:
+        local = spark.createDataFrame([tuple(f.row[n] for n in names) for f in folded],
+                                      carried)
+    except (TypeError, ValueError) as exc:  # a lake value of another type than the batch's
+        raise Declined(f"a value the change set's schema does not take: {exc}") from exc
+    changes = local.selectExpr(*(f"timestamp_micros(`{n}`) as `{n}`"
+                                 if n in transport.stamps else f"`{n}`" for n in names))
+    actions = collections.Counter(f.row["_merge_action"] for f in folded)
+    figures = {"inserted": actions["insert"], "updated": actions["update"],
+               "deleted": actions["delete"],
+               "written": actions["insert"] + actions["update"] + actions["delete"],
+               "changed": len(folded), "rejected": 0}
+    entries = [(f.row["_row_key"], f.row["_ref_key"], f.row["_is_deleted"]) for f in folded]
+    return _ChangeSet(changes.persist(StorageLevel.MEMORY_AND_DISK), figures, len(keys),
+                      entries)
+
+
+def _quoted(text: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: str,
+           batch_id: int, partial_batches: set[int], present: set[str],
+           small: dict[int, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """One batch's change set applied: rejected rows, the index, the lake's upsert, each
+    committing the merge checkpoint; what it did, as the step tables' path counts it. The
+    change set is folded on the driver when the run's valid rows are ``small`` (and the
+    batch is not a rerun of one the index holds), else computed by the lake model's SQL."""
     lake = tables.lake
     assert lake is not None
     skip = [name for name, table in (("errors", tables.errors), ("index", tables.index))
             if step_checkpoint(spark, table, MERGE_STEP) >= batch_id]
-    keys = "NULL"  # no partial update: the lake is not read at all
-    if batch_id in partial_batches:
-        query = (f"select distinct _row_key from {view} where _batch_id = {batch_id} "
-                 "and _changed_columns is not null and not coalesce(_is_deleted, false)")
-        found = [r[0] for r in spark.sql(f"{query} limit {PARTIAL_KEYS_LITERAL + 1}").collect()]
-        keys = query if len(found) > PARTIAL_KEYS_LITERAL else ", ".join(
-            "'" + k.replace("\\", "\\\\").replace("'", "\\'") + "'" for k in found)
-    sql = (compiled.change_set.replace(compiled.valid, view).replace(BATCH_ID, str(batch_id))
-           .replace(PARTIAL_KEYS, keys))
     timer = time.perf_counter()
     timings: dict[str, float] = {}
-    before = str(spark.conf.get(CONSTRAINTS, "true"))
-    spark.conf.set(CONSTRAINTS, "false")  # its many aliased columns (the macro does too)
+    computed = None
+    if small is not None and not skip:
+        try:
+            computed = _driver_changes(spark, compiled, tables, view, batch_id,
+                                       small.get(batch_id, []))
+        except Declined as why:
+            log.info("batch %d of %s takes the lake model's SQL: %s", batch_id, tables.job, why)
+    if computed is None:
+        computed = _sql_changes(spark, compiled, view, batch_id, partial_batches)
+    changes, figures = computed.changes, computed.figures
     try:
-        changes = spark.sql(sql).persist(StorageLevel.MEMORY_AND_DISK)
-    finally:
-        spark.conf.set(CONSTRAINTS, before)
-    try:
-        actions = F.col("_merge_action")
-        figures = changes.agg(
-            F.count_if(actions == "insert").alias("inserted"),
-            F.count_if(actions == "update").alias("updated"),
-            F.count_if(actions == "delete").alias("deleted"),
-            F.count_if(actions.isin("insert", "update", "delete")).alias("written"),
-            F.count_if(actions != "none").alias("changed"),
-            F.coalesce(F.sum(F.size("_rejected")), F.lit(0)).alias("rejected")).collect()[0]
         timings["change_set_s"] = time.perf_counter() - timer
         name = f"sluice_changes__{tables.job}"
         changes.createOrReplaceTempView(name)
@@ -255,6 +377,8 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
                 f"insert into {tables.index} (_row_key, _ref_key, _is_deleted, _batch_id, "
                 f"_indexed_at) select _row_key, _ref_key, _is_deleted, _batch_id, "
                 f"current_timestamp() from {name} where _merge_action != 'none'"))
+            if computed.entries is not None:  # to the index held in memory
+                index_cache.committed(spark, tables.index, batch_id, computed.entries)
         timings["index_s"] = time.perf_counter() - timer - timings["change_set_s"]
         fault_point("merge_after_index")
         if figures["written"]:
@@ -267,10 +391,44 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
               "deleted": int(figures["deleted"]),
               "merge_errors": int(figures["rejected"]) if "errors" not in skip else 0,
               "skipped": skip, "seconds": {k: round(v, 3) for k, v in timings.items()},
-              "partial_keys": keys.count("'") // 2 if keys != "NULL" and "select" not in keys
-              else (0 if keys == "NULL" else -1)}
+              "partial_keys": computed.partial_keys,
+              "change_set": "sql" if computed.entries is None else "driver"}
     log.info("merged batch %d into %s: %s", batch_id, lake, counts)
     return counts
+
+
+def _sql_changes(spark: SparkSession, compiled: CompiledJob, view: str, batch_id: int,
+                 partial_batches: set[int]) -> _ChangeSet:
+    """The batch's change set by the lake model's compiled SQL."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    keys, partial_keys = "NULL", 0  # no partial update: the lake is not read at all
+    if batch_id in partial_batches:
+        query = (f"select distinct _row_key from {view} where _batch_id = {batch_id} "
+                 "and _changed_columns is not null and not coalesce(_is_deleted, false)")
+        found = [r[0] for r in spark.sql(f"{query} limit {PARTIAL_KEYS_LITERAL + 1}").collect()]
+        if len(found) > PARTIAL_KEYS_LITERAL:
+            keys, partial_keys = query, -1
+        else:
+            keys, partial_keys = ", ".join(_quoted(k) for k in found), len(found)
+    sql = (compiled.change_set.replace(compiled.valid, view).replace(BATCH_ID, str(batch_id))
+           .replace(PARTIAL_KEYS, keys))
+    before = str(spark.conf.get(CONSTRAINTS, "true"))
+    spark.conf.set(CONSTRAINTS, "false")  # its many aliased columns (the macro does too)
+    try:
+        changes = spark.sql(sql).persist(StorageLevel.MEMORY_AND_DISK)
+    finally:
+        spark.conf.set(CONSTRAINTS, before)
+    actions = F.col("_merge_action")
+    figures = changes.agg(
+        F.count_if(actions == "insert").alias("inserted"),
+        F.count_if(actions == "update").alias("updated"),
+        F.count_if(actions == "delete").alias("deleted"),
+        F.count_if(actions.isin("insert", "update", "delete")).alias("written"),
+        F.count_if(actions != "none").alias("changed"),
+        F.coalesce(F.sum(F.size("_rejected")), F.lit(0)).alias("rejected")).collect()[0]
+    return _ChangeSet(changes, figures.asDict(), partial_keys)
 
 
 HUDI_META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",

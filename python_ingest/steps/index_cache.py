@@ -1,0 +1,111 @@
+"""The global index of a job, held in the process's memory between its batches.
+
+The batch path's small batches (steps/changeset.py) need each key's state before the batch:
+its newest index entry (ref key, deleted). Reading ``meta.<job>__index`` for it is a Hudi
+scan and a Spark job per batch; a runner runs the same job batch after batch, so the index is
+read once (one row per key: the newest entry) and kept, and each batch's own entries are added
+after its index commit.
+
+It stays exact because it is checked, not trusted: an entry set is valid only while the
+index table's history ends where it ended when the set was last brought up to date (its
+position: Hudi's newest completed commit). Any other commit (index compaction by the services
+thread, a rebuild, ``sluice maintain`` from another process, another runner that took the job
+over) moves the position, and the next batch reads the index again. A batch the index already
+holds entries of (a rerun after a kill between the index and the lake commit) is not served
+from memory. An index of more than ``MAX_KEYS`` keys is not held (about 150 bytes a key in
+Python): such jobs read the index per batch, in SQL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from python_ingest.steps.changeset import KeyState
+from python_ingest.tables.formats import position
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+MAX_KEYS = int(os.environ.get("SLUICE_INDEX_CACHE_KEYS", "2000000"))
+
+
+@dataclass
+class _Held:
+    position: str | None
+    through_batch: int  # the newest batch whose entries it has
+    states: dict[str, KeyState] = field(default_factory=dict)
+
+
+_held: dict[str, _Held] = {}
+_lock = threading.Lock()
+
+
+def states(spark: SparkSession, index: str, batch_id: int) -> dict[str, KeyState] | None:
+    """Every key's state before ``batch_id`` (the index's newest entry of earlier batches),
+    from memory when the index has not moved; None when it is not held (too many keys, or
+    the index has entries of ``batch_id`` or later)."""
+    now = position(spark, index)
+    with _lock:
+        held = _held.get(index)
+    if held is None or held.position != now:
+        held = _load(spark, index, now)
+        with _lock:
+            if held is None:
+                _held.pop(index, None)
+                return None
+            _held[index] = held
+    if held.through_batch >= batch_id:
+        return None
+    return held.states
+
+
+def _load(spark: SparkSession, index: str, now: str | None) -> _Held | None:
+    start = time.monotonic()
+    rows = spark.sql(f"""
+        select _row_key, latest._ref_key, latest._is_deleted, latest._batch_id
+        from (
+            select _row_key, max_by(struct(_ref_key, _is_deleted, _batch_id), _batch_id)
+                as latest
+            from {index}
+            group by _row_key
+        )
+        limit {MAX_KEYS + 1}""").collect()
+    if len(rows) > MAX_KEYS:
+        log.info("index %s has more than %d keys: not held in memory (its batches read it "
+                 "in SQL)", index, MAX_KEYS)
+        return None
+    held = _Held(now, max((int(r[3]) for r in rows), default=0),
+                 {r[0]: KeyState(int(r[1]), not r[2]) for r in rows})
+    log.info("index %s read into memory: %d keys in %.2f s", index, len(rows),
+             time.monotonic() - start)
+    return held
+
+
+def committed(spark: SparkSession, index: str, batch_id: int,
+              entries: Iterable[tuple[str, int, bool]]) -> None:
+    """``batch_id``'s entries (row key, ref key, deleted) were committed to ``index``: the
+    held states take them, and the index's new position."""
+    now = position(spark, index)
+    with _lock:
+        held = _held.get(index)
+        if held is None or held.through_batch >= batch_id:
+            _held.pop(index, None)
+            return
+        for row_key, ref_key, is_deleted in entries:
+            held.states[row_key] = KeyState(ref_key, not is_deleted)
+        held.through_batch = batch_id
+        held.position = now
+
+
+def forget(index: str) -> None:
+    """Drop what is held of ``index`` (a batch wrote it without telling its entries)."""
+    with _lock:
+        _held.pop(index, None)
