@@ -38,7 +38,7 @@ from python_ingest.sources.binlog.registry import (
 )
 from python_ingest.sources.postgres import server
 from python_ingest.sources.postgres.columns import Converter, PgType, converter, spec_of
-from python_ingest.sources.postgres.pgoutput import Relation
+from python_ingest.sources.postgres.pgoutput import Column, Relation
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,27 @@ def relation_shape(conn: Any, source: SourceConfig, rel: Relation,
         not_null.setdefault(name, True)  # key columns are NOT NULL
     return _shape(conn, source, rel.namespace, rel.name, described, not_null, rel.identity,
                   primary, uniques, registered)
+
+
+def catalog_relation(conn: Any, oid: int) -> Relation | None:
+    """The Relation message pgoutput would send for the table ``oid`` now (for a logical
+    message about a table the stream has not described yet: partitions.py); None when the
+    table is gone."""
+    found = server.rows(conn, "SELECT n.nspname, c.relname, c.relreplident FROM pg_class c "
+                              "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = %s",
+                        (oid,))
+    if not found:
+        return None
+    schema, table, identity = found[0]
+    if identity == "f":
+        flagged = None
+    elif identity == "i":
+        flagged = set(next((cols for _n, cols in server.unique_keys(
+            conn, oid, replica_index_only=True)), ()))
+    else:
+        flagged = set(server.primary_key(conn, oid))
+    return Relation(oid, schema, table, identity, tuple(
+        Column(n, t, m, flagged is None or n in flagged) for n, t, m, _nn in columns(conn, oid)))
 
 
 def _ordered(flagged: tuple[str, ...], candidates: list[tuple[str, ...]]) -> tuple[str, ...]:

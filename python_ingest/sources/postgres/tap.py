@@ -44,7 +44,7 @@ from python_ingest.sources.binlog.events import Envelope
 from python_ingest.sources.binlog.producer import BarrierProducer, Encoder
 from python_ingest.sources.binlog.registry import CHANGELOG, ROW, Registry, registered_key
 from python_ingest.sources.binlog.tap import TapStats, registry_root
-from python_ingest.sources.postgres import events, pgoutput, server, tables
+from python_ingest.sources.postgres import events, partitions, pgoutput, server, tables
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.fastpath import FastTable, RefKeys, envelope_tail
 from python_ingest.sources.postgres.moves import RowReader
@@ -56,7 +56,7 @@ from python_ingest.sources.postgres.position import (
     lsn_text,
     ref_key,
 )
-from python_ingest.sources.postgres.shapes import relation_shape
+from python_ingest.sources.postgres.shapes import catalog_relation, relation_shape
 from python_ingest.sources.postgres.slot import start_position
 from python_ingest.sources.postgres.streams import HeldStreams
 from python_ingest.sources.postgres.wire import ReplicationStream
@@ -147,6 +147,7 @@ class PgTap:
         if server.ensure_publication(self._conn, self.source):
             log.info("source %s: created the publication %s", self.source.name,
                      self.source.publication_name)
+        partitions.guard(self._conn, self.source)  # TRUNCATE of one partition (partitions.py)
         start, checkpoint = start_position(self._conn, self.source, self.store)
         if checkpoint is not None:
             self.stopped = dict(checkpoint.stopped)
@@ -168,6 +169,8 @@ class PgTap:
             options = {"proto_version": "1", "publication_names": self.source.publication_name}
             if self.source.streaming:
                 options.update(proto_version="2", streaming="on")
+            if self._conn.server_version >= 140000:  # partitions.py's logical messages
+                options["messages"] = "true"
             cur.start_replication(slot_name=self.source.slot_name, decode=False,
                                   start_lsn=start, status_interval=self.source.heartbeat_s * 5,
                                   options=options)
@@ -279,8 +282,11 @@ class PgTap:
         elif kind is pgoutput.Relation:
             self._relation(msg)
         elif kind is pgoutput.Truncate:
+            self._truncated = (self.stats.events, set(msg.relations))
             for oid in msg.relations:
                 self._truncate(oid)
+        elif kind is pgoutput.Message:
+            self._partition_truncate(msg)
 
     def _tapped(self, oid: int) -> PgTable | None:
         """The table of a row change, None when it is not published (not tapped, stopped, or
@@ -480,6 +486,53 @@ class PgTap:
             self.rows.clear(qualified)
         log.info("source %s: TRUNCATE %s at %s: published %d deletes", self.source.name,
                  qualified, lsn_text(self._commit_lsn), published)
+
+    _truncated: tuple[int, set[int]] = (-2, set())  # the last Truncate: (event, relations)
+
+    def _partition_truncate(self, msg: pgoutput.Message) -> None:
+        """A TRUNCATE of one partition (partitions.py): a delete of each of its live rows."""
+        if msg.prefix != partitions.PREFIX or not msg.transactional or not self._commit_lsn:
+            return
+        found = partitions.parse(msg.content)
+        if found["root"] not in self.tables:  # not described in this session yet
+            rel = catalog_relation(self._conn, found["root"])
+            if rel is not None:
+                self._relation(rel)
+        table = self.tables.get(found["root"])
+        at, oids = self._truncated
+        if found["root"] in oids and at >= self.stats.events - 1:
+            self._truncated = (self.stats.events, oids)  # part of a TRUNCATE of the table
+            return
+        if table is None or table.shape.key.kind == CHANGELOG:
+            return  # not tapped (or stopped); a changelog keeps every change
+        assert self.producer is not None
+        qualified = table.shape.qualified
+        why = f"TRUNCATE of partition {found['partition']} at {lsn_text(self._commit_lsn)}"
+        versions = Registry(self.registry_root / qualified).versions()
+        ref = self._next_ref()
+        self.producer.flush()  # every event published before it is in the topic
+        live, problem = ddl.live_rows(self.settings.broker.bootstrap_servers, table.topic,
+                                      versions, ref)
+        keys_gone: list[bytes] = []
+        if problem is None and live:
+            try:
+                keys_gone = partitions.members(self._conn, table.shape, found["root"], live,
+                                               found["constraint"])
+            except Exception as exc:  # psycopg2.Error: the table or its types are gone
+                problem = (f"the server cannot tell its rows from the table's others "
+                           f"({str(exc).strip()}). Start the table over (docs/binlog-tap.md, "
+                           "\"Incompatible schema changes\") and bootstrap it")
+        if problem is not None:
+            self._stop_table(qualified, f"{why}: {problem}")
+            self._set_table(found["root"], None)
+            return
+        self.stats.messages += partitions.publish_deletes(
+            self.producer, table.topic, versions, live, keys_gone, ref, self._env)
+        if table.rows is not None:
+            for key in keys_gone:
+                self.rows.remove(qualified, key.decode().rsplit("#", 1)[0])
+        log.info("source %s: %s of %s: published %d deletes", self.source.name, why, qualified,
+                 len(keys_gone))
 
     def _stop_table(self, qualified: str, reason: str) -> None:
         """Stop publishing one table (kept in the checkpoint; a bootstrap clears it)."""

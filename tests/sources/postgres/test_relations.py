@@ -206,3 +206,41 @@ def test_a_table_created_again_that_joined_the_publication_late_stops_for_a_boot
     tap = env.tap_until_end()
     assert not tap.stopped
     assert env.assert_equal("r") == 3
+
+
+def test_truncate_of_one_partition_deletes_its_rows_only(pg_env) -> None:
+    """#50.10: pgoutput does not publish a TRUNCATE of one partition (publish_via_partition_root);
+    the tap's trigger on each partition puts it in the stream, and the tap deletes exactly
+    that partition's rows. A TRUNCATE of the whole table still deletes every row once."""
+    env = pg_env
+    env.sql("CREATE TABLE events (id int, at date, what text, PRIMARY KEY (id, at)) "
+            "PARTITION BY RANGE (at)",
+            "CREATE TABLE events_2023 PARTITION OF events FOR VALUES FROM ('2023-01-01') "
+            "TO ('2024-01-01')",
+            "CREATE TABLE events_2024 PARTITION OF events FOR VALUES FROM ('2024-01-01') "
+            "TO ('2025-01-01') PARTITION BY HASH (id)",  # two levels, hashed below
+            "CREATE TABLE events_2024_a PARTITION OF events_2024 "
+            "FOR VALUES WITH (MODULUS 2, REMAINDER 0)",
+            "CREATE TABLE events_2024_b PARTITION OF events_2024 "
+            "FOR VALUES WITH (MODULUS 2, REMAINDER 1)")
+    env.add_jobs()
+    env.tap_until_end()  # the publication, the slot and the triggers
+    assert env.sql("SELECT count(*) FROM pg_trigger WHERE tgname = "
+                   "'sluice_truncate_partition'")[0][0] == 3
+    env.sql("INSERT INTO events SELECT g, DATE '2023-03-01' + g * 5, 'x' "
+            "FROM generate_series(1, 120) g")  # 2023 and 2024 rows
+    env.tap_until_end()
+    env.sql("TRUNCATE events_2023",
+            "INSERT INTO events VALUES (1000, '2023-06-01', 'after the truncate')",
+            "TRUNCATE events_2024_b")
+    tap = env.tap_until_end()
+    assert not tap.stopped
+    kept = env.sql("SELECT count(*) FROM events")[0][0]
+    assert 0 < kept < 120
+    assert env.assert_equal("events") == kept
+    deletes = [e for e in _events(env, "events") if e["_is_deleted"]]
+    assert len(deletes) == 120 + 1 - kept  # the truncated rows, each once
+    env.sql("TRUNCATE events", "INSERT INTO events VALUES (1, '2024-02-02', 'new')")
+    tap = env.tap_until_end()
+    assert tap.stats.messages == kept + 1  # one delete per live row, then the insert
+    assert env.assert_equal("events") == 1
