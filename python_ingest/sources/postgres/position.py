@@ -46,8 +46,13 @@ def ref_key(commit_lsn: int, index: int) -> int:
     """The ref key of a transaction's ``index``-th change (see the module doc)."""
     if commit_lsn > MAX_COMMIT_LSN:
         raise TapError(f"commit LSN {lsn_text(commit_lsn)} does not fit a ref key (at most "
-                       f"{lsn_text(MAX_COMMIT_LSN)}): start the source over "
-                       "(docs/postgres-source.md)")
+                       f"{lsn_text(MAX_COMMIT_LSN)}, 32 TiB of WAL over the cluster's life). A "
+                       "cluster's LSNs only grow (pg_upgrade keeps them too), so no new slot or "
+                       "bootstrap on it helps: copy the database into a new cluster (initdb, "
+                       "then pg_dump and pg_restore, or logical replication into it: its WAL "
+                       "starts near 0/0), point the source at it, and start each of its tables "
+                       "over, since the lake's rows carry the old cluster's larger ref keys "
+                       "(docs/postgres-source.md, \"Ref keys\")")
     if index >= MAX_CHANGES:
         raise TapError(f"the transaction committed at {lsn_text(commit_lsn)} holds more than "
                        f"{MAX_CHANGES} row changes, more than a ref key orders exactly: split "

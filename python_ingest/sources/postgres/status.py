@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from python_ingest.config import Settings
+from python_ingest.config import Settings, SourceConfig
 from python_ingest.exceptions import SluiceError
 from python_ingest.sources.postgres import server
 from python_ingest.sources.postgres.position import PgCheckpointStore, lsn_text
@@ -17,6 +17,7 @@ def source_status(settings: Settings) -> dict[str, dict[str, Any]]:
     """Per PostgreSQL source: slot, active, retained_bytes, confirmed and checkpoint LSNs,
     warning; or error when the server cannot be asked."""
     out: dict[str, dict[str, Any]] = {}
+    warned: set[str] = set()  # servers whose unused slots are listed already
     for name, source in sorted(settings.sources.items()):
         if source.kind != "postgres":
             continue
@@ -44,14 +45,51 @@ def source_status(settings: Settings) -> dict[str, dict[str, Any]]:
                 entry["warning"] = (f"the slot holds {info['retained_bytes']:,} bytes of WAL "
                                     f"(over {source.slot_lag_warn_bytes:,}): start `sluice tap "
                                     f"{name}`, or drop the slot if the source is retired")
+        try:
+            conn = server.connect(source)
+            try:
+                unused = unused_slots(conn, settings, source)
+            finally:
+                conn.close()
+        except SluiceError:
+            unused = []
+        server_name = f"{source.host}:{source.port}"
+        if unused and server_name not in warned:  # once per server
+            warned.add(server_name)
+            entry["unused_slots"] = [unused_warning(slot) for slot in unused]
         out[name] = entry
     return out
+
+
+def unused_slots(conn: Any, settings: Settings, source: SourceConfig) -> list[dict[str, Any]]:
+    """The sluice slots (named ``sluice_...``, pgoutput, not temporary) on ``source``'s
+    server that no PostgreSQL source of the config on that server reads: most likely left by a
+    source removed from the config. They keep WAL on the server (every database's) until
+    dropped."""
+    used = {s.slot_name for s in settings.sources.values()
+            if s.kind == "postgres" and (s.host, s.port) == (source.host, source.port)}
+    found = server.rows(
+        conn, "SELECT slot_name, database, active, pg_wal_lsn_diff(pg_current_wal_lsn(), "
+              "restart_lsn)::bigint FROM pg_replication_slots WHERE plugin = 'pgoutput' AND "
+              "slot_name LIKE 'sluice\\_%' AND NOT temporary ORDER BY slot_name")
+    return [{"slot": slot, "database": database, "active": bool(active),
+             "retained_bytes": int(retained or 0)}
+            for slot, database, active, retained in found if slot not in used]
+
+
+def unused_warning(slot: dict[str, Any]) -> str:
+    return (f"the slot {slot['slot']} (database {slot['database']}) is read by no source of "
+            f"this config and holds {slot['retained_bytes']:,} bytes of WAL on the server: if "
+            f"its source was removed, drop it (SELECT pg_drop_replication_slot('{slot['slot']}') "
+            f"in database {slot['database']}, with no tap of it running)")
 
 
 def print_sources(sources: dict[str, dict[str, Any]]) -> None:
     for name, entry in sources.items():
         if "error" in entry:
             print(f"source {name} (postgres): {entry['error']}")
+            for warning in entry.get("unused_slots", []):
+                print(f"  WARNING: {warning}")
             continue
         print(f"source {name} (postgres): slot {entry['slot']} "
               f"{'streaming' if entry['active'] else 'idle'}, holds "
@@ -59,3 +97,5 @@ def print_sources(sources: dict[str, dict[str, Any]]) -> None:
               f"checkpoint {entry['checkpoint_lsn']}")
         if entry.get("warning"):
             print(f"  WARNING: {entry['warning']}")
+        for warning in entry.get("unused_slots", []):
+            print(f"  WARNING: {warning}")

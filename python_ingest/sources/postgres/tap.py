@@ -58,6 +58,7 @@ from python_ingest.sources.postgres.position import (
 )
 from python_ingest.sources.postgres.shapes import catalog_relation, relation_shape
 from python_ingest.sources.postgres.slot import start_position
+from python_ingest.sources.postgres.status import unused_slots, unused_warning
 from python_ingest.sources.postgres.streams import HeldStreams
 from python_ingest.sources.postgres.wire import ReplicationStream
 
@@ -149,6 +150,8 @@ class PgTap:
                      self.source.publication_name)
         partitions.guard(self._conn, self.source)  # TRUNCATE of one partition (partitions.py)
         start, checkpoint = start_position(self._conn, self.source, self.store)
+        for slot in unused_slots(self._conn, self.settings, self.source):  # a removed source's
+            log.warning("source %s: %s", self.source.name, unused_warning(slot))
         if checkpoint is not None:
             self.stopped = dict(checkpoint.stopped)
             self.rows = keys.RowCounts(checkpoint.rows)
