@@ -258,3 +258,63 @@ def test_ordering_by_source_position_per_connector() -> None:
                           ({"schema": 1}, "not a Debezium change event")]:
         with pytest.raises(DecodeError, match=reason):
             flatten(event, fmt)
+
+
+@pytest.mark.e2e
+@pytest.mark.reliability
+def test_postgres_unchanged_toast_placeholder_keeps_the_lake_value(
+        spark: Any, broker: str, tmp_path: Path, workdir: Path, job_name: str) -> None:
+    """Issue #50.7: Debezium on PostgreSQL (REPLICA IDENTITY DEFAULT) writes
+    ``__debezium_unavailable_value`` for TOASTed columns an update left unchanged (text; bytes:
+    base64 in JSON). Through the whole pipeline the lake keeps their values and takes the
+    columns the update did change."""
+    import base64
+
+    from confluent_kafka import Producer
+
+    from python_ingest.changelog.debezium import UNAVAILABLE
+    from python_ingest.config import load_settings
+    from python_ingest.scaffold.debezium import scaffold
+    from python_ingest.steps.pipeline import run_all
+    from tests.conftest import write_config
+
+    fields = [ev.connect_field("id", "int32", None, {}, optional=False),
+              ev.connect_field("body", "string", None, {}),
+              ev.connect_field("raw", "bytes", None, {}),
+              ev.connect_field("n", "int64", None, {})]
+    row = {"type": "struct", "optional": True, "name": "pg.public.notes.Value",
+           "fields": fields}
+    envelope = {"type": "struct", "optional": False, "name": "pg.public.notes.Envelope",
+                "fields": [{**row, "field": "before"}, {**row, "field": "after"},
+                           {"type": "struct", "optional": False, "field": "source",
+                            "fields": []},
+                           {"type": "string", "optional": False, "field": "op"}]}
+
+    def event(op: str, after: dict[str, Any], lsn: int, last: int) -> bytes:
+        source = {"connector": "postgresql", "lsn": lsn, "ts_ms": 1_767_225_600_000 + lsn,
+                  "sequence": json.dumps([str(last), str(lsn)]), "txId": lsn}
+        return json.dumps({"schema": envelope, "payload": {
+            "before": None, "after": after, "source": source, "op": op}}).encode()
+
+    body = "x" * 5000
+    raw = base64.b64encode(b"\x00\xff" * 3000).decode()
+    topic = f"pg.public.{job_name}"
+    broker_mod.ensure_topic(broker, topic, 1)
+    producer = Producer({"bootstrap.servers": broker})
+    placeholder_bytes = base64.b64encode(UNAVAILABLE.encode()).decode()
+    for key, value in [
+            (1, event("c", {"id": 1, "body": body, "raw": raw, "n": 1}, 1000, 900)),
+            (2, event("c", {"id": 2, "body": "short", "raw": None, "n": 1}, 1100, 1050)),
+            (1, event("u", {"id": 1, "body": UNAVAILABLE, "raw": placeholder_bytes, "n": 2},
+                      1200, 1150)),
+            (2, event("u", {"id": 2, "body": UNAVAILABLE, "raw": None, "n": 3}, 1300, 1250))]:
+        producer.produce(topic, key=json.dumps({"id": key}).encode(), value=value)
+    assert producer.flush(30) == 0
+    make_project(tmp_path)
+    config = write_config(tmp_path / "sluice.yml", workdir, broker, {})
+    job = scaffold(load_settings(config, env={}), [topic], tmp_path, config,
+                   value_format="json", say=None).jobs_added[0]
+    runs = run_all(spark, load_settings(config, env={}), [job])
+    assert runs[0].counts["read"] == 4, runs[0].counts
+    lake = {r["id"]: (r["body"], r["raw"], r["n"]) for r in spark.table(f"lake.{job}").collect()}
+    assert lake == {1: (body, b"\x00\xff" * 3000, 2), 2: ("short", None, 3)}
