@@ -19,13 +19,14 @@ tap's (binlog/position.py: temp file, fsync, rename), under the same lock.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from python_ingest.exceptions import SluiceError, TapError
 from python_ingest.sources.binlog.position import BinlogCheckpointStore, BinlogPosition
+from python_ingest.sources.postgres.rowlog import RowLog
 
 REF_SHIFT = 18
 MAX_COMMIT_LSN = (1 << (63 - REF_SHIFT)) - 1
@@ -76,6 +77,9 @@ class PgCheckpoint:
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     # table → {"oid": the relation its lake rows are from, "since": the LSN from which on}
     relations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the row copies' counts are in rowlog.py's files (this base and the log), ``rows`` holds
+    # only the snapshot marks; None: ``rows`` holds the counts too (a bootstrap writes them)
+    rows_base: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": "postgres", "lsn": lsn_text(self.lsn), "slot": self.slot,
@@ -85,13 +89,16 @@ class PgCheckpoint:
             data["rows"] = self.rows
         if self.relations:
             data["relations"] = self.relations
+        if self.rows_base is not None:
+            data["rows_base"] = lsn_text(self.rows_base)
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PgCheckpoint:
         return cls(parse_lsn(str(data["lsn"])), str(data["slot"]),
                    dict(data.get("stopped") or {}), dict(data.get("rows") or {}),
-                   dict(data.get("relations") or {}))
+                   dict(data.get("relations") or {}),
+                   parse_lsn(data["rows_base"]) if data.get("rows_base") else None)
 
 
 class PgCheckpointStore(BinlogCheckpointStore):
@@ -100,6 +107,7 @@ class PgCheckpointStore(BinlogCheckpointStore):
 
     def __init__(self, state_dir: Path, source: str) -> None:
         super().__init__(state_dir, source)
+        self.row_log = RowLog(self.folder, source)
 
     def load(self) -> PgCheckpoint | None:  # type: ignore[override]
         if not self.path.is_file():
@@ -108,8 +116,14 @@ class PgCheckpointStore(BinlogCheckpointStore):
             data = json.loads(self.path.read_text())
             if data.get("kind") != "postgres":
                 raise ValueError("not a PostgreSQL tap checkpoint")
-            return PgCheckpoint.from_json(data)
-        except (ValueError, KeyError) as exc:
+            checkpoint = PgCheckpoint.from_json(data)
+            if checkpoint.rows_base is None:
+                return checkpoint
+            counts = self.row_log.load(checkpoint.lsn, checkpoint.rows_base)
+            rows = {t: {"since": checkpoint.rows.get(t, {}).get("since"),
+                        "counts": counts.get(t, {})} for t in sorted({*counts, *checkpoint.rows})}
+            return replace(checkpoint, rows=rows, rows_base=None)  # counts inline, as written
+        except (ValueError, KeyError, OSError) as exc:
             raise SluiceError(f"the tap checkpoint {self.path} is unreadable ({exc}); restore it "
                               "or delete it and bootstrap the tables again") from exc
 

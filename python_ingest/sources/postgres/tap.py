@@ -93,6 +93,7 @@ class PgTap:
         self.stopped: dict[str, dict[str, Any]] = {}
         self.rows = keys.RowCounts()
         self._pending: deque[tuple[int, Any]] = deque()  # (end LSN, row counts) not saved
+        self._rows_changed: dict[str, set[str]] = {}  # digests whose saved count changed
         self._saved = 0
         self._confirmed = 0
         self._last_save = 0.0
@@ -262,7 +263,7 @@ class PgTap:
             if table is not None:
                 filled = None
                 if msg.old_is_key and pgoutput.UNCHANGED in msg.new:  # a key change (moves.py)
-                    filled = self._reader.fill(self.relations[msg.relation], msg.new)
+                    filled = self._reader.fill(self.relations[msg.relation], msg.new, msg.old)
                 found = events.update(table, msg.old, msg.new, self._ref(), self._env, filled)
                 self._index += max(len(found), 1)
                 self._publish(table, found)
@@ -577,19 +578,45 @@ class PgTap:
         while self._pending:
             safe = self._pending.popleft()
             self.rows.apply(safe[1])
+            for table, changed in safe[1].items():  # for the row copies' log (rowlog.py)
+                self._rows_changed.setdefault(table, set()).update(changed)
         if safe is not None and safe[0] > self._saved:
             self._save(safe[0])
 
     def _save(self, lsn: int) -> None:
         """Write the checkpoint, then confirm the LSN to the server (never the other way)."""
-        self.store.save(PgCheckpoint(lsn, self.source.slot_name, dict(self.stopped),
-                                     self.rows.to_json(as_position(lsn)), dict(self._oids)))
+        rows, base = self._row_copies(lsn)
+        self.store.save(PgCheckpoint(lsn, self.source.slot_name, dict(self.stopped), rows,
+                                     dict(self._oids), base))
+        if base == lsn:
+            self.store.row_log.settle(lsn)  # the checkpoint names the new base: the old goes
         self._saved = lsn
         self._last_save = time.monotonic()
         self.stats.checkpoints_saved += 1
         assert self._stream is not None
         self._stream.confirm(lsn)
         self._confirmed = lsn
+
+    def _row_copies(self, lsn: int) -> tuple[dict[str, dict[str, Any]], int | None]:
+        """The checkpoint's part of the full-row-identity tables' copies (rowlog.py): their
+        snapshot marks, and the base their counts are in: a new one when due, else the last
+        with a log line of the counts that changed since the previous checkpoint."""
+        position = as_position(lsn)
+        marks: dict[str, dict[str, Any]] = {
+            t: {"since": {"file": s.file, "pos": s.pos}, "counts": {}}
+            for t, s in self.rows.since.items() if s > position}
+        row_log = self.store.row_log
+        if not any(self.rows.saved.values()) and row_log.base_lsn is None:
+            return marks, None  # no copies to keep
+        changed = self._rows_changed
+        self._rows_changed = {}
+        if row_log.wants_base():
+            row_log.write_base(lsn, {t: c for t, c in self.rows.saved.items() if c})
+            return marks, lsn
+        if changed:
+            row_log.append(lsn, {t: {d: self.rows.saved.get(t, {}).get(d, 0) for d in digests}
+                                 for t, digests in changed.items()})
+        return marks, row_log.base_lsn
 
     def _finish(self) -> None:
         """Clean stop: every event produced is acknowledged, then the checkpoint is saved."""
