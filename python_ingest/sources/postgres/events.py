@@ -164,6 +164,9 @@ def update(table: PgTable, old: list[Any] | None, new: list[Any], first_ref: int
         new = [o if n is UNCHANGED else n for o, n in zip(old, new, strict=True)]
     elif filled is not None:
         new = filled
+    elif old is not None:  # the old key: a TOASTed key column left alone is there
+        new = [o if n is UNCHANGED and o is not None else n
+               for o, n in zip(old, new, strict=True)]
     mode = table.shape.key.kind
     problems: list[Problem] = []
     after = convert(table, new, problems)

@@ -42,9 +42,11 @@ class RowReader:
             self._conn.close()
             self._conn = None
 
-    def fill(self, rel: Relation, new: list[Any]) -> list[Any] | None:
+    def fill(self, rel: Relation, new: list[Any], old: list[Any] | None = None
+             ) -> list[Any] | None:
         """``new`` with its UNCHANGED values as the table holds them now; None when the row
-        (or its table) is gone."""
+        (or its table) is gone. ``old``: the update's old key (a TOASTed key column the update
+        left alone is there, not in ``new``)."""
         if self._conn is None:
             self._conn = self._connect()
             server.raw_text(self._conn)
@@ -53,7 +55,9 @@ class RowReader:
                                         "WHERE c.oid = %s", (rel.oid,))
         if not named:
             return None  # dropped since
-        keys = [(c.name, v) for c, v in zip(rel.columns, new, strict=True) if c.is_key]
+        before = old or [None] * len(new)
+        keys = [(c.name, o if v is UNCHANGED else v)
+                for c, v, o in zip(rel.columns, new, before, strict=True) if c.is_key]
         if not keys or any(v is None or v is UNCHANGED for _n, v in keys):
             return None
         wanted = [i for i, v in enumerate(new) if v is UNCHANGED]
