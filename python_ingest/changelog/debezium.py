@@ -22,8 +22,8 @@ Ordering (``_ref_key``, strictly increasing per row, from the source position):
 - otherwise (a documented fallback): the source's ``ts_us`` (or ``ts_ms`` × 1000): two changes
   of one row within the same microsecond are then ordered arbitrarily.
 
-A snapshot read (``op: r``) takes the position just before the log position its snapshot
-began at, so every streamed change of that row after the snapshot is newer.
+A snapshot read (``op: r``; binlog and fallback) takes the position just before the log
+position its snapshot began at, so every streamed change of that row after it is newer.
 
 JSON values are decoded by the job's schema, never guessed from their text: a Decimal's text
 is the base64 of its unscaled bytes, a BYTES value's the base64 of its bytes. A column the
