@@ -434,7 +434,8 @@ class Tap:
         previous = latest[0] if latest else None
         schema_id = registry.register(shape)
         if previous is not None and schema_id != previous:
-            log.info("table %s.%s: columns added, new schema version %d", db, name, schema_id)
+            log.info("table %s.%s: columns added or widened, new schema version %d", db, name,
+                     schema_id)
         elif previous is None:
             log.info("table %s.%s: keyed by %s (%s)", db, name, key.describe(), key.why)
         topic = topic_for(self.source, db, name)
