@@ -17,8 +17,8 @@ table now, by the new key, through the relation's oid (its name may have changed
   this bookkeeping) is off while it has gone keys.
 
 Before (#50.4) the insert went out partial and the merge wrote an error row for each such key
-change that nobody could resolve. Gone keys live in the tap's memory: a tap restarted between
-such a key change and the row's later partial update can still write one error row.
+change that nobody could resolve. Gone keys are part of the tap's checkpoint (``gone``), so a
+tap restarted between such a key change and the row's later partial update still drops it.
 """
 
 from __future__ import annotations

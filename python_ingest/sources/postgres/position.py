@@ -80,6 +80,8 @@ class PgCheckpoint:
     # the row copies' counts are in rowlog.py's files (this base and the log), ``rows`` holds
     # only the snapshot marks; None: ``rows`` holds the counts too (a bootstrap writes them)
     rows_base: int | None = None
+    # table → the keys the lake cannot have until the stream deletes or inserts them (moves.py)
+    gone: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": "postgres", "lsn": lsn_text(self.lsn), "slot": self.slot,
@@ -91,6 +93,8 @@ class PgCheckpoint:
             data["relations"] = self.relations
         if self.rows_base is not None:
             data["rows_base"] = lsn_text(self.rows_base)
+        if self.gone:
+            data["gone"] = self.gone
         return data
 
     @classmethod
@@ -98,7 +102,8 @@ class PgCheckpoint:
         return cls(parse_lsn(str(data["lsn"])), str(data["slot"]),
                    dict(data.get("stopped") or {}), dict(data.get("rows") or {}),
                    dict(data.get("relations") or {}),
-                   parse_lsn(data["rows_base"]) if data.get("rows_base") else None)
+                   parse_lsn(data["rows_base"]) if data.get("rows_base") else None,
+                   {str(k): list(v) for k, v in (data.get("gone") or {}).items()})
 
 
 class PgCheckpointStore(BinlogCheckpointStore):

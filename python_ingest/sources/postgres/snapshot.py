@@ -150,7 +150,7 @@ def bootstrap_tables(settings: Settings, source: SourceConfig, spec: str,
         if old is None and slot is not None:
             start = slot["confirmed_flush"] or point
         store.save(PgCheckpoint(start, source.slot_name, stopped, rows.to_json(
-            as_position(start)), relations))
+            as_position(start)), relations, gone=dict(old.gone) if old is not None else {}))
         say(f"snapshot of {len(wanted)} table(s) published: {result.total} rows in "
             f"{result.seconds:.1f}s; the tap streams from {lsn_text(start)}")
         return result

@@ -110,6 +110,7 @@ class PgTap:
         self._reader = RowReader(lambda: server.connect(self.source))  # moves.py
         self._oids: dict[str, dict[str, Any]] = {}  # table → its relation oid (tables.py)
         self._slow: set[int] = set()  # tables off the fast path while they have gone keys
+        self._gone: dict[str, set[str]] = {}  # table → its gone keys (moves.py), checkpointed
         self._cursor: Any = None
         self._stream: ReplicationStream | None = None  # read and confirmed by the tap (wire.py)
         self.producer: BarrierProducer | None = None
@@ -157,6 +158,7 @@ class PgTap:
             self.stopped = dict(checkpoint.stopped)
             self.rows = keys.RowCounts(checkpoint.rows)
             self._oids = dict(checkpoint.relations)
+            self._gone = {q: set(k) for q, k in checkpoint.gone.items()}
         self._saved = self._confirmed = start
         target = server.current_lsn(self._conn) if until_end else None
         self.producer = BarrierProducer(self.settings.broker.bootstrap_servers)
@@ -375,6 +377,7 @@ class PgTap:
             self._stop_table(qualified, replaced + str(exc))
             self._set_table(rel.oid, None)
             return
+        table.gone = self._gone.setdefault(qualified, set())  # kept across versions
         self._set_table(rel.oid, table)
         self._signatures[rel.oid] = signature
 
@@ -388,6 +391,7 @@ class PgTap:
         if verdict in (tables.RECREATED, tables.RENAMED):
             qualified = rel.qualified
             log.warning("source %s: %s", self.source.name, why)
+            self._gone.pop(qualified, None)  # the old table's
             if not self._delete_all(qualified, why):
                 return None
             if verdict == tables.RECREATED and not tables.joins_at_create(
@@ -440,6 +444,8 @@ class PgTap:
     def _set_table(self, oid: int, table: PgTable | None) -> None:
         self.tables[oid] = table
         fast = FastTable.of(table) if table is not None and not table.gone else None
+        if table is not None and table.gone:
+            self._slow.add(oid)
         if fast is None:
             self._fast.pop(oid, None)
         else:
@@ -587,7 +593,8 @@ class PgTap:
         """Write the checkpoint, then confirm the LSN to the server (never the other way)."""
         rows, base = self._row_copies(lsn)
         self.store.save(PgCheckpoint(lsn, self.source.slot_name, dict(self.stopped), rows,
-                                     dict(self._oids), base))
+                                     dict(self._oids), base,
+                                     {q: sorted(k) for q, k in self._gone.items() if k}))
         if base == lsn:
             self.store.row_log.settle(lsn)  # the checkpoint names the new base: the old goes
         self._saved = lsn
