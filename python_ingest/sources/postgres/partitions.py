@@ -12,10 +12,12 @@ and later) and, for each one not part of a TRUNCATE of the whole table, publishe
 every live row of the table's topic that the constraint holds for (``members``: the server
 evaluates it over the rows' partition key values), with the message's ref key.
 
-What the tap cannot guard is never silent: a partition it may not put the trigger on (the tap's
-user does not own it; a partition created after the tap started gets it at the next start) is
-named in a WARNING at start with the statement to run; a message whose rows cannot be worked
-out stops the table, saying why and what to do.
+A partition created while the tap runs gets the trigger when the stream next describes its
+table (a Relation message: the table's first change after the CREATE, ``guard`` of that
+table); a TRUNCATE of it before that is not seen. What the tap cannot guard is never silent: a
+partition it may not put the trigger on (the tap's user does not own it) is named in a
+WARNING with the statements to run; a message whose rows cannot be worked out stops the
+table, saying why and what to do.
 """
 
 from __future__ import annotations
@@ -53,27 +55,30 @@ def trigger_sql(root_schema: str, partition: str) -> tuple[str, str]:
             f"EXECUTE FUNCTION {schema}.{TRIGGER}()")
 
 
-def unguarded(conn: Any, source: SourceConfig) -> list[tuple[str, str]]:
-    """(root schema, quoted partition) of every partition of a tapped partitioned table that
-    has no ``sluice_truncate_partition`` trigger."""
+def unguarded(conn: Any, source: SourceConfig, table: int | None = None
+              ) -> list[tuple[str, str]]:
+    """(root schema, quoted partition) of every partition of a tapped partitioned table (or
+    of the table ``table``, a relation oid) that has no ``sluice_truncate_partition``
+    trigger."""
     found = server.rows(
         conn, "SELECT n.nspname, c.relname, pn.nspname, p.relname FROM pg_class c "
               "JOIN pg_namespace n ON n.oid = c.relnamespace "
               "CROSS JOIN LATERAL pg_partition_tree(c.oid) t "
               "JOIN pg_class p ON p.oid = t.relid JOIN pg_namespace pn ON pn.oid = "
               "p.relnamespace WHERE c.relkind = 'p' AND NOT c.relispartition "
+              "AND (c.oid = %s OR %s IS NULL) "
               "AND t.relid <> c.oid AND p.relkind = 'r' AND NOT EXISTS (SELECT 1 FROM "
               "pg_trigger g WHERE g.tgrelid = p.oid AND g.tgname = %s) ORDER BY 3, 4",
-        (TRIGGER,))
+        (table, table, TRIGGER))
     return [(schema, server.quoted(ps, pt)) for schema, table, ps, pt in found
             if server.included(source, schema, table)]
 
 
-def guard(conn: Any, source: SourceConfig) -> list[str]:
-    """Put the trigger on every unguarded partition of the tapped partitioned tables; the
-    statements of those it may not (each logged as a WARNING)."""
+def guard(conn: Any, source: SourceConfig, table: int | None = None) -> list[str]:
+    """Put the trigger on every unguarded partition of the tapped partitioned tables (or of
+    ``table``); the statements of those it may not (each logged as a WARNING)."""
     left: list[str] = []
-    for schema, partition in unguarded(conn, source):
+    for schema, partition in unguarded(conn, source, table):
         statements = trigger_sql(schema, partition)
         sql = ";\n".join(statements)
         try:

@@ -364,6 +364,7 @@ class PgTap:
                 qualified in self.stopped:
             self._set_table(rel.oid, None)
             return
+        partitions.guard(self._conn, self.source, rel.oid)  # a partition created since
         signature = (rel.namespace, rel.name, rel.identity, rel.columns)
         if self._signatures.get(rel.oid) == signature and rel.oid in self.tables:
             return

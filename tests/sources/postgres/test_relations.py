@@ -244,6 +244,13 @@ def test_truncate_of_one_partition_deletes_its_rows_only(pg_env) -> None:
     tap = env.tap_until_end()
     assert tap.stats.messages == kept + 1  # one delete per live row, then the insert
     assert env.assert_equal("events") == 1
+    # a partition created since gets its trigger too
+    env.sql("CREATE TABLE events_2025 PARTITION OF events FOR VALUES FROM ('2025-01-01') "
+            "TO ('2026-01-01')", "INSERT INTO events VALUES (7, '2025-03-03', 'later')")
+    env.tap_until_end()
+    env.sql("TRUNCATE events_2025")
+    env.tap_until_end()
+    assert env.assert_equal("events") == 1
 
 
 def test_an_update_beside_a_toasted_key_that_did_not_change(pg_env) -> None:
