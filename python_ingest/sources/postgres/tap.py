@@ -459,7 +459,8 @@ class PgTap:
         previous = latest[0] if latest else None
         schema_id = registry.register(found.shape)
         if previous is not None and schema_id != previous:
-            log.info("table %s: columns added, new schema version %d", rel.qualified, schema_id)
+            log.info("table %s: columns added or widened, new schema version %d",
+                     rel.qualified, schema_id)
         elif previous is None:
             log.info("table %s: keyed by %s (%s)", rel.qualified, found.shape.key.describe(),
                      found.shape.key.why)
