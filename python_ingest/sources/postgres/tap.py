@@ -7,7 +7,9 @@ sends each committed transaction whole, in commit order (Begin, Relation when a 
 seen or changed, Insert/Update/Delete/Truncate, Commit). A transaction's end LSN becomes the
 checkpoint once the broker has acknowledged every event produced before it; the checkpoint
 file is written first and only then is the LSN confirmed to the server (flush), which lets it
-drop the WAL before it. A kill -9 anywhere therefore resends from the last confirmed LSN:
+drop the WAL before it. Nothing else confirms anything: once streaming, the tap reads the
+stream and answers the server's keepalives itself (wire.py; psycopg2's reader confirmed
+positions on its own), and a thread keeps the connection alive while the tap is busy. A kill -9 anywhere therefore resends from the last confirmed LSN:
 delivery is at least once, and the ref keys (commit LSN, then the change's position in its
 transaction, position.py) make the repeats harmless to the merge.
 
