@@ -35,6 +35,8 @@ class Existence:
 
     def exists(self, db: str, table: str) -> bool | None:
         """True or False where the stream has shown it, None when unknown."""
+        if not self._known:  # the usual case: no drop seen (a rows event asks every time)
+            return None
         found = self._known.get(f"{db}.{table}")
         if found is not None:
             return found
