@@ -32,7 +32,6 @@ forks and merges exactly as it would have.
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import logging
 import time
@@ -45,7 +44,8 @@ from python_ingest.exceptions import PipelineError
 from python_ingest.runtime.catalog import FORMAT_CONF, insert_operation_kept
 from python_ingest.runtime.faults import fault_point
 from python_ingest.steps import index_cache
-from python_ingest.steps.changeset import FRAMEWORK, Declined, change_set, fill_current
+from python_ingest.steps.changeset import Declined
+from python_ingest.steps.driver import ChangeSet, driver_changes, driver_rows, quoted
 from python_ingest.steps.fork import ERROR_COLUMNS, DocsJob, finish_fork, split
 from python_ingest.steps.index import MERGE_STEP, ensure_index
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint, step_properties
@@ -66,9 +66,6 @@ BATCH_FROM, BATCH_TO = "__SLUICE_BATCH_FROM__", "__SLUICE_BATCH_TO__"
 BATCH_ID, PARTIAL_KEYS = "__SLUICE_BATCH_ID__", "__SLUICE_PARTIAL_KEYS__"
 VALID = "__SLUICE_VALID__"  # the valid rows (a view of the batch's)
 PARTIAL_KEYS_LITERAL = 1000  # more partial-update keys than this: a subquery (as the macro)
-# valid rows of a run at most for the change set on the driver (steps/changeset.py); more:
-# the lake model's SQL on Spark
-DRIVER_ROWS = 2000
 INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"
 CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
 LAKE_BOOKKEEPING = ("_merge_action", "_rejected")
@@ -193,7 +190,7 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
         ensure_index(spark, tables)
         merged, totals = [], {"inserted": 0, "updated": 0, "deleted": 0, "merge_errors": 0}
         present = set(compiled.lake_columns)  # the lake's columns, as batches add some
-        small = _driver_rows(parts.valid)
+        small = driver_rows(parts.valid)
         for batch_id in parts.batches:
             counts = _merge(spark, compiled, tables, view, batch_id, parts.partial_batches,
                             present, small)
@@ -212,134 +209,6 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
     return result.report
 
 
-@dataclass(frozen=True)
-class _Transport:
-    """How a relation's rows travel to the driver and back: timestamps as their microseconds
-    since the epoch (pyspark turns them into local wall-clock times, which a time zone's
-    autumn hour makes ambiguous)."""
-
-    select: list[str]
-    stamps: frozenset[str]
-
-
-def _transport(schema: Any) -> _Transport | None:
-    """None: a type that does not travel (a timestamp inside a struct, array or map, a
-    timestamp without time zone, an interval)."""
-    from pyspark.sql import types as T
-
-    def has_time(kind: Any) -> bool:
-        if isinstance(kind, (T.TimestampType, T.TimestampNTZType, T.DayTimeIntervalType,
-                             T.YearMonthIntervalType)):
-            return True
-        if isinstance(kind, T.ArrayType):
-            return has_time(kind.elementType)
-        if isinstance(kind, T.MapType):
-            return has_time(kind.keyType) or has_time(kind.valueType)
-        if isinstance(kind, T.StructType):
-            return any(has_time(f.dataType) for f in kind.fields)
-        return False
-
-    select, stamps = [], set()
-    for f in schema.fields:
-        if isinstance(f.dataType, T.TimestampType):
-            select.append(f"unix_micros(`{f.name}`) as `{f.name}`")
-            stamps.add(f.name)
-        elif has_time(f.dataType):
-            return None
-        else:
-            select.append(f"`{f.name}`")
-    return _Transport(select, frozenset(stamps))
-
-
-def _driver_rows(valid: DataFrame) -> dict[int, list[dict[str, Any]]] | None:
-    """The run's valid rows by batch, on the driver, when there are few (DRIVER_ROWS)."""
-    transport = _transport(valid.schema)
-    if transport is None:
-        return None
-    rows = valid.selectExpr(*transport.select).limit(DRIVER_ROWS + 1).collect()
-    if len(rows) > DRIVER_ROWS:
-        return None
-    by_batch: dict[int, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_batch.setdefault(int(row["_batch_id"]), []).append(row.asDict())
-    return by_batch
-
-
-@dataclass(frozen=True)
-class _ChangeSet:
-    """A batch's change set (persisted), its figures, the number of keys whose lake rows it
-    read (-1: more than a literal list holds), and its index entries when it was folded on
-    the driver (row key, ref key, deleted)."""
-
-    changes: DataFrame
-    figures: dict[str, int]
-    partial_keys: int
-    entries: list[tuple[str, int, bool]] | None = None
-
-
-_change_set_schemas: dict[str, Any] = {}  # compiled job key + valid schema -> its change set's
-
-
-def _driver_changes(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: str,
-                    batch_id: int, rows: list[dict[str, Any]]) -> _ChangeSet:
-    """The batch's change set folded on the driver (steps/changeset.py), as the DataFrame the
-    lake model's SQL would give. Raises Declined when the batch must take the SQL path."""
-    from pyspark import StorageLevel
-    from pyspark.sql import types as T
-
-    schema_key = compiled.key + spark.table(view).schema.json()
-    schema = _change_set_schemas.get(schema_key)
-    if schema is None:  # analysis only, once per compiled job
-        schema = _change_set_schemas[schema_key] = spark.sql(
-            compiled.change_set.replace(compiled.valid, view).replace(BATCH_ID, "0")
-            .replace(PARTIAL_KEYS, "NULL")).schema
-    transport = _transport(schema)
-    if transport is None:
-        raise Declined("a column type that does not travel to the driver")
-    states = index_cache.states(spark, tables.index, batch_id)
-    if states is None:
-        raise Declined("the index is not held in memory")
-    columns = [f.name for f in schema.fields if f.name not in FRAMEWORK]
-    folded = change_set(rows, states, columns, batch_id)
-    keys = sorted({f.row["_row_key"] for f in folded if f.needs_current})
-    current: dict[str, dict[str, Any]] = {}
-    if keys:  # the lake rows of the keys that keep columns of their current row
-        wanted = {c for f in folded for c in f.needs_current}
-        lake = T.StructType([f for f in spark.table(tables.lake or "").schema.fields
-                             if f.name in wanted])
-        lake_transport = _transport(lake)
-        if lake_transport is None:
-            raise Declined("a lake column type that does not travel to the driver")
-        select = ", ".join(["`_row_key`", *lake_transport.select])
-        literal = ", ".join(_quoted(k) for k in keys)
-        current = {r["_row_key"]: r.asDict() for r in spark.sql(
-            f"select {select} from {tables.lake} where _row_key in ({literal})").collect()}
-    fill_current(folded, current)
-    carried = T.StructType([T.StructField(f.name, T.LongType(), f.nullable)
-                            if f.name in transport.stamps else f for f in schema.fields])
-    names = [f.name for f in schema.fields]
-    try:
-        local = spark.createDataFrame([tuple(f.row[n] for n in names) for f in folded],
-                                      carried)
-    except (TypeError, ValueError) as exc:  # a lake value of another type than the batch's
-        raise Declined(f"a value the change set's schema does not take: {exc}") from exc
-    changes = local.selectExpr(*(f"timestamp_micros(`{n}`) as `{n}`"
-                                 if n in transport.stamps else f"`{n}`" for n in names))
-    actions = collections.Counter(f.row["_merge_action"] for f in folded)
-    figures = {"inserted": actions["insert"], "updated": actions["update"],
-               "deleted": actions["delete"],
-               "written": actions["insert"] + actions["update"] + actions["delete"],
-               "changed": len(folded), "rejected": 0}
-    entries = [(f.row["_row_key"], f.row["_ref_key"], f.row["_is_deleted"]) for f in folded]
-    return _ChangeSet(changes.persist(StorageLevel.MEMORY_AND_DISK), figures, len(keys),
-                      entries)
-
-
-def _quoted(text: str) -> str:
-    """A Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: str,
            batch_id: int, partial_batches: set[int], present: set[str],
            small: dict[int, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
@@ -356,8 +225,10 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
     computed = None
     if small is not None and not skip:
         try:
-            computed = _driver_changes(spark, compiled, tables, view, batch_id,
-                                       small.get(batch_id, []))
+            sql = (compiled.change_set.replace(compiled.valid, view)
+                   .replace(BATCH_ID, str(batch_id)).replace(PARTIAL_KEYS, "NULL"))
+            computed = driver_changes(spark, sql, compiled.key, tables, view, batch_id,
+                                      small.get(batch_id, []))
         except Declined as why:
             log.info("batch %d of %s takes the lake model's SQL: %s", batch_id, tables.job, why)
     if computed is None:
@@ -398,7 +269,7 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
 
 
 def _sql_changes(spark: SparkSession, compiled: CompiledJob, view: str, batch_id: int,
-                 partial_batches: set[int]) -> _ChangeSet:
+                 partial_batches: set[int]) -> ChangeSet:
     """The batch's change set by the lake model's compiled SQL."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -411,7 +282,7 @@ def _sql_changes(spark: SparkSession, compiled: CompiledJob, view: str, batch_id
         if len(found) > PARTIAL_KEYS_LITERAL:
             keys, partial_keys = query, -1
         else:
-            keys, partial_keys = ", ".join(_quoted(k) for k in found), len(found)
+            keys, partial_keys = ", ".join(quoted(k) for k in found), len(found)
     sql = (compiled.change_set.replace(compiled.valid, view).replace(BATCH_ID, str(batch_id))
            .replace(PARTIAL_KEYS, keys))
     before = str(spark.conf.get(CONSTRAINTS, "true"))
@@ -428,7 +299,7 @@ def _sql_changes(spark: SparkSession, compiled: CompiledJob, view: str, batch_id
         F.count_if(actions.isin("insert", "update", "delete")).alias("written"),
         F.count_if(actions != "none").alias("changed"),
         F.coalesce(F.sum(F.size("_rejected")), F.lit(0)).alias("rejected")).collect()[0]
-    return _ChangeSet(changes, figures.asDict(), partial_keys)
+    return ChangeSet(changes, figures.asDict(), partial_keys)
 
 
 HUDI_META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
