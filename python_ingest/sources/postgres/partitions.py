@@ -84,6 +84,7 @@ def guard(conn: Any, source: SourceConfig, table: int | None = None) -> list[str
         try:
             with conn.cursor() as cur:
                 cur.execute("BEGIN")
+                cur.execute("SET LOCAL lock_timeout = '2s'")  # never stall the tap behind a lock
                 for statement in statements:
                     cur.execute(statement)
                 cur.execute("COMMIT")
