@@ -35,6 +35,7 @@ from python_ingest.sources.postgres import server
 log = logging.getLogger(__name__)
 
 PREFIX = "sluice.truncate_partition"
+_refused: set[tuple[str, str]] = set()  # (source, partition) the tap may not guard
 TRIGGER = "sluice_truncate_partition"
 _FUNCTION = f"""CREATE OR REPLACE FUNCTION {{schema}}.{TRIGGER}() RETURNS trigger
 LANGUAGE plpgsql AS $body$
@@ -79,6 +80,8 @@ def guard(conn: Any, source: SourceConfig, table: int | None = None) -> list[str
     ``table``); the statements of those it may not (each logged as a WARNING)."""
     left: list[str] = []
     for schema, partition in unguarded(conn, source, table):
+        if (source.name, partition) in _refused:
+            continue  # not the owner: said once per process, tried again at the next start
         statements = trigger_sql(schema, partition)
         sql = ";\n".join(statements)
         try:
@@ -92,6 +95,8 @@ def guard(conn: Any, source: SourceConfig, table: int | None = None) -> list[str
             with conn.cursor() as cur:
                 cur.execute("ROLLBACK")
             left.append(sql)
+            if getattr(exc, "pgcode", None) == "42501":  # no privilege: say it once
+                _refused.add((source.name, partition))
             log.warning("source %s: cannot put the trigger %s on partition %s (%s): a TRUNCATE "
                         "of that partition alone would not reach the lake (PostgreSQL does not "
                         "publish it). Run as its owner:\n%s;", source.name, TRIGGER, partition,

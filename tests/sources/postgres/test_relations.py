@@ -301,3 +301,31 @@ def test_a_gone_key_outlives_a_restart_of_the_tap(pg_env) -> None:
     assert _partial_updates_of_missing_rows(_events(env, "docs")) == []
     assert env.assert_equal("docs") == 2
     assert "gone" not in env.checkpoint()
+
+
+def test_a_partition_the_tap_may_not_guard_is_a_warning_with_the_statements(
+        pg_env, caplog) -> None:
+    """#50.10: a tap user that does not own the partitions cannot put the trigger on: the tap
+    says so at start, naming each partition with the statements for its owner to run."""
+    import logging
+
+    env = pg_env
+    env.sql("CREATE TABLE ev (id int, at date, PRIMARY KEY (id, at)) PARTITION BY RANGE (at)",
+            "CREATE TABLE ev_2024 PARTITION OF ev FOR VALUES FROM ('2024-01-01') "
+            "TO ('2025-01-01')",
+            f"CREATE PUBLICATION pub_{env.database} FOR TABLE ev "
+            "WITH (publish_via_partition_root = true)",
+            f"DROP ROLE IF EXISTS tapper_{env.database}",
+            f"CREATE ROLE tapper_{env.database} LOGIN REPLICATION",
+            f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO tapper_{env.database}")
+    env.write_config(user=f"tapper_{env.database}", publication=f"pub_{env.database}")
+    env.add_jobs()
+    with caplog.at_level(logging.WARNING, logger="python_ingest.sources.postgres.partitions"):
+        env.tap_until_end()
+    warned = [r.getMessage() for r in caplog.records if "sluice_truncate_partition" in
+              r.getMessage()]
+    assert len(warned) == 1, warned
+    assert 'partition "public"."ev_2024"' in warned[0]
+    assert ('CREATE TRIGGER sluice_truncate_partition AFTER TRUNCATE ON "public"."ev_2024"'
+            in warned[0])
+    assert not env.sql("SELECT 1 FROM pg_trigger WHERE tgname = 'sluice_truncate_partition'")
