@@ -3,9 +3,11 @@ then ``--batches`` batches of ``--events`` events each run through ``run_job`` a
 runs them (the fork's Data Docs page deferred, run records written together afterwards: both
 timed apart, off the batch), with every step and every Spark SQL statement timed (dbt's
 statements included: dbt-spark runs them through the same session). Prints a table per step
-and the slowest statements, then one line:
+and the slowest statements, then one line (``cpu_s``: the median batch's CPU seconds, of this
+process and of its Spark JVM with the Python workers it forked: driver and executors, as
+local mode runs them):
 
-    profile: events=100 batches=5 median=<s> ingest=<s> staging=<s> fork=<s> merge=<s> ...
+    profile: events=100 batches=5 median=<s> cpu_s=<s> ingest=<s> staging=<s> fork=<s> ...
 
     .venv/bin/python bench/batch_profile.py [--events 100 --batches 5 --format hudi]
                                             [--cprofile out.prof]
@@ -44,6 +46,42 @@ STEPS = {"ingest": ("python_ingest.steps.pipeline", "ingest"),
          "record": ("python_ingest.tables.runs.Run", "finish"),
          "dbt": ("python_ingest.steps.dbt.Dbt", "run"),
          "validate": ("python_ingest.steps.fork", "_validate_fallback")}
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) of process ``root`` and every process below it, from
+    /proc: the driver JVM with its executor threads, and the Python workers it forked."""
+    import os
+
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo.extend(child for child, parent in parents.items() if parent == pid)
+    return total
+
+
+def batch_cpu_s(spark: Any) -> float:
+    """This process's CPU and its Spark JVM's (with the JVM's children), in seconds."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    gateway = spark.sparkContext._gateway
+    jvm = gateway.proc.pid if gateway is not None and gateway.proc is not None else None
+    return own.ru_utime + own.ru_stime + (tree_cpu_s(jvm) if jvm else 0.0)
 
 
 class Timer:
@@ -166,7 +204,7 @@ def main() -> int:
         if args.cprofile:
             import cProfile
             profiler = cProfile.Profile()
-        totals = []
+        totals, cpus = [], []
         docs: list[Any] = []
         from python_ingest.tables.runs import records_deferred
 
@@ -175,7 +213,7 @@ def main() -> int:
         for n in range(args.batches):
             assert demo.produce(bench.bootstrap, topic_of(name), gen.events(args.events))
             before = dict(timer.steps)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), batch_cpu_s(spark)
             if profiler:
                 profiler.enable()
             result = run_job(spark, bench.settings, job, dbt=dbt, inline_services=False,
@@ -183,9 +221,10 @@ def main() -> int:
             if profiler:
                 profiler.disable()
             totals.append(time.perf_counter() - t0)
+            cpus.append(batch_cpu_s(spark) - c0)
             assert result.counts.get("read") == args.events, result.counts
             steps = {k: v - before.get(k, 0.0) for k, v in timer.steps.items()}
-            print(f"batch {n + 1}: {totals[-1]:.2f}s " + " ".join(
+            print(f"batch {n + 1}: {totals[-1]:.2f}s cpu {cpus[-1]:.2f}s " + " ".join(
                 f"{k}={v:.2f}" for k, v in steps.items()), flush=True)
         t0 = time.perf_counter()
         deferred.__exit__(None, None, None)
@@ -214,7 +253,8 @@ def main() -> int:
         if args.phases:
             phases(spark, timer)
         print(f"profile: events={args.events} batches={args.batches} "
-              f"median={statistics.median(totals):.2f} " + " ".join(
+              f"median={statistics.median(totals):.2f} cpu_s={statistics.median(cpus):.2f} "
+              + " ".join(
                   f"{k}={per.get(k, 0.0):.2f}"
                   for k in ("ingest", "staging", "fork", "validate", "merge", "convert_fork",
                             "apply", "dbt", "status", "record"))
