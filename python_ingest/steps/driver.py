@@ -12,6 +12,7 @@ over two Hudi tables.
 from __future__ import annotations
 
 import collections
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +94,18 @@ class ChangeSet:
 
 
 _change_set_schemas: dict[str, Any] = {}  # compiled job key + valid schema -> its change set's
+_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
+
+
+def is_the_macros(sql: str, schema: Any, valid_columns: list[str]) -> bool:
+    """Whether a compiled lake model is the change set of macros/sluice_merge_changes.sql as
+    it is, what the driver folds: a model that adds SQL around it (a wrapper query, a CTE of
+    its own, a column it derives) is run as it is, by Spark."""
+    text = " ".join(_COMMENT.sub(" ", sql).split()).lower()
+    payload = [f.name for f in schema.fields if f.name not in FRAMEWORK]
+    return (text.startswith("with changes as (") and text.endswith("select * from final")
+            and [f.name for f in schema.fields][-len(FRAMEWORK) + 1:] == list(FRAMEWORK[1:])
+            and set(payload) <= set(valid_columns))
 
 
 def driver_changes(spark: SparkSession, sql: str, compiled_key: str, tables: JobTables,
@@ -102,10 +115,15 @@ def driver_changes(spark: SparkSession, sql: str, compiled_key: str, tables: Job
     from pyspark import StorageLevel
     from pyspark.sql import types as T
 
-    schema_key = compiled_key + spark.table(view).schema.json()
-    schema = _change_set_schemas.get(schema_key)
-    if schema is None:  # analysis only, once per compiled job
-        schema = _change_set_schemas[schema_key] = spark.sql(sql).schema
+    valid = spark.table(view).schema
+    schema_key = compiled_key + valid.json()
+    if schema_key not in _change_set_schemas:  # analysis only, once per compiled job
+        schema = spark.sql(sql).schema
+        _change_set_schemas[schema_key] = schema if is_the_macros(sql, schema,
+                                                                   valid.names) else None
+    schema = _change_set_schemas[schema_key]
+    if schema is None:
+        raise Declined("its lake model adds SQL of its own to sluice_merge_changes")
     travel = transport(schema)
     if travel is None:
         raise Declined("a column type that does not travel to the driver")

@@ -102,3 +102,23 @@ def test_a_null_the_rules_branch_on_is_declined() -> None:
               "_changed_columns": None}
     with pytest.raises(Declined):
         change_set([change], {}, [], 1)
+
+
+def test_only_the_macros_own_change_set_is_folded_on_the_driver() -> None:
+    from pyspark.sql import types as T
+
+    from python_ingest.steps.changeset import FRAMEWORK
+    from python_ingest.steps.driver import is_the_macros
+
+    framework = [T.StructField(n, T.StringType()) for n in FRAMEWORK[1:]]
+    schema = T.StructType([T.StructField("_row_key", T.StringType()),
+                           T.StructField("fare", T.DoubleType()), *framework])
+    macro = "-- the model's comment\n\nwith\n\nchanges as (\n select 1\n),\n\nselect * from final"
+    assert is_the_macros(macro, schema, ["_row_key", "fare"])
+    wrapped = f"select *, fare * 2 as doubled from ({macro})"
+    assert not is_the_macros(wrapped, schema, ["_row_key", "fare"])
+    own_cte = f"with mine as (select 1), {macro[macro.index('changes'):]}"
+    assert not is_the_macros(own_cte, schema, ["_row_key", "fare"])
+    derived = T.StructType([*schema.fields[:2], T.StructField("doubled", T.DoubleType()),
+                            *framework])
+    assert not is_the_macros(macro, derived, ["_row_key", "fare"])
