@@ -66,6 +66,9 @@ BATCH_FROM, BATCH_TO = "__SLUICE_BATCH_FROM__", "__SLUICE_BATCH_TO__"
 BATCH_ID, PARTIAL_KEYS = "__SLUICE_BATCH_ID__", "__SLUICE_PARTIAL_KEYS__"
 VALID = "__SLUICE_VALID__"  # the valid rows (a view of the batch's)
 PARTIAL_KEYS_LITERAL = 1000  # more partial-update keys than this: a subquery (as the macro)
+# a batch the lake model's SQL merged brings at most this many index entries to the index held
+# in memory (steps/index_cache.py); more, and the index is read again by the next small batch
+HELD_ENTRIES = 200_000
 INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"
 CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
 LAKE_BOOKKEEPING = ("_merge_action", "_rejected")
@@ -243,13 +246,19 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
             committing(spark, step_properties(MERGE_STEP, batch_id),
                        lambda: spark.sql(_rejected_sql(name, tables.errors, lake)))
         if figures["changed"] and "index" not in skip:
+            entries = computed.entries
+            if entries is None and figures["changed"] <= HELD_ENTRIES \
+                    and index_cache.holds(spark, tables.index):
+                entries = [(r[0], int(r[1]), bool(r[2])) for r in spark.sql(
+                    f"select _row_key, _ref_key, _is_deleted from {name} "
+                    "where _merge_action != 'none'").collect()]
             check_held(tables.job)
             committing(spark, step_properties(MERGE_STEP, batch_id), lambda: spark.sql(
                 f"insert into {tables.index} (_row_key, _ref_key, _is_deleted, _batch_id, "
                 f"_indexed_at) select _row_key, _ref_key, _is_deleted, _batch_id, "
                 f"current_timestamp() from {name} where _merge_action != 'none'"))
-            if computed.entries is not None:  # to the index held in memory
-                index_cache.committed(spark, tables.index, batch_id, computed.entries)
+            if entries is not None:  # to the index held in memory
+                index_cache.committed(spark, tables.index, batch_id, entries)
         timings["index_s"] = time.perf_counter() - timer - timings["change_set_s"]
         fault_point("merge_after_index")
         if figures["written"]:

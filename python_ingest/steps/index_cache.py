@@ -89,6 +89,14 @@ def _load(spark: SparkSession, index: str, now: str | None) -> _Held | None:
     return held
 
 
+def holds(spark: SparkSession, index: str) -> bool:
+    """Whether ``index`` is held and has not moved since (a batch that did not fold on the
+    driver may then bring its entries, cheaper than reading the whole index again)."""
+    with _lock:
+        held = _held.get(index)
+    return held is not None and held.position == position(spark, index)
+
+
 def committed(spark: SparkSession, index: str, batch_id: int,
               entries: Iterable[tuple[str, int, bool]]) -> None:
     """``batch_id``'s entries (row key, ref key, deleted) were committed to ``index``: the
