@@ -49,7 +49,7 @@ from python_ingest.sources.binlog.position import (
 )
 from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
 from python_ingest.sources.binlog.registry import ROW, Registry, TableShape
-from python_ingest.sources.binlog.tap import registry_root, topic_for
+from python_ingest.sources.binlog.tap_tables import registry_root, topic_for
 
 log = logging.getLogger(__name__)
 Key = tuple[Any, ...]

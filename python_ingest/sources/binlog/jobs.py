@@ -17,7 +17,7 @@ from python_ingest.sources.binlog.errors import (
     register_errors,
 )
 from python_ingest.sources.binlog.registry import KeyChoice, Registry
-from python_ingest.sources.binlog.tap import registry_root, topic_for
+from python_ingest.sources.binlog.tap_tables import registry_root, topic_for
 
 
 def job_name(db: str, table: str) -> str:

@@ -8,6 +8,8 @@ DDL statement, tap_ddl.py); it is saved only once the broker has acknowledged ev
 produced before it, at most every ``checkpoint_interval_s`` and on a clean stop. A crash
 therefore replays at most the transactions after the last saved checkpoint: delivery is at
 least once, and the merge's ref-key ordering makes repeats harmless.
+
+Where reading starts is tap_resume.py; a table's schema version, key and topic tap_tables.py.
 """
 
 from __future__ import annotations
@@ -17,21 +19,23 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
-from python_ingest.exceptions import (
-    IncompatibleSchemaChange,
-    SluiceError,
-    TapError,
-    UnsupportedColumn,
-)
+from python_ingest.exceptions import IncompatibleSchemaChange, TapError
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog import decoding, gtid, keys, server, tap_ddl, tap_failover
+from python_ingest.sources.binlog import (
+    decoding,
+    gtid,
+    keys,
+    server,
+    tap_ddl,
+    tap_failover,
+    tap_resume,
+    tap_tables,
+)
 from python_ingest.sources.binlog.charsets import Charsets
-from python_ingest.sources.binlog.columns import from_binlog
-from python_ingest.sources.binlog.errors import ErrorSink, check_topic_limit, error_topic, publish
+from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
 from python_ingest.sources.binlog.events import (
     DELETE,
     INSERT,
@@ -41,23 +45,19 @@ from python_ingest.sources.binlog.events import (
     changes,
 )
 from python_ingest.sources.binlog.existence import Existence
-from python_ingest.sources.binlog.identity import check_resume, identify, start_gtid
 from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
     BinlogCheckpointStore,
     BinlogPosition,
     ref_file_index,
 )
-from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
-from python_ingest.sources.binlog.registry import (
-    PRIMARY,
-    ROW,
-    UNIQUE,
-    Registry,
-    TableShape,
-    registered_key,
-)
+from python_ingest.sources.binlog.producer import ChangelogProducer
+from python_ingest.sources.binlog.registry import ROW
+from python_ingest.sources.binlog.tap_tables import registry_root
 from python_ingest.sources.binlog.xa import FL_PREPARED_XA, XaTransactions
+
+# registry_root: imported from here by sources/postgres too (moved to tap_tables.py)
+__all__ = ["Tap", "TapStats", "ends_transaction", "registry_root"]
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +71,6 @@ def ends_transaction(query: str) -> bool:
     statement (its own transaction), but not BEGIN or savepoints inside one."""
     text = " ".join(query.split()).upper()
     return not text.startswith(_INSIDE_TRANSACTION)
-
-
-def registry_root(settings: Settings, source: SourceConfig) -> Path:
-    """The folder of the source's schema registry (one sub-folder per table)."""
-    return settings.path(source.schema_registry or f"{settings.state_dir}/schemas/{source.name}")
-
-
-def topic_for(source: SourceConfig, db: str, table: str) -> str:
-    return f"{source.topic_base}.{db}.{table}"
 
 
 @dataclass
@@ -146,37 +137,6 @@ class Tap:
 
     # ---- the loop ---------------------------------------------------------------------
 
-    def _start_position(self) -> BinlogPosition:
-        checkpoint = self.store.load()
-        if checkpoint is not None:  # of this server's binlog (or GTID history), else TapError
-            where = f"{self.source.host}:{self.source.port}"
-            resume = check_resume(self._conn, self.source.name, where, checkpoint,
-                                  self.store.path)
-            self._server = resume.identity.to_json()
-            self.stopped = dict(checkpoint.stopped)
-            self.rows = keys.RowCounts(checkpoint.rows)
-            self.existence = Existence.from_json(checkpoint.existence)
-            self._gtid = resume.gtid or checkpoint.gtid
-            # by GTID only onto another server (a failover); on the checkpoint's own server by
-            # file and position, which a reconnect inside a transaction also resumes exactly
-            self._resume_gtid = resume.gtid if resume.failover else None
-            self._failing_over = resume.failover
-            self._generation = checkpoint.generation + (1 if resume.failover else 0)
-            if resume.failover:
-                log.warning("source %s: the checkpoint is of another server (%s); this one "
-                            "(%s) holds its GTID %s: failing over, resuming by GTID",
-                            self.source.name, checkpoint.server, resume.identity,
-                            checkpoint.gtid)
-            return checkpoint.position
-        start = (server.master_position(self._conn) if self.source.start_from == "current"
-                 else server.first_position(self._conn))
-        self._server = identify(self._conn).to_json()
-        self._gtid = start_gtid(self._conn, start)
-        self.store.save(BinlogCheckpoint(start, self._gtid, server=self._server))
-        log.info("source %s: no checkpoint yet, starting at %s (%s)", self.source.name, start,
-                 self.source.start_from)
-        return start
-
     def _run(self, until_end: bool) -> TapStats:
         from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.event import (
@@ -196,7 +156,7 @@ class Tap:
         self._conn = server.connect(self.source)
         server.check_server(self._conn, self.source)
         self._charsets = Charsets(self._conn)
-        start = self._start_position()
+        start = tap_resume.start_position(self)
         self._saved = self._last_end = start
         self.producer = ChangelogProducer(self.settings.broker.bootstrap_servers)
         broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, error_topic(self.source),
@@ -222,7 +182,7 @@ class Tap:
                 try:
                     event = stream.fetchone()
                 except Exception as exc:
-                    raise self._stream_error(exc) from exc
+                    raise tap_resume.stream_error(self, exc) from exc
                 if event is None:  # until_end: the server reached the binlog's end
                     break
                 self.stats.events += 1
@@ -285,22 +245,6 @@ class Tap:
         for event, kind, file in held.events if held is not None else ():
             self._rows(event, kind, file)
 
-    def _stream_error(self, exc: Exception) -> SluiceError:
-        text = str(exc)
-        if ("1236" in text or "log file" in text.lower()) and self._resume_gtid is not None:
-            return TapError(f"source {self.source.name}: the server cannot continue the binlog "
-                            f"from the checkpoint's GTID {self._resume_gtid} ({text}). Its "
-                            "binlog was purged past it, or lacks it: point the source at a "
-                            "server that holds it, or start the source over: bootstrap the "
-                            "tables again (docs/binlog-tap.md)")
-        if "1236" in text or "log file" in text.lower():
-            return TapError(f"source {self.source.name}: the server cannot continue the binlog "
-                            f"from the checkpoint {self._saved} ({text}). The binlog was "
-                            "probably purged: bootstrap the tables again (docs/binlog-tap.md)")
-        if isinstance(exc, SluiceError):
-            return exc
-        return TapError(f"source {self.source.name}: reading the binlog failed after "
-                        f"{self._saved}: {type(exc).__name__}: {text}")
 
     def _commit(self, position: BinlogPosition) -> None:
         """A transaction ended at ``position``: a checkpoint once its events are acked."""
@@ -349,7 +293,7 @@ class Tap:
             return
         if self.existence.exists(db, name) is False:  # its CREATE was not recognised
             self.existence = self.existence.created(db, name)
-        table = self._table(event, db, name)
+        table = tap_tables.tapped(self, event, db, name)
         if table is None:
             return
         assert self.producer is not None and self.errors is not None
@@ -377,76 +321,6 @@ class Tap:
                 self.stats.messages += 1
         self.stats.errors += self.errors.reported - reported
 
-    def _table(self, event: Any, db: str, name: str) -> TappedTable | None:
-        """The table's publishing state for this event's columns (new version if added)."""
-        key = (db, name)
-        table_obj = event.table_map[event.table_id]
-        if self._table_objs.get(key) is table_obj:
-            return self.tables[key]
-        columns = event.columns
-        signature = tuple((c.name, c.type, c.unsigned, getattr(c, "collation_id", None),
-                           getattr(c, "nullable", None), getattr(c, "max_length", None),
-                           getattr(c, "bits", None), getattr(c, "precision", None),
-                           getattr(c, "decimals", None), getattr(c, "fsp", None),
-                           tuple(c.enum_values or ()), tuple(c.set_values or ()), c.is_primary)
-                          for c in columns)
-        if self._signatures.get(key) == signature:
-            self._table_objs[key] = table_obj
-            return self.tables[key]
-        try:
-            table = self._register(db, name, columns)
-        except (IncompatibleSchemaChange, UnsupportedColumn, SluiceError) as exc:
-            self._stop_table(db, name, str(exc))
-            return None
-        self.tables[key] = table
-        self._signatures[key] = signature
-        self._table_objs[key] = table_obj
-        return table
-
-    def _register(self, db: str, name: str, columns: list[Any]) -> TappedTable:
-        types = server.data_types(self._conn, db, name)
-        specs = tuple(from_binlog(c, self._charsets, types.get(c.name)) for c in columns)
-        key_set = {c.name for c in columns if c.is_primary}
-        registry = Registry(self.registry_root / f"{db}.{name}")
-        latest = registry.latest()
-        order: tuple[str, ...] = ()
-        uniques: list[tuple[str, tuple[str, ...]]] = []
-        if key_set:  # the primary key, or the UNIQUE index the server promoted to it
-            known = registered_key(latest[1]) if latest else None
-            if known is not None and known.kind in (PRIMARY, UNIQUE) and \
-                    set(known.columns) == key_set:
-                if known.kind == PRIMARY:
-                    order = known.columns
-                else:
-                    uniques = [(known.index or "?", known.columns)]
-            else:
-                order = server.primary_key(self._conn, db, name)
-                if not order:
-                    uniques = [u for u in server.unique_keys(self._conn, db, name)
-                               if set(u[1]) == key_set][:1]
-                if set(order) != key_set and not uniques:  # changed again since: binlog order
-                    order = tuple(c.name for c in columns if c.is_primary)
-        else:
-            uniques = server.unique_keys(self._conn, db, name)
-        key = keys.decide(self.source, f"{db}.{name}", specs, order, uniques,
-                          latest[1] if latest else None)
-        shape = TableShape(db, name, specs, key)
-        previous = latest[0] if latest else None
-        schema_id = registry.register(shape)
-        if previous is not None and schema_id != previous:
-            log.info("table %s.%s: columns added or widened, new schema version %d", db, name,
-                     schema_id)
-        elif previous is None:
-            log.info("table %s.%s: keyed by %s (%s)", db, name, key.describe(), key.why)
-        topic = topic_for(self.source, db, name)
-        if topic not in self._known_topics:
-            broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, topic,
-                                    self.source.partitions)
-            check_topic_limit(self.settings.broker.bootstrap_servers, topic)  # else: stopped
-            self._known_topics.add(topic)
-        assert self._charsets is not None
-        return TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic,
-                           self._charsets.decode, self.rows if key.kind == ROW else None)
 
     def _stop_table(self, db: str, name: str, reason: str) -> None:
         """Stop publishing one table; its resume position is the last transaction end."""
