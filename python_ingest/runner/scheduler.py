@@ -283,7 +283,15 @@ class Runner:
             log.warning("runner: %s (retrying every poll)", exc)
             return
         for slot in kafka:
-            self._set_backlog(slot, backlog(ends.get(slot.job.topic, {}), slot.checkpoint))
+            found = ends.get(slot.job.topic, {})
+            if slot.checkpoint is None and found and not any(found.values()) \
+                    and slot.job.starting_offsets == "earliest":
+                # a topic that never held a message: nothing to land, and no step an earlier
+                # process left half done; the job runs with its first message (its tables
+                # are created then), costing nothing before. (A job starting at `latest`
+                # runs at once: its first run pins where it starts.)
+                slot.checkpoint = {"offsets": {}}
+            self._set_backlog(slot, backlog(found, slot.checkpoint))
 
     def _set_backlog(self, slot: JobSlot, behind: int | None) -> None:
         if behind is not None and behind != slot.backlog:

@@ -52,3 +52,33 @@ def test_a_job_with_services_due_is_not_run_again_until_they_ran() -> None:
         assert slot.servicing is (expected is not None)
         assert not slot.due(0.0) or expected is None
         slot.services, slot.servicing = None, False
+
+
+class _Polled(Runner):
+    """The runner's poll over jobs without a session, a broker or a status file."""
+
+    def __init__(self, jobs: list[JobConfig]) -> None:
+        self.slots = {j.name: JobSlot(j) for j in jobs}
+        self.status = type("Status", (), {"update_job": lambda *a, **k: None})()
+
+
+class _Ends:
+    def __init__(self, ends: dict[str, dict[int, int]]) -> None:
+        self.ends = ends
+
+    def end(self, topics: Any) -> dict[str, dict[int, int]]:
+        return {t: e for t, e in self.ends.items() if t in set(topics)}
+
+
+def test_a_job_whose_topic_never_held_a_message_costs_no_run_until_its_first() -> None:
+    idle, busy = JobConfig("idle", "idle", None, ("k",)), JobConfig("busy", "busy", None, ("k",))
+    latest = JobConfig("latest", "latest", None, ("k",), starting_offsets="latest")
+    gone = JobConfig("gone", "gone", None, ("k",))  # no such topic: run, to say so
+    runner = _Polled([idle, busy, latest, gone])
+    ends = _Ends({"idle": {0: 0, 1: 0}, "busy": {0: 3, 1: 0}, "latest": {0: 0}})
+    runner._poll(ends)  # type: ignore[arg-type]
+    due = {name for name, slot in runner.slots.items() if slot.due(0.0)}
+    assert due == {"busy", "latest", "gone"}  # `latest` pins its start on its first run
+    ends.ends["idle"] = {0: 2, 1: 0}  # its first messages
+    runner._poll(ends)  # type: ignore[arg-type]
+    assert runner.slots["idle"].due(0.0) and runner.slots["idle"].backlog == 2
