@@ -146,6 +146,9 @@ bench-freshness: setup ## the runner: 10 jobs at 2,000 events/s for 3 min; produ
 bench-many: setup ## the runner: 50 jobs at a low rate in one runner; cycle and freshness p95
 	$(BIN)/python bench/runner_bench.py many
 
+bench-fleet: setup ## the runner: 400 jobs of one source, 40 receiving events, 360 idle, 5 min; cycle p95, idle cycle, freshness
+	$(BIN)/python bench/runner_bench.py fleet
+
 bench-profile: setup ## where a warm 100-event batch's seconds go: every step and Spark SQL statement timed
 	$(BIN)/python bench/batch_profile.py
 
@@ -179,4 +182,4 @@ broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-pg-tap bench-verify bench-profile bench-formats bench-hudi-merge bench-mor-scan bench-e2e bench-freshness bench-many bench-merge bench-services bench-dispersal bench-cluster bench-debezium broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-pg-tap bench-verify bench-profile bench-formats bench-hudi-merge bench-mor-scan bench-e2e bench-freshness bench-many bench-fleet bench-merge bench-services bench-dispersal bench-cluster bench-debezium broker-stop clean

@@ -10,12 +10,20 @@
              freshness: jobs=10 rate=2000 p50=<s> p95=<s> max=<s> lost=<n> doubled=<n>
   many       50 jobs at a low rate each in one runner:
              many: jobs=50 cycle_p95=<s> freshness_p95=<s> lost=<n>
+  fleet      400 jobs of one source (a topic per table, as the tap writes), 40 of them receiving
+             events at a steady rate, the others idle, one runner, 5 minutes after warm-up;
+             idle_cycle_s is the p95 of the runner's poll over every job's topic (what a cycle
+             costs the idle jobs: no Spark job, no table read):
+             fleet: jobs=400 active=40 cycle_p95=<s> idle_cycle_s=<s> freshness_p95=<s>
+             lost=<n> doubled=<n>
 
 Everything runs here: a private Apache Kafka broker, local Spark, a temporary warehouse.
 
     .venv/bin/python bench/runner_bench.py e2e [--events 500000]
     .venv/bin/python bench/runner_bench.py freshness [--jobs 10 --rate 2000 --seconds 180]
     .venv/bin/python bench/runner_bench.py many [--jobs 50 --rate 5 --seconds 600]
+    .venv/bin/python bench/runner_bench.py fleet [--jobs 400 --active 40 --rate 200
+                                                  --seconds 300]
 """
 
 from __future__ import annotations
@@ -54,7 +62,8 @@ class Bench:
     """A private broker, a fleet project and the settings of one benchmark."""
 
     def __init__(self, names: list[str], runner: dict[str, Any] | None = None,
-                 extra_jobs: dict[str, dict[str, Any]] | None = None) -> None:
+                 extra_jobs: dict[str, dict[str, Any]] | None = None,
+                 partitions: int = PARTITIONS) -> None:
         import yaml
 
         self.work = Path(tempfile.mkdtemp(prefix="sluice-runner-bench-"))
@@ -64,7 +73,7 @@ class Bench:
         self.names = names
         jobs = write_fleet(self.work, names)
         for name in names:
-            ensure_topic(self.bootstrap, topic_of(name), PARTITIONS)
+            ensure_topic(self.bootstrap, topic_of(name), partitions)
         jobs.update(extra_jobs or {})
         (self.work / "sluice.yml").write_text(yaml.safe_dump({
             "catalog": {"warehouse": str(self.work / "warehouse")},
@@ -106,13 +115,13 @@ class Bench:
         self.broker.stop()
         shutil.rmtree(self.work, ignore_errors=True)
 
-    def lost_and_doubled(self) -> tuple[int, int]:
+    def lost_and_doubled(self, names: list[str] | None = None) -> tuple[int, int]:
         """Rows whose lake state differs from the producer's oracle; offsets landed twice."""
         sys.path.insert(0, str(REPO))
         from tests.steps.helpers import as_lake, lake_rows
 
         lost = doubled = 0
-        for name in self.names:
+        for name in names or self.names:
             expected = {t: as_lake(r) for t, r in self.generators[name].rows.items()}
             actual = lake_rows(self.spark, f"lake.{name}")
             lost += sum(1 for k in expected.keys() | actual.keys()
@@ -144,9 +153,11 @@ def visible_times(spark: Any, names: list[str]) -> dict[str, list[tuple[dict[int
 class SteadyProducer(threading.Thread):
     """Produces ``rate`` events/s in total over ``jobs`` for ``seconds``; samples send times."""
 
-    def __init__(self, bench: Bench, rate: int, seconds: float, sample_every: int = 10) -> None:
+    def __init__(self, bench: Bench, rate: int, seconds: float, sample_every: int = 10,
+                 names: list[str] | None = None) -> None:
         super().__init__(daemon=True)
         self.bench, self.rate, self.seconds = bench, rate, seconds
+        self.names = names or bench.names
         self.sample_every = sample_every
         self.samples: list[tuple[str, int, int, float]] = []  # job, partition, offset, sent
         self.sent = 0
@@ -156,14 +167,14 @@ class SteadyProducer(threading.Thread):
 
         producer = ck.Producer({"bootstrap.servers": self.bench.bootstrap, "linger.ms": 5,
                                 "partitioner": "murmur2_random"})
-        streams = {n: self.bench.generators[n].events(10**9) for n in self.bench.names}
+        streams = {n: self.bench.generators[n].events(10**9) for n in self.names}
         tick = 0.1
-        per_tick = self.rate * tick / len(self.bench.names)
+        per_tick = self.rate * tick / len(self.names)
         started = time.monotonic()
         owed = 0.0
         while time.monotonic() - started < self.seconds:
             owed += per_tick
-            for name in self.bench.names:
+            for name in self.names:
                 for _ in range(int(owed)):
                     event = next(streams[name])
                     self.sent += 1
@@ -321,6 +332,66 @@ def steady(args: argparse.Namespace, label: str) -> None:
         bench.close()
 
 
+def fleet(args: argparse.Namespace) -> None:
+    """Many tables of one source, few of them changing: the idle ones must cost nothing."""
+    from python_ingest.runner.scheduler import Runner
+
+    names = [f"t{i:03d}" for i in range(args.jobs)]
+    active = names[::max(1, args.jobs // args.active)][:args.active]
+    started = time.perf_counter()
+    bench = Bench(names, partitions=1)
+    polls: list[float] = []
+    original = Runner._poll
+
+    def timed(self: Any, offsets: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            original(self, offsets)
+        finally:
+            polls.append(time.perf_counter() - t0)
+
+    Runner._poll = timed  # type: ignore[method-assign]
+    try:
+        print(f"  {len(names)} topics and models in {time.perf_counter() - started:.0f}s",
+              flush=True)
+        bench.session(names)
+        for name in active:  # a first batch each: their tables created, session warm
+            demo.produce(bench.bootstrap, topic_of(name), bench.generators[name].events(20))
+        print(f"warm-up: the {len(active)} active jobs' first batches (the idle ones none) ...",
+              flush=True)
+        t0 = time.perf_counter()
+        run_for(bench, names, until_idle=True)
+        idle_tables = sum(1 for n in names if n not in active
+                          and bench.spark.catalog.tableExists(f"raw.{n}"))
+        print(f"  warm-up took {time.perf_counter() - t0:.0f}s; idle jobs with tables: "
+              f"{idle_tables}", flush=True)
+        polls.clear()
+        producer = SteadyProducer(bench, args.rate, args.seconds, names=active)
+        runner = bench.runner(names)
+        thread = threading.Thread(target=runner.run, daemon=True)
+        print(f"producing {args.rate} events/s over {len(active)} of {len(names)} jobs for "
+              f"{args.seconds:.0f}s into a continuous runner ...", flush=True)
+        producer.start()
+        thread.start()
+        producer.join()
+        print(f"  produced {producer.sent:,} events; draining ...", flush=True)
+        while not runner._idle():
+            time.sleep(1)
+        runner.stop.set()
+        thread.join()
+        fresh = freshness_of(producer.samples, bench.spark, active)
+        lost, doubled = bench.lost_and_doubled(active)
+        cycle = _cycle_times(bench, active)
+        print(f"  polls: {len(polls)}, median {pct(polls, 0.5):.3f}s; cycles measured: "
+              f"{len(cycle)}; whole bench {time.perf_counter() - started:.0f}s", flush=True)
+        print(f"fleet: jobs={len(names)} active={len(active)} cycle_p95={pct(cycle, 0.95):.1f} "
+              f"idle_cycle_s={pct(polls, 0.95):.2f} freshness_p95={pct(fresh, 0.95):.1f} "
+              f"lost={lost} doubled={doubled}")
+    finally:
+        Runner._poll = original  # type: ignore[method-assign]
+        bench.close()
+
+
 def _cycle_times(bench: Bench, names: list[str]) -> list[float]:
     """Per job, the time between the ends of consecutive succeeded runs."""
     runs = visible_times(bench.spark, names)
@@ -344,6 +415,11 @@ def main() -> int:
         p.add_argument("--rate", type=int, default=rate, help="events/s over all jobs")
         p.add_argument("--seconds", type=float, default=seconds)
         p.add_argument("--parallel", type=int, help="runner.max_parallel_jobs")
+    p = sub.add_parser("fleet")
+    p.add_argument("--jobs", type=int, default=400)
+    p.add_argument("--active", type=int, default=40, help="jobs receiving events")
+    p.add_argument("--rate", type=int, default=200, help="events/s over the active jobs")
+    p.add_argument("--seconds", type=float, default=300)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="  %(asctime)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
@@ -351,6 +427,8 @@ def main() -> int:
     print(f"started {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC", flush=True)
     if args.which == "e2e":
         e2e(args)
+    elif args.which == "fleet":
+        fleet(args)
     else:
         steady(args, args.which)
     return 0
