@@ -28,11 +28,13 @@ from typing import Any
 
 from python_ingest.exceptions import TapError
 
-_HEADER = struct.Struct(">QQq")  # XLogData: data start, WAL end, send time
 _KEEPALIVE = struct.Struct(">Qq?")  # WAL end, send time, reply requested
 _STATUS = struct.Struct(">cQQQq?")  # 'r', write, flush, apply, client time, reply requested
 _PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 in Unix microseconds
 _XLOG_DATA, _PRIMARY_KEEPALIVE = 119, 107  # 'w', 'k'
+_WAL_END = struct.Struct(">Q").unpack_from
+_string_at = ctypes.CFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_int)(
+    ctypes._string_at_addr)  # type: ignore[attr-defined]  # string_at, minus its wrapper
 _lib: Any = None
 
 
@@ -67,9 +69,11 @@ class ReplicationStream:
     """The CopyBoth stream of a replication connection on which START_REPLICATION ran."""
 
     def __init__(self, conn: Any, confirmed: int, interval_s: float) -> None:
-        self._lib = _libpq()
+        self._lib = lib = _libpq()
         self._pg = ctypes.c_void_p(conn.pgconn_ptr)
         self._buffer = ctypes.c_void_p()
+        self._into = ctypes.byref(self._buffer)  # (bound once: read runs per message)
+        self._get, self._free = lib.PQgetCopyData, lib.PQfreemem
         self._lock = threading.Lock()
         self.wal_end = 0  # the server's WAL end, from its last message
         self.confirmed = confirmed  # the flush position sent: only ``confirm`` moves it
@@ -85,25 +89,25 @@ class ReplicationStream:
     def read(self) -> bytes | None:
         """The next XLogData message's payload, or None when none is waiting. Keepalives are
         consumed here (answered with the confirmed position when the server asks)."""
-        lib, pg, buffer = self._lib, self._pg, self._buffer
+        pg, buffer, into, get = self._pg, self._buffer, self._into, self._get
         consumed = False
         with self._lock:
             while True:
-                size = lib.PQgetCopyData(pg, ctypes.byref(buffer), 1)
+                size = get(pg, into, 1)
                 if size == 0:
                     if consumed:
                         return None
-                    if not lib.PQconsumeInput(pg):
+                    if not self._lib.PQconsumeInput(pg):
                         raise TapError(self._error())
                     consumed = True
                     continue
                 if size < 0:
                     raise TapError(self._ended() if size == -1 else self._error())
-                data = ctypes.string_at(buffer, size)
-                lib.PQfreemem(buffer)
+                data = _string_at(buffer, size)
+                self._free(buffer)
                 consumed = True
                 if data[0] == _XLOG_DATA:
-                    self.wal_end = _HEADER.unpack_from(data, 1)[1]
+                    self.wal_end = _WAL_END(data, 9)[0]
                     return data[25:]
                 if data[0] == _PRIMARY_KEEPALIVE:
                     wal_end, _at, reply = _KEEPALIVE.unpack_from(data, 1)
