@@ -28,6 +28,10 @@ def test_a_slot_confirmed_past_the_checkpoint_is_refused_naming_both_lsns(pg_env
     older = env.checkpoint()["lsn"]
     env.sql("INSERT INTO orders SELECT g, 'v' FROM generate_series(1, 20) g")
     env.tap_until_end()
+    settings = env.settings()
+    conn = server.connect(settings.source(env.source))
+    server.wait_inactive(conn, settings.source(env.source))  # its last status update read
+    conn.close()
     confirmed = env.sql("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
                         f"WHERE slot_name = 'sluice_{env.source}'")[0][0]
     assert parse_lsn(confirmed) > parse_lsn(older)
@@ -40,7 +44,6 @@ def test_a_slot_confirmed_past_the_checkpoint_is_refused_naming_both_lsns(pg_env
         env.tap_until_end()
     assert lsn_text(store.load().lsn) == older  # nothing moved
     # what the message says works: drop the slot, bootstrap every table
-    settings = env.settings()
     conn = server.connect(settings.source(env.source))
     server.wait_inactive(conn, settings.source(env.source))
     conn.close()

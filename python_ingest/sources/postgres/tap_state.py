@@ -1,0 +1,87 @@
+"""The PostgreSQL tap's state (tap.py's PgTap): what it holds between messages, and the ref keys
+of the transaction being read; tap_tables.py and tap_checkpoints.py work on it."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+from python_ingest.config import Settings, SourceConfig
+from python_ingest.sources.binlog import keys
+from python_ingest.sources.binlog.errors import ErrorSink
+from python_ingest.sources.binlog.events import Envelope
+from python_ingest.sources.binlog.producer import BarrierProducer
+from python_ingest.sources.binlog.tap import TapStats, registry_root
+from python_ingest.sources.postgres import pgoutput, server
+from python_ingest.sources.postgres.events import PgTable
+from python_ingest.sources.postgres.fastpath import FastTable, RefKeys
+from python_ingest.sources.postgres.moves import RowReader
+from python_ingest.sources.postgres.position import (
+    PgCheckpointStore,
+    ref_key,
+)
+from python_ingest.sources.postgres.streams import HeldStreams
+from python_ingest.sources.postgres.wire import ReplicationStream
+
+SOURCE = "postgres"  # the events' _source
+
+
+def topic_for(source: SourceConfig, schema: str, table: str) -> str:
+    return f"{source.topic_base}.{schema}.{table}"
+
+class TapState:
+    """The state of one PostgreSQL source's tap."""
+
+    def __init__(self, settings: Settings, source: SourceConfig,
+                 stop: threading.Event | None = None) -> None:
+        self.settings = settings
+        self.source = source
+        self.stop = stop or threading.Event()
+        self.store = PgCheckpointStore(settings.path(settings.state_dir), source.name)
+        self.registry_root = registry_root(settings, source)
+        self.stats = TapStats()
+        self.relations: dict[int, pgoutput.Relation] = {}
+        self.tables: dict[int, PgTable | None] = {}  # None: not tapped (excluded or stopped)
+        self._fast: dict[int, FastTable] = {}  # the tapped tables fastpath.py can publish
+        self._tails = (b"", b"")  # the envelope after _ref_key in this transaction (fastpath)
+        self._signatures: dict[int, tuple[Any, ...]] = {}
+        self.stopped: dict[str, dict[str, Any]] = {}
+        self.rows = keys.RowCounts()
+        self._pending: deque[tuple[int, Any]] = deque()  # (end LSN, row counts) not saved
+        self._rows_changed: dict[str, set[str]] = {}  # digests whose saved count changed
+        self._saved = 0
+        self._confirmed = 0
+        self._last_save = 0.0
+        self._last_idle_save = 0.0
+        self._commit_lsn = 0  # of the transaction being read (0: none open)
+        self._commit_ms = 0
+        self._index = 0  # the next change's position in it
+        self._refs = RefKeys()  # its ref keys' Avro bytes (fastpath)
+        self.streams = HeldStreams()  # protocol 2: streamed transactions not committed yet
+        self.streamed = self.streams.counts  # streamed transactions committed and aborted
+        self._known_topics: set[str] = set()
+        self._conn: Any = None
+        self._repl: Any = None
+        self._reader = RowReader(lambda: server.connect(self.source))  # moves.py
+        self._oids: dict[str, dict[str, Any]] = {}  # table → its relation oid (tables.py)
+        self._slow: set[int] = set()  # tables off the fast path while they have gone keys
+        self._gone: dict[str, set[str]] = {}  # table → its gone keys (moves.py), checkpointed
+        self._cursor: Any = None
+        self._stream: ReplicationStream | None = None  # read and confirmed by the tap (wire.py)
+        self.producer: BarrierProducer | None = None
+        self._produce: Any = None  # the producer's produce(topic, value, key)
+        self.errors: ErrorSink | None = None
+
+    def _seen_end(self) -> int:
+        return self._pending[-1][0] if self._pending else self._saved
+
+    def _ref(self) -> int:
+        return ref_key(self._commit_lsn, self._index)
+
+    def _next_ref(self) -> int:
+        ref = ref_key(self._commit_lsn, self._index)
+        self._index += 1
+        return ref
+
+    _env = Envelope(SOURCE, 0, None)
