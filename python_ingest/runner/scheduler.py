@@ -269,8 +269,8 @@ class Runner:
                                        held_by={k: holder.get(k) for k in ("host", "pid")})
 
     def _poll(self, offsets: EndOffsets) -> None:
-        """Every job's backlog from its topic's end offsets and its last checkpoint; a files
-        job's is its count of ready unprocessed partitions (a listing of its landing dir)."""
+        """Every job's backlog from its topic's end offsets and its last checkpoint; a files job's
+        is its count of ready unprocessed partitions (a listing of its landing dir)."""
         files = [s for s in self.slots.values() if s.job.files is not None]
         kafka = [s for s in self.slots.values() if s.job.files is None]
         for slot in files:
@@ -284,12 +284,9 @@ class Runner:
             return
         for slot in kafka:
             found = ends.get(slot.job.topic, {})
+            # no message ever: nothing to catch up on until its first (`latest` pins its start)
             if slot.checkpoint is None and found and not any(found.values()) \
                     and slot.job.starting_offsets == "earliest":
-                # a topic that never held a message: nothing to land, and no step an earlier
-                # process left half done; the job runs with its first message (its tables
-                # are created then), costing nothing before. (A job starting at `latest`
-                # runs at once: its first run pins where it starts.)
                 slot.checkpoint = {"offsets": {}}
             self._set_backlog(slot, backlog(found, slot.checkpoint))
 
