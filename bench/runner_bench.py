@@ -222,6 +222,21 @@ def run_for(bench: Bench, names: list[str], seconds: float | None = None,
     return runner
 
 
+def run_while_producing(bench: Bench, names: list[str], producer: SteadyProducer) -> Any:
+    """A continuous runner over ``names`` while ``producer`` produces, until it caught up."""
+    runner = bench.runner(names)
+    thread = threading.Thread(target=runner.run, daemon=True)
+    producer.start()
+    thread.start()
+    producer.join()
+    print(f"  produced {producer.sent:,} events; draining ...", flush=True)
+    while not runner._idle():
+        time.sleep(1)
+    runner.stop.set()
+    thread.join()
+    return runner
+
+
 def e2e(args: argparse.Namespace) -> None:
     from python_ingest.steps.jobs import run_ingest
     from python_ingest.tables.status import StatusFile
@@ -302,18 +317,9 @@ def steady(args: argparse.Namespace, label: str) -> None:
         run_for(bench, names, until_idle=True)
         print(f"  warm-up took {time.perf_counter() - started:.0f}s", flush=True)
         producer = SteadyProducer(bench, args.rate, args.seconds)
-        runner = bench.runner(names)
-        thread = threading.Thread(target=runner.run, daemon=True)
         print(f"producing {args.rate} events/s over {len(names)} jobs for {args.seconds}s "
               "into a continuous runner ...", flush=True)
-        producer.start()
-        thread.start()
-        producer.join()
-        print(f"  produced {producer.sent:,} events; draining ...", flush=True)
-        while not runner._idle():
-            time.sleep(1)
-        runner.stop.set()
-        thread.join()
+        runner = run_while_producing(bench, names, producer)
         fresh = freshness_of(producer.samples, bench.spark, names)
         lost, doubled = bench.lost_and_doubled()
         cycles = []
@@ -367,18 +373,9 @@ def fleet(args: argparse.Namespace) -> None:
               f"{idle_tables}", flush=True)
         polls.clear()
         producer = SteadyProducer(bench, args.rate, args.seconds, names=active)
-        runner = bench.runner(names)
-        thread = threading.Thread(target=runner.run, daemon=True)
         print(f"producing {args.rate} events/s over {len(active)} of {len(names)} jobs for "
               f"{args.seconds:.0f}s into a continuous runner ...", flush=True)
-        producer.start()
-        thread.start()
-        producer.join()
-        print(f"  produced {producer.sent:,} events; draining ...", flush=True)
-        while not runner._idle():
-            time.sleep(1)
-        runner.stop.set()
-        thread.join()
+        run_while_producing(bench, names, producer)
         fresh = freshness_of(producer.samples, bench.spark, active)
         lost, doubled = bench.lost_and_doubled(active)
         cycle = _cycle_times(bench, active)

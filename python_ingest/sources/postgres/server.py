@@ -285,32 +285,6 @@ def without_identity(conn: Any, source: SourceConfig) -> list[str]:
         if included(source, s, t) and (ident == "n" or (ident == "d" and not has_pk))]
 
 
-def current_values(conn: Any, relation: Any, new: list[Any]) -> list[Any]:
-    """``new`` (a tuple of pgoutput.py) with its UNCHANGED values read from the table now, by
-    the replica identity's columns; ``conn`` hands over text (raw_text).
-
-    A key change that left TOASTed values alone (REPLICA IDENTITY DEFAULT or USING INDEX)
-    moves the row to a new key, whose lake row has none of its values. A later change of the
-    row is published after this one with a higher ref key, so the lake ends with the row's
-    last values either way; a row gone since keeps them UNCHANGED (a partial insert, which
-    the merge rejects; the row's later delete is published too). FULL needs none of this."""
-    from python_ingest.sources.postgres.pgoutput import UNCHANGED
-
-    keys = [(c.name, v) for c, v in zip(relation.columns, new, strict=True) if c.is_key]
-    wanted = [i for i, v in enumerate(new) if v is UNCHANGED]
-    columns = ", ".join('"{}"'.format(relation.columns[i].name.replace('"', '""'))
-                        for i in wanted)
-    where = " AND ".join('"{}" = %s'.format(name.replace('"', '""')) for name, _v in keys)
-    found = rows(conn, f"SELECT {columns} FROM {quoted(relation.namespace, relation.name)} "
-                       f"WHERE {where}", [v for _n, v in keys])
-    if not found:
-        return new
-    filled = list(new)
-    for i, value in zip(wanted, found[0], strict=True):
-        filled[i] = value
-    return filled
-
-
 def no_identity_error(source: SourceConfig, table: str) -> str:
     schema, name = table.split(".", 1)
     return (f"table {table} has no replica identity (REPLICA IDENTITY NOTHING, or DEFAULT "
