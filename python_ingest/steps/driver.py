@@ -31,21 +31,22 @@ DRIVER_ROWS = 2000
 @dataclass(frozen=True)
 class Transport:
     """How a relation's rows travel to the driver and back: timestamps as their microseconds
-    since the epoch (pyspark turns them into local wall-clock times, which a time zone's
-    autumn hour makes ambiguous)."""
+    since the epoch, dates as their days since it (pyspark turns timestamps into local
+    wall-clock times, which a time zone's autumn hour makes ambiguous, and neither into
+    Python values before year 1 or after 9999, which the tap's zero dates are)."""
 
     select: list[str]
-    stamps: frozenset[str]
+    back: dict[str, str]  # column -> the SQL function that turns its number back
 
 
 def transport(schema: Any) -> Transport | None:
-    """None: a type that does not travel (a timestamp inside a struct, array or map, a
-    timestamp without time zone, an interval)."""
+    """None: a type that does not travel (a date or timestamp inside a struct, array or map,
+    a timestamp without time zone, an interval)."""
     from pyspark.sql import types as T
 
     def has_time(kind: Any) -> bool:
-        if isinstance(kind, (T.TimestampType, T.TimestampNTZType, T.DayTimeIntervalType,
-                             T.YearMonthIntervalType)):
+        if isinstance(kind, (T.TimestampType, T.TimestampNTZType, T.DateType,
+                             T.DayTimeIntervalType, T.YearMonthIntervalType)):
             return True
         if isinstance(kind, T.ArrayType):
             return has_time(kind.elementType)
@@ -55,16 +56,19 @@ def transport(schema: Any) -> Transport | None:
             return any(has_time(f.dataType) for f in kind.fields)
         return False
 
-    select, stamps = [], set()
+    select, back = [], {}
     for f in schema.fields:
         if isinstance(f.dataType, T.TimestampType):
             select.append(f"unix_micros(`{f.name}`) as `{f.name}`")
-            stamps.add(f.name)
+            back[f.name] = "timestamp_micros"
+        elif isinstance(f.dataType, T.DateType):
+            select.append(f"unix_date(`{f.name}`) as `{f.name}`")
+            back[f.name] = "date_from_unix_date"
         elif has_time(f.dataType):
             return None
         else:
             select.append(f"`{f.name}`")
-    return Transport(select, frozenset(stamps))
+    return Transport(select, back)
 
 
 def driver_rows(valid: DataFrame) -> dict[int, list[dict[str, Any]]] | None:
@@ -146,16 +150,17 @@ def driver_changes(spark: SparkSession, sql: str, compiled_key: str, tables: Job
         current = {r["_row_key"]: r.asDict() for r in spark.sql(
             f"select {select} from {tables.lake} where _row_key in ({literal})").collect()}
     fill_current(folded, current)
-    carried = T.StructType([T.StructField(f.name, T.LongType(), f.nullable)
-                            if f.name in travel.stamps else f for f in schema.fields])
+    carried = T.StructType([f if f.name not in travel.back else T.StructField(
+        f.name, T.IntegerType() if isinstance(f.dataType, T.DateType) else T.LongType(),
+        f.nullable) for f in schema.fields])
     names = [f.name for f in schema.fields]
     try:
         local = spark.createDataFrame([tuple(f.row[n] for n in names) for f in folded],
                                       carried)
     except (TypeError, ValueError) as exc:  # a lake value of another type than the batch's
         raise Declined(f"a value the change set's schema does not take: {exc}") from exc
-    changes = local.selectExpr(*(f"timestamp_micros(`{n}`) as `{n}`"
-                                 if n in travel.stamps else f"`{n}`" for n in names))
+    changes = local.selectExpr(*(f"{travel.back[n]}(`{n}`) as `{n}`"
+                                 if n in travel.back else f"`{n}`" for n in names))
     actions = collections.Counter(f.row["_merge_action"] for f in folded)
     figures = {"inserted": actions["insert"], "updated": actions["update"],
                "deleted": actions["delete"],
