@@ -44,7 +44,7 @@ class SourceConfig:
     start_from: str = "current"
     bootstrap_chunk_rows: int = 10_000
     bootstrap_workers: int = 2
-    key_columns: Mapping[str, Any] = field(default_factory=dict)  # sources/binlog/keys.py
+    key_columns: Mapping[str, Any] = field(default_factory=dict)  # sources/tap/keys.py
     # kind: postgres only (docs/postgres-source.md)
     database: str = "postgres"
     slot: str | None = None  # default sluice_<source>

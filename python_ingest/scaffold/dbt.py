@@ -9,7 +9,7 @@ that no SQL is written by hand and a column added to the source later flows thro
     expectations/stg_<source>__<job>.json            not null on the row key columns
 
 and adds the table's job (topic, schema registry, confluent-avro, row key) to the config file's
-``jobs:``, with a comment saying which key it took and why (sources/binlog/keys.py: the primary
+``jobs:``, with a comment saying which key it took and why (sources/tap/keys.py: the primary
 key, else a UNIQUE index over NOT NULL columns, else the source's ``key_columns``, else a
 full-row identity), and the same for the job ``<source>__tap_errors`` that lands the tap's error
 records. Idempotent: files that exist are kept as they are (a user may have edited them), jobs

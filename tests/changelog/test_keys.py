@@ -20,8 +20,8 @@ from python_ingest.changelog.schema import ChangelogSchema
 from python_ingest.config import JobConfig, Settings
 from python_ingest.sources.binlog.columns import ROW_ID, make_spec
 from python_ingest.sources.binlog.events import INSERT, Envelope, TappedTable, changes
-from python_ingest.sources.binlog.producer import Encoder
-from python_ingest.sources.binlog.registry import COLUMNS, PRIMARY, KeyChoice, TableShape
+from python_ingest.sources.tap.producer import Encoder
+from python_ingest.sources.tap.registry import COLUMNS, PRIMARY, KeyChoice, TableShape
 
 pytestmark = pytest.mark.reliability
 

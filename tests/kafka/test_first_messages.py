@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from python_ingest.kafka.broker import ensure_topic
-from python_ingest.sources.binlog.producer import ChangelogProducer
+from python_ingest.sources.tap.producer import ChangelogProducer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.reliability]
 

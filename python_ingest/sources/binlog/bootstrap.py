@@ -30,9 +30,8 @@ from typing import Any
 from python_ingest.config import Settings, SourceConfig
 from python_ingest.exceptions import SluiceError
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog import keys, server
+from python_ingest.sources.binlog import server
 from python_ingest.sources.binlog.columns import select_sql
-from python_ingest.sources.binlog.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.binlog.events import Envelope, TappedTable, snapshot_change
 from python_ingest.sources.binlog.identity import (
     ServerIdentity,
@@ -47,9 +46,11 @@ from python_ingest.sources.binlog.position import (
     BinlogCheckpointStore,
     BinlogPosition,
 )
-from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
-from python_ingest.sources.binlog.registry import ROW, Registry, TableShape
 from python_ingest.sources.binlog.tap_tables import registry_root, topic_for
+from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.errors import ErrorSink, check_topic_limit, error_topic, publish
+from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
+from python_ingest.sources.tap.registry import ROW, Registry, TableShape
 
 log = logging.getLogger(__name__)
 Key = tuple[Any, ...]

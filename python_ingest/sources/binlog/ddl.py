@@ -35,7 +35,7 @@ import fastavro
 from python_ingest.exceptions import BrokerError
 from python_ingest.kafka import client as kafka_client
 from python_ingest.sources.binlog.events import Envelope
-from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
+from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
 
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
 _TABLE = rf"({_NAME}(?:\s*\.\s*{_NAME})?)"

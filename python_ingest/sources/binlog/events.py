@@ -32,10 +32,10 @@ from python_ingest.sources.binlog.columns import (
     decode_text,
     to_avro,
 )
-from python_ingest.sources.binlog.keys import RowCounts, row_digest
 from python_ingest.sources.binlog.position import row_refs
-from python_ingest.sources.binlog.producer import Encoder
-from python_ingest.sources.binlog.registry import CHANGELOG, ROW, TableShape
+from python_ingest.sources.tap.keys import RowCounts, row_digest
+from python_ingest.sources.tap.producer import Encoder
+from python_ingest.sources.tap.registry import CHANGELOG, ROW, TableShape
 
 INSERT, UPDATE, DELETE, SNAPSHOT = "insert", "update", "delete", "snapshot"
 

@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
-from python_ingest.sources.binlog import keys, server
-from python_ingest.sources.binlog.errors import (
+from python_ingest.sources.binlog import server
+from python_ingest.sources.binlog.tap_tables import registry_root, topic_for
+from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.errors import (
     ERRORS_FOLDER,
     error_job,
     error_topic,
     register_errors,
 )
-from python_ingest.sources.binlog.registry import KeyChoice, Registry
-from python_ingest.sources.binlog.tap_tables import registry_root, topic_for
+from python_ingest.sources.tap.registry import KeyChoice, Registry
 
 
 def job_name(db: str, table: str) -> str:

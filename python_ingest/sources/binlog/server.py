@@ -20,10 +20,10 @@ from python_ingest.config import SourceConfig
 from python_ingest.exceptions import SetupError, SluiceError
 from python_ingest.runtime.files import write_private
 from python_ingest.runtime.processes import free_port, stop_server
-from python_ingest.sources.binlog import keys
 from python_ingest.sources.binlog.columns import from_information_schema
 from python_ingest.sources.binlog.position import BinlogPosition
-from python_ingest.sources.binlog.registry import TableShape
+from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.registry import TableShape
 
 if TYPE_CHECKING:
     from pymysql.connections import Connection

@@ -27,7 +27,6 @@ from python_ingest.kafka import broker as broker_mod
 from python_ingest.sources.binlog import (
     decoding,
     gtid,
-    keys,
     server,
     tap_ddl,
     tap_failover,
@@ -35,7 +34,6 @@ from python_ingest.sources.binlog import (
     tap_tables,
 )
 from python_ingest.sources.binlog.charsets import Charsets
-from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
 from python_ingest.sources.binlog.events import (
     DELETE,
     INSERT,
@@ -51,10 +49,12 @@ from python_ingest.sources.binlog.position import (
     BinlogPosition,
     ref_file_index,
 )
-from python_ingest.sources.binlog.producer import ChangelogProducer
-from python_ingest.sources.binlog.registry import ROW
 from python_ingest.sources.binlog.tap_tables import registry_root
 from python_ingest.sources.binlog.xa import FL_PREPARED_XA, XaTransactions
+from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.errors import ErrorSink, error_topic, publish
+from python_ingest.sources.tap.producer import ChangelogProducer
+from python_ingest.sources.tap.registry import ROW
 
 # registry_root: imported from here by sources/postgres too (moved to tap_tables.py)
 __all__ = ["Tap", "TapStats", "ends_transaction", "registry_root"]

@@ -20,7 +20,7 @@ from typing import Any
 from python_ingest.sources.binlog import ddl, server
 from python_ingest.sources.binlog.events import Envelope
 from python_ingest.sources.binlog.position import BinlogPosition, pack_ref, ref_file_index
-from python_ingest.sources.binlog.registry import CHANGELOG, ROW, Registry, registered_key
+from python_ingest.sources.tap.registry import CHANGELOG, ROW, Registry, registered_key
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,11 @@ import logging
 from typing import Any
 
 from python_ingest.exceptions import SluiceError, TapError
-from python_ingest.sources.binlog import keys, server
+from python_ingest.sources.binlog import server
 from python_ingest.sources.binlog.existence import Existence
 from python_ingest.sources.binlog.identity import check_resume, identify, start_gtid
 from python_ingest.sources.binlog.position import BinlogCheckpoint, BinlogPosition
+from python_ingest.sources.tap import keys
 
 log = logging.getLogger(__name__)
 

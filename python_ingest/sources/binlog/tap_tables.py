@@ -14,12 +14,13 @@ from typing import Any
 from python_ingest.config import Settings, SourceConfig
 from python_ingest.exceptions import IncompatibleSchemaChange, SluiceError, UnsupportedColumn
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog import keys, server
+from python_ingest.sources.binlog import server
 from python_ingest.sources.binlog.columns import from_binlog
-from python_ingest.sources.binlog.errors import check_topic_limit
 from python_ingest.sources.binlog.events import TappedTable
-from python_ingest.sources.binlog.producer import Encoder
-from python_ingest.sources.binlog.registry import (
+from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.errors import check_topic_limit
+from python_ingest.sources.tap.producer import Encoder
+from python_ingest.sources.tap.registry import (
     PRIMARY,
     ROW,
     UNIQUE,

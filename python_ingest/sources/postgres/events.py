@@ -12,7 +12,7 @@
   or inserts it: its partial updates are dropped, never sent to a lake that lacks the row;
 - delete: the old row (REPLICA IDENTITY FULL) or only its key columns, ``_is_deleted`` true.
 
-Keys follow the table's KeyChoice (binlog/registry.py): key columns (or their text in
+Keys follow the table's KeyChoice (tap/registry.py): key columns (or their text in
 ``sluice_row_id``), a full-row identity (REPLICA IDENTITY FULL without a key: the old row
 names the copy an update or delete removes), or an append-only changelog.
 """
@@ -35,11 +35,11 @@ from python_ingest.sources.binlog.events import (
     Problem,
     preview,
 )
-from python_ingest.sources.binlog.keys import RowCounts, row_digest
-from python_ingest.sources.binlog.producer import Encoder
-from python_ingest.sources.binlog.registry import CHANGELOG, ROW, TableShape
 from python_ingest.sources.postgres.columns import Converter
 from python_ingest.sources.postgres.pgoutput import UNCHANGED
+from python_ingest.sources.tap.keys import RowCounts, row_digest
+from python_ingest.sources.tap.producer import Encoder
+from python_ingest.sources.tap.registry import CHANGELOG, ROW, TableShape
 
 
 @dataclass

@@ -28,11 +28,11 @@ from typing import Any
 from python_ingest.changelog.keys import EMPTY_KEY_BYTES
 from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.sources.binlog.columns import key_text
-from python_ingest.sources.binlog.errors import MAX_MESSAGE_BYTES
-from python_ingest.sources.binlog.producer import decimal_bytes
-from python_ingest.sources.binlog.registry import COLUMNS, PRIMARY, UNIQUE
 from python_ingest.sources.postgres.columns import to_money
 from python_ingest.sources.postgres.events import PgTable
+from python_ingest.sources.tap.errors import MAX_MESSAGE_BYTES
+from python_ingest.sources.tap.producer import decimal_bytes
+from python_ingest.sources.tap.registry import COLUMNS, PRIMARY, UNIQUE
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

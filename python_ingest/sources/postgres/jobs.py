@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
-from python_ingest.sources.binlog import keys
 from python_ingest.sources.binlog.jobs import TableJob, job_name
-from python_ingest.sources.binlog.registry import Registry
 from python_ingest.sources.binlog.tap import registry_root
 from python_ingest.sources.postgres import server
 from python_ingest.sources.postgres.shapes import table_shape
 from python_ingest.sources.postgres.tap import topic_for
+from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.registry import Registry
 
 
 def job_config(settings: Settings, source: SourceConfig, schema: str, table: str,

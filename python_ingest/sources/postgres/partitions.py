@@ -28,9 +28,9 @@ from typing import Any
 
 from python_ingest.config import SourceConfig
 from python_ingest.sources.binlog.events import Envelope
-from python_ingest.sources.binlog.producer import Encoder
-from python_ingest.sources.binlog.registry import TableShape
 from python_ingest.sources.postgres import server
+from python_ingest.sources.tap.producer import Encoder
+from python_ingest.sources.tap.registry import TableShape
 
 log = logging.getLogger(__name__)
 

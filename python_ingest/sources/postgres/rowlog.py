@@ -1,7 +1,7 @@
 """The row copies of full-row-identity (keyless) tables beside the PostgreSQL tap's checkpoint,
 written incrementally.
 
-The copies (binlog/keys.py RowCounts: one count per distinct row digest) grow with the table;
+The copies (tap/keys.py RowCounts: one count per distinct row digest) grow with the table;
 written whole into the checkpoint file they made every checkpoint rewrite the whole map. Here
 they live in files next to the checkpoint: a *base* (every count at one LSN, named by it) and a
 *log* of JSON lines, one per checkpoint, holding only the digests whose count changed since the

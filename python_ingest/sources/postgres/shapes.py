@@ -11,7 +11,7 @@ change. A table dropped since (the tap is behind) keeps the key its registered v
 recorded. Stored generated columns are left out on both paths: pgoutput (PostgreSQL 15) does
 not send them, so the lake never has them (docs/postgres-source.md, "Generated columns").
 
-The key (binlog/keys.py ``decide``, docs/postgres-source.md "Keys"): the source's
+The key (tap/keys.py ``decide``, docs/postgres-source.md "Keys"): the source's
 ``key_columns`` entry, else the primary key, else the replica identity index (REPLICA IDENTITY
 USING INDEX) or another UNIQUE index over NOT NULL columns, else a full-row identity, which
 needs REPLICA IDENTITY FULL. A table whose updates and deletes carry no old values at all
@@ -26,9 +26,12 @@ from typing import Any
 
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import UnsupportedColumn
-from python_ingest.sources.binlog import keys
 from python_ingest.sources.binlog.columns import ColumnSpec
-from python_ingest.sources.binlog.registry import (
+from python_ingest.sources.postgres import server
+from python_ingest.sources.postgres.columns import Converter, PgType, converter, spec_of
+from python_ingest.sources.postgres.pgoutput import Column, Relation
+from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.registry import (
     CHANGELOG,
     PRIMARY,
     UNIQUE,
@@ -36,9 +39,6 @@ from python_ingest.sources.binlog.registry import (
     TableShape,
     registered_key,
 )
-from python_ingest.sources.postgres import server
-from python_ingest.sources.postgres.columns import Converter, PgType, converter, spec_of
-from python_ingest.sources.postgres.pgoutput import Column, Relation
 
 
 @dataclass(frozen=True)

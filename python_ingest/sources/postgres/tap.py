@@ -33,11 +33,7 @@ from typing import Any
 
 from python_ingest.exceptions import TapError
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog import keys
-from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
 from python_ingest.sources.binlog.events import Envelope
-from python_ingest.sources.binlog.producer import BarrierProducer
-from python_ingest.sources.binlog.registry import CHANGELOG
 from python_ingest.sources.binlog.tap import TapStats
 from python_ingest.sources.postgres import events, partitions, pgoutput, server
 from python_ingest.sources.postgres.events import PgTable
@@ -55,6 +51,10 @@ from python_ingest.sources.postgres.tap_state import SOURCE as SOURCE
 from python_ingest.sources.postgres.tap_state import topic_for as topic_for
 from python_ingest.sources.postgres.tap_tables import TapTables
 from python_ingest.sources.postgres.wire import ReplicationStream
+from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.errors import ErrorSink, error_topic, publish
+from python_ingest.sources.tap.producer import BarrierProducer
+from python_ingest.sources.tap.registry import CHANGELOG
 
 log = logging.getLogger(__name__)
 

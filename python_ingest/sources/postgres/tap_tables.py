@@ -13,9 +13,6 @@ from python_ingest.exceptions import (
 )
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.sources.binlog import ddl
-from python_ingest.sources.binlog.errors import check_topic_limit
-from python_ingest.sources.binlog.producer import Encoder
-from python_ingest.sources.binlog.registry import CHANGELOG, ROW, Registry, registered_key
 from python_ingest.sources.postgres import partitions, pgoutput, server, tables
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.fastpath import FastTable
@@ -24,6 +21,9 @@ from python_ingest.sources.postgres.position import (
 )
 from python_ingest.sources.postgres.shapes import catalog_relation, relation_shape
 from python_ingest.sources.postgres.tap_state import TapState, topic_for
+from python_ingest.sources.tap.errors import check_topic_limit
+from python_ingest.sources.tap.producer import Encoder
+from python_ingest.sources.tap.registry import CHANGELOG, ROW, Registry, registered_key
 
 log = logging.getLogger("python_ingest.sources.postgres.tap")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from python_ingest.sources.binlog.registry import PRIMARY, KeyChoice, Registry, TableShape
 from python_ingest.sources.binlog.server import table_shape
+from python_ingest.sources.tap.registry import PRIMARY, KeyChoice, Registry, TableShape
 
 
 def _rows(env, table: str) -> dict[tuple[str, str], int]:

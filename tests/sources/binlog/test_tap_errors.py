@@ -12,12 +12,12 @@ from typing import Any
 import fastavro
 import pytest
 
-from python_ingest.sources.binlog import errors as errors_mod
 from python_ingest.sources.binlog.columns import make_spec
-from python_ingest.sources.binlog.errors import ErrorSink, error_topic, publish
 from python_ingest.sources.binlog.events import Change, Envelope, Problem
-from python_ingest.sources.binlog.producer import ChangelogProducer, Encoder
-from python_ingest.sources.binlog.registry import ERROR_SCHEMA, KeyChoice, TableShape
+from python_ingest.sources.tap import errors as errors_mod
+from python_ingest.sources.tap.errors import ErrorSink, error_topic, publish
+from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
+from python_ingest.sources.tap.registry import ERROR_SCHEMA, KeyChoice, TableShape
 from tests.sources.binlog import canon
 from tests.sources.binlog.lake import job_of, make_project, run_pipeline, scaffold
 

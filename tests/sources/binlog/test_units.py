@@ -27,8 +27,8 @@ from python_ingest.sources.binlog.position import (
     row_refs,
     unpack_ref,
 )
-from python_ingest.sources.binlog.producer import Encoder
-from python_ingest.sources.binlog.registry import KeyChoice, Registry, TableShape
+from python_ingest.sources.tap.producer import Encoder
+from python_ingest.sources.tap.registry import KeyChoice, Registry, TableShape
 
 
 def test_ref_keys_increase_across_rows_events_files_and_snapshots() -> None:

@@ -25,10 +25,7 @@ from python_ingest.sources.binlog.events import (
     TappedTable,
     changes,
 )
-from python_ingest.sources.binlog.keys import RowCounts, check_setting, decide
 from python_ingest.sources.binlog.position import BinlogPosition
-from python_ingest.sources.binlog.producer import Encoder
-from python_ingest.sources.binlog.registry import KeyChoice, Registry, TableShape
 from python_ingest.sources.binlog.values import (
     ZERO_DAY,
     RawDate,
@@ -43,6 +40,9 @@ from python_ingest.sources.binlog.values import (
     time_text,
     zero_day,
 )
+from python_ingest.sources.tap.keys import RowCounts, check_setting, decide
+from python_ingest.sources.tap.producer import Encoder
+from python_ingest.sources.tap.registry import KeyChoice, Registry, TableShape
 
 
 def test_calendar_arithmetic_matches_python_and_reaches_every_year() -> None:

@@ -1,4 +1,4 @@
-"""The PostgreSQL tap's producer (binlog/producer.py BarrierProducer): acknowledgements by
+"""The PostgreSQL tap's producer (tap/producer.py BarrierProducer): acknowledgements by
 barrier, failed deliveries only reported, against the session's real broker."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from python_ingest.exceptions import BrokerError
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog.producer import BarrierProducer
+from python_ingest.sources.tap.producer import BarrierProducer
 
 pytestmark = pytest.mark.postgres_source
 

@@ -10,13 +10,13 @@ import pytest
 
 from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.sources.binlog.events import Envelope
-from python_ingest.sources.binlog.producer import Encoder
-from python_ingest.sources.binlog.registry import PRIMARY, KeyChoice, TableShape
 from python_ingest.sources.postgres import events, pgoutput
 from python_ingest.sources.postgres.columns import PgType, converter, spec_of
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.fastpath import FastTable, RefKeys, envelope_tail, long_bytes
 from python_ingest.sources.postgres.position import MAX_CHANGES, ref_key
+from python_ingest.sources.tap.producer import Encoder
+from python_ingest.sources.tap.registry import PRIMARY, KeyChoice, TableShape
 
 pytestmark = pytest.mark.postgres_source
 
@@ -177,7 +177,7 @@ def test_changes_the_fast_path_leaves_to_the_general_path() -> None:
 
 
 def test_tables_the_fast_path_does_not_take() -> None:
-    from python_ingest.sources.binlog.registry import CHANGELOG, ROW
+    from python_ingest.sources.tap.registry import CHANGELOG, ROW
 
     for key in (KeyChoice(ROW), KeyChoice(CHANGELOG), KeyChoice(PRIMARY, ("f8",), True)):
         table = _table()

@@ -213,9 +213,9 @@ def test_a_keyless_change_committed_at_the_snapshot_point_is_published(pg_env) -
     starts at P is streamed and must not be skipped as if in the snapshot."""
     from types import SimpleNamespace
 
-    from python_ingest.sources.binlog import keys
     from python_ingest.sources.postgres.position import as_position
     from python_ingest.sources.postgres.tap import PgTap
+    from python_ingest.sources.tap import keys
 
     settings = pg_env.settings()
     tap = PgTap(settings, settings.source(pg_env.source))

@@ -30,7 +30,7 @@ from python_ingest.config import SourceConfig
 from python_ingest.exceptions import ConfigError
 from python_ingest.sources.binlog.columns import NATURAL_KEY_KINDS, ColumnSpec, canonical
 from python_ingest.sources.binlog.position import BinlogPosition
-from python_ingest.sources.binlog.registry import (
+from python_ingest.sources.tap.registry import (
     CHANGELOG,
     COLUMNS,
     PRIMARY,
