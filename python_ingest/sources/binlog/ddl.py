@@ -34,7 +34,7 @@ import fastavro
 
 from python_ingest.exceptions import BrokerError
 from python_ingest.kafka import client as kafka_client
-from python_ingest.sources.binlog.events import Envelope
+from python_ingest.sources.tap.changes import Envelope
 from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
 
 _NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"

@@ -9,35 +9,37 @@
   key is a delete of the old key followed by an insert of the new one;
 - delete: the before image with ``_is_deleted`` true.
 
-How a change is keyed follows the table's ``KeyChoice``: by its key columns (or their text in
-``sluice_row_id``); with a full-row identity by ``<digest>#<copy>`` (an update is a delete of
-the old copy and an insert of the new one); in an append-only changelog every change is an
-insert keyed by its ref key, ``sluice_op`` saying what it was.
-
-A value that cannot be converted is set to null and reported with the change (``Problem``);
-a change whose key cannot be built is reported and not published.
+Keys, the change and its problems are the tap core's (tap/changes.py); with a full-row
+identity an update is a delete of the old copy and an insert of the new one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from python_ingest.changelog.keys import row_key_text
-from python_ingest.sources.binlog.columns import (
-    OPERATION,
-    ROW_ID,
-    ColumnSpec,
-    TextDecoder,
-    decode_text,
-    to_avro,
-)
+from python_ingest.sources.binlog.columns import ColumnSpec, TextDecoder, decode_text, to_avro
 from python_ingest.sources.binlog.position import row_refs
-from python_ingest.sources.tap.keys import RowCounts, row_digest
+from python_ingest.sources.tap.changes import (
+    DELETE,
+    INSERT,
+    SNAPSHOT,
+    UPDATE,
+    Change,
+    Envelope,
+    Problem,
+    changelog_key,
+    copy_key,
+    keyed,
+    preview,
+    snapshot_key,
+)
+from python_ingest.sources.tap.keys import RowCounts
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, TableShape
 
-INSERT, UPDATE, DELETE, SNAPSHOT = "insert", "update", "delete", "snapshot"
+__all__ = ["DELETE", "INSERT", "SNAPSHOT", "UPDATE", "Change", "Envelope", "Problem",
+           "TappedTable", "changes", "convert", "snapshot_change", "to_record"]
 
 
 @dataclass
@@ -54,44 +56,6 @@ class TappedTable:
     @property
     def specs(self) -> tuple[ColumnSpec, ...]:
         return self.shape.columns
-
-
-@dataclass(frozen=True)
-class Envelope:
-    """The envelope fields shared by the changes of one event."""
-
-    source: str
-    event_ts_ms: int
-    data_center: str | None
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A value the tap could not convert or publish: set to null, or the change not sent."""
-
-    column: str | None
-    reason: str
-    value: str | None = None
-
-
-@dataclass
-class Change:
-    """One record to publish under ``key`` (None: its key could not be built, not published)."""
-
-    key: str | None
-    record: dict[str, Any]
-    op: str
-    problems: list[Problem] = field(default_factory=list)
-
-
-def preview(value: Any) -> str | None:
-    """A short text of a value for an error record."""
-    if value is None:
-        return None
-    if isinstance(value, bytes | bytearray):
-        return f"{len(value)} bytes: {bytes(value[:48]).hex()}{'...' if len(value) > 48 else ''}"
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= 200 else f"{text[:200]}... ({len(text)} characters)"
 
 
 def convert(table: TappedTable, raw: dict[str, Any],
@@ -112,11 +76,6 @@ def convert(table: TappedTable, raw: dict[str, Any],
     return out
 
 
-def row_key(table: TappedTable, values: dict[str, Any]) -> str:
-    """The row key of converted values (tables keyed by columns)."""
-    return table.shape.key_of(values)
-
-
 def to_record(table: TappedTable, values: dict[str, Any], ref: int, env: Envelope,
               deleted: bool = False) -> dict[str, Any]:
     """The event of a full row image (``_changed_columns`` null: every column is set)."""
@@ -128,26 +87,7 @@ def to_record(table: TappedTable, values: dict[str, Any], ref: int, env: Envelop
 
 
 def _keyed(table: TappedTable, values: dict[str, Any], problems: list[Problem]) -> str | None:
-    failed = [p.column for p in problems if p.column in table.shape.key.columns]
-    if failed:
-        problems.append(Problem(failed[0], "a key column has no value: the change is not "
-                                "published"))
-        return None
-    key = row_key(table, values)
-    if table.shape.key.synthetic:
-        values[ROW_ID] = key
-    return row_key_text(key)  # the _row_key the decoder makes of it: never empty
-
-
-def _copy(table: TappedTable, values: dict[str, Any], add: bool) -> str:
-    """The row id of a full-row identity: the copy an insert adds or a delete removes."""
-    assert table.rows is not None
-    digest = row_digest(table.specs, values)
-    counts = table.rows
-    n = counts.add(table.shape.qualified, digest) if add else \
-        counts.remove(table.shape.qualified, digest)
-    values[ROW_ID] = f"{digest}#{n}"
-    return values[ROW_ID]
+    return keyed(table, values, problems, table.shape.key_of)
 
 
 def snapshot_change(table: TappedTable, raw: dict[str, Any], ref: int, env: Envelope,
@@ -155,16 +95,8 @@ def snapshot_change(table: TappedTable, raw: dict[str, Any], ref: int, env: Enve
     """A bootstrap row (``ordinal``-th of the snapshot; ``copies`` counts full-row identities)."""
     problems: list[Problem] = []
     values = convert(table, raw, problems)
-    kind = table.shape.key.kind
-    if kind == CHANGELOG:
-        values[ROW_ID], values[OPERATION] = f"{ref}.{ordinal}", SNAPSHOT
-        return Change(values[ROW_ID], to_record(table, values, ref, env), SNAPSHOT, problems)
-    if kind == ROW:
-        digest = row_digest(table.specs, values)
-        copies[digest] = copies.get(digest, 0) + 1
-        values[ROW_ID] = f"{digest}#{copies[digest]}"
-        return Change(values[ROW_ID], to_record(table, values, ref, env), SNAPSHOT, problems)
-    key = _keyed(table, values, problems)
+    key = snapshot_key(table, values, ref, ordinal, copies,
+                       lambda: _keyed(table, values, problems))
     return Change(key, to_record(table, values, ref, env), SNAPSHOT, problems)
 
 
@@ -172,8 +104,8 @@ def _changelog(table: TappedTable, op: str, raw: dict[str, Any], ref: int,
                env: Envelope) -> Change:
     problems: list[Problem] = []
     values = convert(table, raw, problems)
-    values[ROW_ID], values[OPERATION] = str(ref), op
-    return Change(values[ROW_ID], to_record(table, values, ref, env), op, problems)
+    key = changelog_key(values, ref, op)
+    return Change(key, to_record(table, values, ref, env), op, problems)
 
 
 def changes(table: TappedTable, kind: str, rows: list[dict[str, Any]], file_index: int,
@@ -188,7 +120,7 @@ def changes(table: TappedTable, kind: str, rows: list[dict[str, Any]], file_inde
                 continue
             problems: list[Problem] = []
             values = convert(table, row["values"], problems)
-            key = _copy(table, values, kind == INSERT) if mode == ROW else \
+            key = copy_key(table, values, kind == INSERT) if mode == ROW else \
                 _keyed(table, values, problems)
             out.append(Change(key, to_record(table, values, ref, env, deleted=kind == DELETE),
                               kind, problems))
@@ -207,7 +139,7 @@ def changes(table: TappedTable, kind: str, rows: list[dict[str, Any]], file_inde
         old_key: str | None
         new_key: str | None
         if mode == ROW:
-            old_key, new_key = _copy(table, before, False), _copy(table, after, True)
+            old_key, new_key = copy_key(table, before, False), copy_key(table, after, True)
         else:
             old_key = _keyed(table, before, before_problems)
             new_key = _keyed(table, after, after_problems)

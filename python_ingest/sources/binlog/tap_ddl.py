@@ -18,8 +18,8 @@ import logging
 from typing import Any
 
 from python_ingest.sources.binlog import ddl, server
-from python_ingest.sources.binlog.events import Envelope
 from python_ingest.sources.binlog.position import BinlogPosition, pack_ref, ref_file_index
+from python_ingest.sources.tap.changes import Envelope
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, Registry, registered_key
 
 log = logging.getLogger(__name__)

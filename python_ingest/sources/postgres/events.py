@@ -12,9 +12,9 @@
   or inserts it: its partial updates are dropped, never sent to a lake that lacks the row;
 - delete: the old row (REPLICA IDENTITY FULL) or only its key columns, ``_is_deleted`` true.
 
-Keys follow the table's KeyChoice (tap/registry.py): key columns (or their text in
-``sluice_row_id``), a full-row identity (REPLICA IDENTITY FULL without a key: the old row
-names the copy an update or delete removes), or an append-only changelog.
+Keys follow the table's KeyChoice (tap/changes.py, tap/registry.py): key columns (or their
+text in ``sluice_row_id``), a full-row identity (REPLICA IDENTITY FULL without a key: the old
+row names the copy an update or delete removes), or an append-only changelog.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from python_ingest.changelog.keys import row_key_text
 from python_ingest.changelog.schema import KEY_SEPARATOR
-from python_ingest.sources.binlog.columns import OPERATION, ROW_ID, ColumnSpec, key_text
-from python_ingest.sources.binlog.events import (
+from python_ingest.sources.binlog.columns import ColumnSpec, key_text
+from python_ingest.sources.postgres.columns import Converter
+from python_ingest.sources.postgres.pgoutput import UNCHANGED
+from python_ingest.sources.tap.changes import (
     DELETE,
     INSERT,
     SNAPSHOT,
@@ -33,11 +34,13 @@ from python_ingest.sources.binlog.events import (
     Change,
     Envelope,
     Problem,
+    changelog_key,
+    copy_key,
+    keyed,
     preview,
+    snapshot_key,
 )
-from python_ingest.sources.postgres.columns import Converter
-from python_ingest.sources.postgres.pgoutput import UNCHANGED
-from python_ingest.sources.tap.keys import RowCounts, row_digest
+from python_ingest.sources.tap.keys import RowCounts
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, TableShape
 
@@ -96,24 +99,8 @@ def convert(table: PgTable, texts: list[Any], problems: list[Problem]) -> dict[s
 
 
 def _keyed(table: PgTable, values: dict[str, Any], problems: list[Problem]) -> str | None:
-    failed = [p.column for p in problems if p.column in table.shape.key.columns]
-    if failed or any(values.get(c) is UNCHANGED for c in table.shape.key.columns):
-        problems.append(Problem(failed[0] if failed else None,
-                                "a key column has no value: the change is not published"))
-        return None
-    key = table.key_of(values)
-    if table.shape.key.synthetic:
-        values[ROW_ID] = key
-    return row_key_text(key)  # the _row_key the decoder makes of it: never empty
-
-
-def _copy(table: PgTable, values: dict[str, Any], add: bool) -> str:
-    assert table.rows is not None
-    digest = row_digest(table.specs, values)
-    qualified = table.shape.qualified
-    n = table.rows.add(qualified, digest) if add else table.rows.remove(qualified, digest)
-    values[ROW_ID] = f"{digest}#{n}"
-    return str(values[ROW_ID])
+    return keyed(table, values, problems, table.key_of,
+                 any(values.get(c) is UNCHANGED for c in table.shape.key.columns))
 
 
 def _record(table: PgTable, values: dict[str, Any], ref: int, env: Envelope,
@@ -135,9 +122,9 @@ def insert(table: PgTable, new: list[Any], ref: int, env: Envelope) -> Change:
     values = convert(table, new, problems)
     mode = table.shape.key.kind
     if mode == CHANGELOG:
-        values[ROW_ID], values[OPERATION] = str(ref), INSERT
-        return Change(values[ROW_ID], _record(table, values, ref, env), INSERT, problems)
-    key = _copy(table, values, True) if mode == ROW else _keyed(table, values, problems)
+        return Change(changelog_key(values, ref, INSERT), _record(table, values, ref, env), INSERT,
+                      problems)
+    key = copy_key(table, values, True) if mode == ROW else _keyed(table, values, problems)
     table.gone.discard(key)  # type: ignore[arg-type]
     return Change(key, _record(table, values, ref, env), INSERT, problems)
 
@@ -147,9 +134,9 @@ def delete(table: PgTable, old: list[Any], ref: int, env: Envelope) -> Change:
     values = convert(table, old, problems)
     mode = table.shape.key.kind
     if mode == CHANGELOG:
-        values[ROW_ID], values[OPERATION] = str(ref), DELETE
-        return Change(values[ROW_ID], _record(table, values, ref, env), DELETE, problems)
-    key = _copy(table, values, False) if mode == ROW else _keyed(table, values, problems)
+        return Change(changelog_key(values, ref, DELETE), _record(table, values, ref, env), DELETE,
+                      problems)
+    key = copy_key(table, values, False) if mode == ROW else _keyed(table, values, problems)
     table.gone.discard(key)  # type: ignore[arg-type]
     return Change(key, _record(table, values, ref, env, deleted=True), DELETE, problems)
 
@@ -171,8 +158,8 @@ def update(table: PgTable, old: list[Any] | None, new: list[Any], first_ref: int
     problems: list[Problem] = []
     after = convert(table, new, problems)
     if mode == CHANGELOG:
-        after[ROW_ID], after[OPERATION] = str(first_ref), UPDATE
-        return [Change(after[ROW_ID], _record(table, after, first_ref, env), UPDATE, problems)]
+        return [Change(changelog_key(after, first_ref, UPDATE),
+                       _record(table, after, first_ref, env), UPDATE, problems)]
     if mode == ROW:
         if old is None:  # cannot be: a full-row identity needs REPLICA IDENTITY FULL
             problems.append(Problem(None, "an update without the old row (REPLICA IDENTITY "
@@ -182,11 +169,11 @@ def update(table: PgTable, old: list[Any] | None, new: list[Any], first_ref: int
         before = convert(table, old, before_problems)
         if all(before[s.name] == after[s.name] for s in table.specs):
             return []
-        gone = Change(_copy(table, before, False),
+        gone = Change(copy_key(table, before, False),
                       _record(table, before, first_ref, env, deleted=True), DELETE,
                       before_problems)
-        return [gone, Change(_copy(table, after, True), _record(table, after, first_ref + 1, env),
-                             INSERT, problems)]
+        return [gone, Change(copy_key(table, after, True),
+                             _record(table, after, first_ref + 1, env), INSERT, problems)]
     new_key = _keyed(table, after, problems)
     partial = UNCHANGED in after.values()
     if old is not None:
@@ -217,14 +204,6 @@ def snapshot(table: PgTable, texts: list[Any], ref: int, env: Envelope, ordinal:
     """A snapshot row (``ordinal``-th; ``copies`` counts full-row identities)."""
     problems: list[Problem] = []
     values = convert(table, texts, problems)
-    mode = table.shape.key.kind
-    if mode == CHANGELOG:
-        values[ROW_ID], values[OPERATION] = f"{ref}.{ordinal}", SNAPSHOT
-        return Change(values[ROW_ID], _record(table, values, ref, env), SNAPSHOT, problems)
-    if mode == ROW:
-        digest = row_digest(table.specs, values)
-        copies[digest] = copies.get(digest, 0) + 1
-        values[ROW_ID] = f"{digest}#{copies[digest]}"
-        return Change(values[ROW_ID], _record(table, values, ref, env), SNAPSHOT, problems)
-    return Change(_keyed(table, values, problems), _record(table, values, ref, env), SNAPSHOT,
-                  problems)
+    key = snapshot_key(table, values, ref, ordinal, copies,
+                       lambda: _keyed(table, values, problems))
+    return Change(key, _record(table, values, ref, env), SNAPSHOT, problems)

@@ -27,8 +27,8 @@ import logging
 from typing import Any
 
 from python_ingest.config import SourceConfig
-from python_ingest.sources.binlog.events import Envelope
 from python_ingest.sources.postgres import server
+from python_ingest.sources.tap.changes import Envelope
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import TableShape
 

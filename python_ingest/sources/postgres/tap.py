@@ -33,7 +33,6 @@ from typing import Any
 
 from python_ingest.exceptions import TapError
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog.events import Envelope
 from python_ingest.sources.binlog.tap import TapStats
 from python_ingest.sources.postgres import events, partitions, pgoutput, server
 from python_ingest.sources.postgres.events import PgTable
@@ -52,6 +51,7 @@ from python_ingest.sources.postgres.tap_state import topic_for as topic_for
 from python_ingest.sources.postgres.tap_tables import TapTables
 from python_ingest.sources.postgres.wire import ReplicationStream
 from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.changes import Envelope
 from python_ingest.sources.tap.errors import ErrorSink, error_topic, publish
 from python_ingest.sources.tap.producer import BarrierProducer
 from python_ingest.sources.tap.registry import CHANGELOG

@@ -8,7 +8,6 @@ from collections import deque
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
-from python_ingest.sources.binlog.events import Envelope
 from python_ingest.sources.binlog.tap import TapStats, registry_root
 from python_ingest.sources.postgres import pgoutput, server
 from python_ingest.sources.postgres.events import PgTable
@@ -21,6 +20,7 @@ from python_ingest.sources.postgres.position import (
 from python_ingest.sources.postgres.streams import HeldStreams
 from python_ingest.sources.postgres.wire import ReplicationStream
 from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.changes import Envelope
 from python_ingest.sources.tap.errors import ErrorSink
 from python_ingest.sources.tap.producer import BarrierProducer
 

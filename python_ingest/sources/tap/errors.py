@@ -21,7 +21,7 @@ from pathlib import Path
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import MessageTooLargeError, TapError
 from python_ingest.kafka import client as kafka_client
-from python_ingest.sources.binlog.events import Change, Envelope, Problem, preview
+from python_ingest.sources.tap.changes import Change, Envelope, Problem, preview
 from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
 from python_ingest.sources.tap.registry import ERROR_SCHEMA, Registry
 

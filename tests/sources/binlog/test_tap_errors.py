@@ -13,8 +13,8 @@ import fastavro
 import pytest
 
 from python_ingest.sources.binlog.columns import make_spec
-from python_ingest.sources.binlog.events import Change, Envelope, Problem
 from python_ingest.sources.tap import errors as errors_mod
+from python_ingest.sources.tap.changes import Change, Envelope, Problem
 from python_ingest.sources.tap.errors import ErrorSink, error_topic, publish
 from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
 from python_ingest.sources.tap.registry import ERROR_SCHEMA, KeyChoice, TableShape
