@@ -128,7 +128,8 @@ lint: setup ## ruff, mypy and sqlfluff (dbt templater: compiles the models on a 
 bench: setup ## the ingestion benchmark (1M records; prints records/s and the ratio to baseline)
 	$(BIN)/python bench/ingest_bench.py
 
-bench-tap: setup ## the binlog tap benchmark (1M-row bootstrap, tap rate vs bare mysql-replication)
+bench-tap: setup ## the binlog tap vs Debezium's embedded engine on 200k changes (jvm/debezium-embedded, built at its first run)
+	$(BIN)/python -m python_ingest.runtime.embedded build
 	$(BIN)/python bench/tap_bench.py
 
 bench-pg-tap: setup ## the PostgreSQL tap benchmark (200k changes: tap vs a bare pgoutput reader; snapshot rows/s)
