@@ -169,3 +169,19 @@ class DispersalPositionError(DispersalError):
             "rebuilt or the lake started over, delete the target's row in sluice_dispersal "
             "(PostgreSQL) or its position file (Kafka): the next dispersal then copies the "
             "whole lake table (docs/dispersal.md).")
+
+
+class NoHistoryTableError(SluiceError):
+    """A job asked for its history (``sluice changes``, ``sluice verify --history``) has
+    none."""
+
+    def __init__(self, job: str, lake_model: str | None, table: str | None) -> None:
+        if lake_model is None:
+            what = (f"job {job} has no lake model, so no history table: add one "
+                    "(docs/write-a-converter.md) with history: true in its config")
+        else:
+            what = (f"job {job} has no history table ({table} does not exist): turn history "
+                    f"on in its lake model, {{{{ config(history=true) }}}} in "
+                    f"models/lake/.../{lake_model}.sql (or `sluice tap --scaffold "
+                    f"--history` for new tables), then run the job: `sluice run {job}`")
+        super().__init__(f"{what} (docs/history.md)")

@@ -362,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     from python_ingest.cli.verify import add_verify_commands
 
     add_verify_commands(add)  # sluice verify
+    from python_ingest.cli.changes import add_changes_command
+
+    add_changes_command(add)  # sluice changes
     from python_ingest.cli.errors import add_errors_commands
 
     add_errors_commands(add)  # sluice errors [replay]

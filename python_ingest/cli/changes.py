@@ -1,0 +1,108 @@
+"""The ``sluice changes`` command (registered by python_ingest.cli.main): a job's change feed
+between two points, from its history table (python_ingest/feed/changes.py, docs/history.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+from python_ingest.config import Settings
+
+HELP = ("List the inserts, updates (before and after images) and deletes of a job's lake "
+        "between two points, from its history table (a lake model with history: true; "
+        "docs/history.md). Complete on merge-on-read lakes: log and delete files not yet "
+        "compacted are read.")
+POINT_HELP = ("a batch id (a whole number: the versions the batch opened, by _batch_id) or an "
+              "ISO time, UTC unless it has an offset (the versions whose source commit time, "
+              "_valid_from = _event_ts, is at or after it; an invalidated delete: its "
+              "_valid_to)")
+WIDTH = 100  # the human output's change column is cut to this many characters
+
+
+def cmd_changes(args: argparse.Namespace, settings: Settings) -> int:
+    """Print the change feed of one job (a table, or JSON lines with --json)."""
+    from python_ingest.feed.changes import parse_point
+
+    job = settings.job(args.job)
+    since = parse_point(args.since, "--since")
+    until = parse_point(args.until, "--until") if args.until else None
+    from python_ingest.feed.changes import history_table, read_changes
+    from python_ingest.runtime.session import activate, build_session, for_job
+    from python_ingest.steps.dbt import Dbt
+    from python_ingest.tables.names import JobTables
+
+    spark = for_job(build_session(settings), settings, job)  # the job's table format
+    activate(spark)
+    tables = JobTables(job.name, Dbt(settings).job_models(job.name))
+    table = history_table(spark, job, tables)
+    span = f"from {since}" + (f" to {until}" if until else "")
+    if sys.stderr.isatty() and not args.json:
+        print(f"reading {table} {span} ...", file=sys.stderr, flush=True)
+    changes = read_changes(spark, table, since, until)
+    if args.json:
+        for change in changes:
+            print(change.as_json())
+        return 0
+    counts = print_table(changes, sys.stdout)
+    total = sum(counts.values())
+    print(f"{job.name}: {total} changes in {table} {span}: "
+          + ", ".join(f"{counts[op]} {op}s" for op in ("insert", "update", "delete")))
+    return 0
+
+
+def print_table(changes: Iterable[Any], out: TextIO) -> dict[str, int]:
+    """The human table: op, key, ref key, batch, source time, and what changed (an update:
+    only its changed columns, ``before -> after``); returns the count per op."""
+    counts = {"insert": 0, "update": 0, "delete": 0}
+    header = False
+    for change in changes:
+        if not header:
+            print(f"{'op':<7} {'key':<20} {'ref_key':>12} {'batch':>6} {'event_ts':<26} change",
+                  file=out)
+            header = True
+        counts[change.op] = counts.get(change.op, 0) + 1
+        when = "" if change.event_ts is None else change.event_ts.isoformat(sep=" ")
+        ref = "" if change.ref_key is None else str(change.ref_key)
+        batch = "" if change.batch_id is None else str(change.batch_id)
+        print(f"{change.op:<7} {_cut(change.key, 20):<20} {ref:>12} {batch:>6} {when:<26} "
+              f"{_cut(describe(change), WIDTH)}", file=out)
+    return counts
+
+
+def describe(change: Any) -> str:
+    """One line: an insert's values, an update's changed columns, a delete's old values."""
+    if change.op == "update":
+        parts = [f"{c}: {_text(change.before.get(c))} -> {_text(change.after.get(c))}"
+                 for c in change.changed_columns()]
+        return ", ".join(parts) or "(no payload column changed)"
+    image = change.after if change.op == "insert" else change.before
+    if image is None:
+        return "(no earlier version)"
+    values = ", ".join(f"{c}={_text(v)}" for c, v in image.items())
+    return values if change.op == "insert" else f"was {values}"
+
+
+def _text(value: Any) -> str:
+    return "null" if value is None else str(value)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def add_changes_command(add: Callable[[str, Callable[[argparse.Namespace, Settings], int], str],
+                                      argparse.ArgumentParser]) -> None:
+    """Register ``sluice changes``."""
+    p = add("changes", cmd_changes, HELP)
+    p.add_argument("job", help="job name from the config")
+    p.add_argument("--since", required=True, metavar="BATCH|TIME",
+                   help=f"where the feed starts, included: {POINT_HELP}")
+    p.add_argument("--until", metavar="BATCH|TIME",
+                   help="where it ends, included (default: the newest batch); a batch id or a "
+                        "time as for --since (versions whose _batch_id, or _valid_from, is at "
+                        "or before it)")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per line: op, key, ref_key, event_ts, batch_id, "
+                        "before, after (payload columns; decimals as text, times ISO)")
