@@ -23,7 +23,8 @@ def cmd_debezium_scaffold(args: argparse.Namespace, settings: Settings) -> int:
     project = project_dir(settings)
     result = scaffold(settings, args.topic, project, config if config.is_file() else None,
                       value_format=args.value_format, source=args.source,
-                      key=args.key.split(",") if args.key else (), job_prefix=args.job_prefix)
+                      key=args.key.split(",") if args.key else (), job_prefix=args.job_prefix,
+                      history=args.history)
     for path in result.written:
         print(f"wrote {path.relative_to(project) if path.is_relative_to(project) else path}")
     if result.kept:
@@ -54,3 +55,6 @@ def add_debezium_commands(add: Callable[[str, Callable[[argparse.Namespace, Sett
     dbz.add_argument("--job-prefix", default="",
                      help="prefix of the job names (<prefix><db>_<table>), e.g. dbz_ beside a "
                           "tap's jobs of the same tables")
+    dbz.add_argument("--history", action="store_true",
+                     help="each lake model keeps a history table too (history: true; "
+                          "lake.<model>__history; `sluice changes`; docs/history.md)")

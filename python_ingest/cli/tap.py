@@ -13,22 +13,20 @@ from python_ingest.config import Settings, SourceConfig
 
 
 def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
-    """Tap a source's binlog into Kafka until stopped (SIGTERM/SIGINT stop it cleanly)."""
+    """Tap a source's binlog (or PostgreSQL slot) into Kafka until stopped (SIGTERM/SIGINT stop
+    it cleanly)."""
     import yaml
 
-    from python_ingest.sources.binlog.jobs import job_configs
+    from python_ingest.sources.tap import kinds
+    from python_ingest.sources.tap.jobs import job_configs
 
     source = settings.source(args.source)
-    if source.kind == "postgres":  # docs/postgres-source.md
-        from python_ingest.sources.postgres.jobs import job_configs
     if args.print_jobs:
         print(yaml.safe_dump({"jobs": job_configs(settings, source)}, sort_keys=False), end="")
         return 0
     if args.scaffold:
         return _scaffold(args, settings, source)
     from python_ingest.kafka import broker
-    from python_ingest.sources.binlog.tap import Tap
-    from python_ingest.sources.postgres.tap import PgTap
 
     if settings.broker.embedded and broker.start(settings):
         print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
@@ -39,7 +37,7 @@ def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        tap: Tap | PgTap = (PgTap if source.kind == "postgres" else Tap)(settings, source, stop)
+        tap = kinds.tap(settings, source, stop)
         stats = tap.run(until_end=args.until_end)
     finally:
         for s, handler in previous.items():
@@ -65,7 +63,8 @@ def _scaffold(args: argparse.Namespace, settings: Settings, source: SourceConfig
 
     config = Path(args.config or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
     project = project_dir(settings)
-    result = scaffold(settings, source, project, config if config.is_file() else None)
+    result = scaffold(settings, source, project, config if config.is_file() else None,
+                      history=args.history)
     for path in result.written:
         print(f"wrote {path.relative_to(project) if path.is_relative_to(project) else path}")
     if result.kept:
@@ -83,21 +82,13 @@ def cmd_bootstrap(args: argparse.Namespace, settings: Settings) -> int:
     """Snapshot one table into its topic and hand over to the tap."""
     from python_ingest.cli.progress import printer
     from python_ingest.kafka import broker
-    from python_ingest.sources.binlog.bootstrap import bootstrap
+    from python_ingest.sources.tap import kinds
 
     source = settings.source(args.source)
-    if source.kind == "postgres":  # one consistent snapshot of every named table
-        from python_ingest.sources.postgres.snapshot import bootstrap_tables
-
-        if settings.broker.embedded and broker.start(settings):
-            print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
-        bootstrap_tables(settings, source, args.table, workers=args.workers,
-                         chunk_rows=args.chunk_rows, progress=printer(sys.stdout))
-        return 0
     if settings.broker.embedded and broker.start(settings):
         print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
-    bootstrap(settings, source, args.table, workers=args.workers, chunk_rows=args.chunk_rows,
-              progress=printer(sys.stdout))
+    kinds.bootstrap(settings, source, args.table, workers=args.workers,
+                    chunk_rows=args.chunk_rows, progress=printer(sys.stdout))
     return 0
 
 
@@ -118,6 +109,10 @@ def add_tap_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings]
                      help="for each tapped table write a generic staging converter, lake model "
                           "and expectation suite into the dbt project and add its job to the "
                           "config (idempotent), then exit")
+    tap.add_argument("--history", action="store_true",
+                     help="with --scaffold: each lake model keeps a history table too "
+                          "(history: true; lake.<model>__history, every change a version; "
+                          "`sluice changes`; docs/history.md)")
     boot = add("bootstrap", cmd_bootstrap, "Publish a table's current rows as a consistent "
                                            "snapshot, then hand over to the tap.")
     boot.add_argument("source", help="source name from the config's sources:")

@@ -6,6 +6,7 @@ that no SQL is written by hand and a column added to the source later flows thro
     models/staging/<source>/_<source>__sources.yml   the raw tables (source <source>, schema raw)
     models/staging/<source>/stg_<source>__<job>.sql  {{ sluice_passthrough(source(...)) }}
     models/lake/<source>/<job>.sql                   {{ sluice_merge_all_columns(ref(...)) }}
+                                                     (``--history``: with history=true)
     expectations/stg_<source>__<job>.json            not null on the row key columns
 
 and adds the table's job (topic, schema registry, confluent-avro, row key) to the config file's
@@ -60,6 +61,13 @@ def _write(path: Path, text: str, result: ScaffoldResult) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     result.written.append(path)
+
+
+def lake_config(history: bool = False) -> str:
+    """The lake model's config line; ``history``: with its history table (SCD type 2, every
+    change a version: ``lake.<model>__history``, docs/history.md)."""
+    return ("{{ config(materialized='lake_merge'" + (", history=true" if history else "")
+            + ") }}\n")
 
 
 def _sources_yml(path: Path, source: str, db_tables: dict[str, str],
@@ -143,13 +151,12 @@ def add_jobs_to_config(config: Path, jobs: dict[str, dict[str, Any]],
 
 
 def scaffold(settings: Settings, source: SourceConfig, project: Path,
-             config: Path | None, say: Callable[[str], None] | None = print) -> ScaffoldResult:
+             config: Path | None, say: Callable[[str], None] | None = print,
+             history: bool = False) -> ScaffoldResult:
     """Write the dbt models and suites of every tapped table into ``project``; add its jobs.
-    ``say`` hears which key each table got and why."""
-    from python_ingest.sources.binlog.jobs import error_job_config, table_jobs
-
-    if source.kind == "postgres":  # docs/postgres-source.md
-        from python_ingest.sources.postgres.jobs import table_jobs
+    ``say`` hears which key each table got and why; ``history`` turns each lake model's
+    history table on."""
+    from python_ingest.sources.tap.jobs import error_job_config, table_jobs
 
     planned = table_jobs(settings, source)
     result = ScaffoldResult(jobs={j.name: j.config for j in planned},
@@ -178,7 +185,7 @@ def scaffold(settings: Settings, source: SourceConfig, project: Path,
                f"-- The current state of {db_table}: every column of {model}'s valid rows "
                "(read at run time),\n-- merged batch by batch. Written by `sluice tap "
                "--scaffold`.\n"
-               "{{ config(materialized='lake_merge') }}\n\n"
+               + lake_config(history) + "\n"
                f"{{{{ sluice_merge_all_columns(ref('{model}')) }}}}\n", result)
         key = (result.jobs.get(job) or result.error_job[job])["row_key"]
         _write(project / "expectations" / f"{model}.json", _suite(model, db_table, list(key)),

@@ -26,7 +26,13 @@ import yaml
 
 from python_ingest.config import Settings
 from python_ingest.exceptions import ConfigError
-from python_ingest.scaffold.dbt import ScaffoldResult, add_jobs_to_config, dbt_name, staging_model
+from python_ingest.scaffold.dbt import (
+    ScaffoldResult,
+    add_jobs_to_config,
+    dbt_name,
+    lake_config,
+    staging_model,
+)
 from python_ingest.sources.debezium.topics import (
     DebeziumTopic,
     from_messages,
@@ -108,10 +114,10 @@ def _sources_yml(path: Path, source: str, jobs: dict[str, str], result: Scaffold
 def scaffold(settings: Settings, topics: Sequence[str], project: Path, config: Path | None,
              value_format: str = "confluent-avro", source: str = "debezium",
              key: Sequence[str] = (), say: Callable[[str], None] | None = print,
-             job_prefix: str = "") -> ScaffoldResult:
+             job_prefix: str = "", history: bool = False) -> ScaffoldResult:
     """Write the models, suites (and JSON topics' row schemas) of ``topics``; add their jobs
     (named ``<job_prefix><db>_<table>``: a prefix keeps them apart from a tap's jobs of the
-    same tables)."""
+    same tables); ``history`` turns each lake model's history table on."""
     name = dbt_name(source)
     result = ScaffoldResult()
     for described in describe(settings, topics, value_format, key):
@@ -151,7 +157,7 @@ def scaffold(settings: Settings, topics: Sequence[str], project: Path, config: P
         _write(project / "models" / "lake" / name / f"{job}.sql",
                f"-- The current state of {entry['topic']}'s table: every column of {model}'s "
                "valid rows,\n-- merged batch by batch. Written by `sluice debezium scaffold`.\n"
-               "{{ config(materialized='lake_merge') }}\n\n"
+               + lake_config(history) + "\n"
                f"{{{{ sluice_merge_all_columns(ref('{model}')) }}}}\n", result)
         expectations = [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": c}}
                         for c in [*entry["row_key"], "_row_key", "_ref_key"]]
