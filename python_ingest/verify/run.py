@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import JobConfig, Settings, SourceConfig
 from python_ingest.exceptions import SluiceError
 from python_ingest.sources.binlog import server
-from python_ingest.sources.binlog.jobs import job_name
+from python_ingest.sources.tap.jobs import job_name
 from python_ingest.tables.formats import table_exists
 from python_ingest.tables.runs import Run
 from python_ingest.verify import postgres as pg

@@ -46,8 +46,8 @@ from python_ingest.sources.binlog.position import (
     BinlogCheckpointStore,
     BinlogPosition,
 )
-from python_ingest.sources.binlog.tap_tables import registry_root, topic_for
 from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.core import registry_root, topic_for
 from python_ingest.sources.tap.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
 from python_ingest.sources.tap.registry import ROW, Registry, TableShape

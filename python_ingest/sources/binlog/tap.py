@@ -9,7 +9,8 @@ produced before it, at most every ``checkpoint_interval_s`` and on a clean stop.
 therefore replays at most the transactions after the last saved checkpoint: delivery is at
 least once, and the merge's ref-key ordering makes repeats harmless.
 
-Where reading starts is tap_resume.py; a table's schema version, key and topic tap_tables.py.
+Where reading starts is tap_resume.py; a table's schema version, key and topic tap_tables.py;
+what every tap does around its stream (the lock, the producer, the clean stop) tap/core.py.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
-from python_ingest.exceptions import IncompatibleSchemaChange, TapError
-from python_ingest.kafka import broker as broker_mod
+from python_ingest.exceptions import IncompatibleSchemaChange
 from python_ingest.sources.binlog import (
     decoding,
     gtid,
@@ -49,15 +48,13 @@ from python_ingest.sources.binlog.position import (
     BinlogPosition,
     ref_file_index,
 )
-from python_ingest.sources.binlog.tap_tables import registry_root
 from python_ingest.sources.binlog.xa import FL_PREPARED_XA, XaTransactions
 from python_ingest.sources.tap import keys
-from python_ingest.sources.tap.errors import ErrorSink, error_topic, publish
+from python_ingest.sources.tap.core import TapCore, TapStats
 from python_ingest.sources.tap.producer import ChangelogProducer
 from python_ingest.sources.tap.registry import ROW
 
-# registry_root: imported from here by sources/postgres too (moved to tap_tables.py)
-__all__ = ["Tap", "TapStats", "ends_transaction", "registry_root"]
+__all__ = ["Tap", "TapStats", "ends_transaction"]
 
 log = logging.getLogger(__name__)
 
@@ -73,33 +70,17 @@ def ends_transaction(query: str) -> bool:
     return not text.startswith(_INSIDE_TRANSACTION)
 
 
-@dataclass
-class TapStats:
-    events: int = 0
-    row_changes: int = 0
-    messages: int = 0
-    errors: int = 0
-    transactions: int = 0
-    checkpoints_saved: int = 0
-    started: float = field(default_factory=time.monotonic)
-
-
-class Tap:
+class Tap(TapCore):
     """Reads one source's binlog and publishes its tapped tables' changes."""
 
     def __init__(self, settings: Settings, source: SourceConfig,
                  stop: threading.Event | None = None) -> None:
-        self.settings = settings
-        self.source = source
-        self.stop = stop or threading.Event()
-        self.store = BinlogCheckpointStore(settings.path(settings.state_dir), source.name)
-        self.registry_root = registry_root(settings, source)
-        self.stats = TapStats()
+        super().__init__(settings, source,
+                         BinlogCheckpointStore(settings.path(settings.state_dir), source.name),
+                         stop)
         self.tables: dict[tuple[str, str], TappedTable] = {}
         self._signatures: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._table_objs: dict[tuple[str, str], Any] = {}
-        self.stopped: dict[str, dict[str, Any]] = {}
-        self.rows = keys.RowCounts()
         self.existence = Existence()  # of tables at the stream point read (existence.py)
         self.xa = XaTransactions()
         # per transaction end not yet checkpointed: (last message's sequence number, position,
@@ -107,7 +88,6 @@ class Tap:
         self._pending: deque[tuple[int, BinlogPosition, str | None, Any, Existence]] = deque()
         self._last_end: BinlogPosition | None = None
         self._saved: BinlogPosition | None = None
-        self._last_save = 0.0
         self._gtid: str | None = None  # MariaDB: the GTID position (every domain)
         self._server: dict[str, Any] | None = None  # identity.py: saved with each checkpoint
         self._resume_gtid: str | None = None  # identity.py: resume by GTID (else file/pos)
@@ -115,25 +95,11 @@ class Tap:
         self._generation = 0  # of the ref keys (position.py): one more after each failover
         self._boundary: BinlogPosition | None = None  # the last GTID list event's position
         self._in_transaction = False  # between a MariaDB GTID event and its commit
-        self._known_topics: set[str] = set()
-        self._conn: Any = None
         self._charsets: Charsets | None = None
-        self.producer: ChangelogProducer | None = None
-        self.errors: ErrorSink | None = None
 
-    # ---- public -----------------------------------------------------------------------
-
-    def run(self, until_end: bool = False) -> TapStats:
-        """Tap until stopped (signal) or, with ``until_end``, until the binlog's current end."""
-        if not self.store.try_lock():
-            raise TapError(f"another tap of source '{self.source.name}' is running (lock "
-                           f"{self.store.lock_path}); run one tap per source")
-        try:
-            return self._run(until_end)
-        finally:
-            self.store.release()
-            if self._conn is not None:
-                self._conn.close()
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
 
     # ---- the loop ---------------------------------------------------------------------
 
@@ -158,10 +124,7 @@ class Tap:
         self._charsets = Charsets(self._conn)
         start = tap_resume.start_position(self)
         self._saved = self._last_end = start
-        self.producer = ChangelogProducer(self.settings.broker.bootstrap_servers)
-        broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, error_topic(self.source),
-                                self.source.partitions)
-        self.errors = ErrorSink(self.producer, self.source, self.registry_root)
+        self._start_producing(ChangelogProducer(self.settings.broker.bootstrap_servers))
         by_gtid = self._resume_gtid is not None
         log.info("tapping source %s from %s into topics %s.<db>.<table>", self.source.name,
                  f"GTID {self._resume_gtid}" if by_gtid else start, self.source.topic_base)
@@ -257,8 +220,7 @@ class Tap:
 
     def _maybe_save(self, force: bool = False) -> None:
         assert self.producer is not None
-        now = time.monotonic()
-        if not force and now - self._last_save < self.source.checkpoint_interval_s:
+        if not self._due(force):
             return
         self.producer.poll()
         done = self.producer.acks.done_below
@@ -268,7 +230,7 @@ class Tap:
                 limit is None or self._pending[0][1] <= limit):
             safe = self._pending.popleft()
             self.rows.apply(safe[3])
-        self._last_save = now
+        self._last_save = time.monotonic()
         if safe is not None and safe[1] != self._saved:
             self.store.save(BinlogCheckpoint(safe[1], safe[2], dict(self.stopped),
                                              self.rows.to_json(safe[1]), self._server,
@@ -276,14 +238,8 @@ class Tap:
             self._saved = safe[1]
             self.stats.checkpoints_saved += 1
 
-    def _finish(self) -> None:
-        """Clean stop: every event produced is acknowledged, then the checkpoint is saved."""
-        assert self.producer is not None
-        self.producer.flush()
-        self._maybe_save(force=True)
-        log.info("tap of %s stopped cleanly at %s: %d row changes, %d messages, %d transactions, "
-                 "%d error records", self.source.name, self._saved, self.stats.row_changes,
-                 self.stats.messages, self.stats.transactions, self.stats.errors)
+    def _where(self) -> str:
+        return str(self._saved)
 
     # ---- rows -------------------------------------------------------------------------
 
@@ -308,18 +264,13 @@ class Tap:
             return
         self.stats.row_changes += len(rows)
         env = Envelope(self.source.kind, event.timestamp * 1000, self.source.data_center)
-        reported = self.errors.reported
         try:
             found = changes(table, kind, rows,
                             ref_file_index(end.file_index, self._generation), end.pos, env)
         except IncompatibleSchemaChange as exc:  # a '|' in a joined composite key (#9.7)
             self._stop_table(db, name, str(exc))
             return
-        for change in found:
-            if publish(self.producer, table.topic, table.encoder, change, table.shape.key.columns,
-                       self.errors, table.shape.qualified, (end.file, end.pos), env):
-                self.stats.messages += 1
-        self.stats.errors += self.errors.reported - reported
+        self._publish_changes(table, found, (end.file, end.pos), env)
 
 
     def _stop_table(self, db: str, name: str, reason: str) -> None:

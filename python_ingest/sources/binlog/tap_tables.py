@@ -1,24 +1,20 @@
 """A tapped table's publishing state, from the columns of its row events: its registered
 schema version (registry.py), its key (keys.py) and its topic. A table is registered again
 only when its columns change (a new version when columns were added or widened); a table whose
-columns cannot be published stops (``Tap._stop_table``). Also where a source's schemas and
-topics are named, which bootstrap.py and jobs.py share with the tap. Functions of the running
-tap (tap.py ``Tap``)."""
+columns cannot be published stops (``Tap._stop_table``). Functions of the running tap (tap.py
+``Tap``); registering and making the topic are the tap core's (tap/core.py)."""
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
-from python_ingest.config import Settings, SourceConfig
 from python_ingest.exceptions import IncompatibleSchemaChange, SluiceError, UnsupportedColumn
-from python_ingest.kafka import broker as broker_mod
 from python_ingest.sources.binlog import server
 from python_ingest.sources.binlog.columns import from_binlog
 from python_ingest.sources.binlog.events import TappedTable
 from python_ingest.sources.tap import keys
-from python_ingest.sources.tap.errors import check_topic_limit
+from python_ingest.sources.tap.core import topic_for
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import (
     PRIMARY,
@@ -30,15 +26,6 @@ from python_ingest.sources.tap.registry import (
 )
 
 log = logging.getLogger(__name__)
-
-
-def registry_root(settings: Settings, source: SourceConfig) -> Path:
-    """The folder of the source's schema registry (one sub-folder per table)."""
-    return settings.path(source.schema_registry or f"{settings.state_dir}/schemas/{source.name}")
-
-
-def topic_for(source: SourceConfig, db: str, table: str) -> str:
-    return f"{source.topic_base}.{db}.{table}"
 
 
 def tapped(tap: Any, event: Any, db: str, name: str) -> TappedTable | None:
@@ -97,19 +84,8 @@ def register(tap: Any, db: str, name: str, columns: list[Any]) -> TappedTable:
     key = keys.decide(tap.source, f"{db}.{name}", specs, order, uniques,
                       latest[1] if latest else None)
     shape = TableShape(db, name, specs, key)
-    previous = latest[0] if latest else None
-    schema_id = registry.register(shape)
-    if previous is not None and schema_id != previous:
-        log.info("table %s.%s: columns added or widened, new schema version %d", db, name,
-                 schema_id)
-    elif previous is None:
-        log.info("table %s.%s: keyed by %s (%s)", db, name, key.describe(), key.why)
+    schema_id = tap._register_shape(registry, latest[0] if latest else None, shape)
     topic = topic_for(tap.source, db, name)
-    if topic not in tap._known_topics:
-        broker_mod.ensure_topic(tap.settings.broker.bootstrap_servers, topic,
-                                tap.source.partitions)
-        check_topic_limit(tap.settings.broker.bootstrap_servers, topic)  # else: stopped
-        tap._known_topics.add(topic)
     assert tap._charsets is not None
     return TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic,
                        tap._charsets.decode, tap.rows if key.kind == ROW else None)

@@ -35,7 +35,6 @@ from typing import Any
 from python_ingest.config import Settings, SourceConfig
 from python_ingest.exceptions import TapError
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog.tap import registry_root
 from python_ingest.sources.postgres import events, server, tables
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.position import (
@@ -46,9 +45,10 @@ from python_ingest.sources.postgres.position import (
     lsn_text,
 )
 from python_ingest.sources.postgres.shapes import table_shape
-from python_ingest.sources.postgres.tap import SOURCE, topic_for
+from python_ingest.sources.postgres.tap import SOURCE
 from python_ingest.sources.tap import keys
 from python_ingest.sources.tap.changes import Envelope
+from python_ingest.sources.tap.core import registry_root, topic_for
 from python_ingest.sources.tap.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
 from python_ingest.sources.tap.registry import ROW, Registry

@@ -32,8 +32,6 @@ import time
 from typing import Any
 
 from python_ingest.exceptions import TapError
-from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog.tap import TapStats
 from python_ingest.sources.postgres import events, partitions, pgoutput, server
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.fastpath import envelope_tail
@@ -47,12 +45,11 @@ from python_ingest.sources.postgres.slot import start_position
 from python_ingest.sources.postgres.status import unused_slots, unused_warning
 from python_ingest.sources.postgres.tap_checkpoints import TapCheckpoints
 from python_ingest.sources.postgres.tap_state import SOURCE as SOURCE
-from python_ingest.sources.postgres.tap_state import topic_for as topic_for
 from python_ingest.sources.postgres.tap_tables import TapTables
 from python_ingest.sources.postgres.wire import ReplicationStream
 from python_ingest.sources.tap import keys
 from python_ingest.sources.tap.changes import Envelope
-from python_ingest.sources.tap.errors import ErrorSink, error_topic, publish
+from python_ingest.sources.tap.core import TapStats
 from python_ingest.sources.tap.producer import BarrierProducer
 from python_ingest.sources.tap.registry import CHANGELOG
 
@@ -61,30 +58,23 @@ log = logging.getLogger(__name__)
 _U32 = struct.Struct(">I")
 _DELETE, _NEW = 68, 78  # 'D'; 'N': a new tuple follows
 _ROW_CHANGES = frozenset(b"IUD")  # Insert, Update, Delete
+_FAST_REFS = 1 << 18  # below it, a ref key's first three bytes come from the index (RefKeys)
 
 
 class PgTap(TapTables, TapCheckpoints):
     """Reads one PostgreSQL source's slot and publishes its tapped tables' changes (its state:
     tap_state.py; tables: tap_tables.py; checkpoints: tap_checkpoints.py)."""
 
-    # ---- public -----------------------------------------------------------------------
+    # ---- public (run: tap/core.py) -----------------------------------------------------
 
-    def run(self, until_end: bool = False) -> TapStats:
-        """Tap until stopped or, with ``until_end``, until the WAL's end when it started."""
-        if not self.store.try_lock():
-            raise TapError(f"another tap (or bootstrap) of source '{self.source.name}' is "
-                           f"running (lock {self.store.lock_path}); run one per source")
-        try:
-            return self._run(until_end)
-        finally:
-            self.store.release()
-            if self._stream is not None:
-                self._stream.close()  # its keepalive thread, before the connection goes
-            for conn in (self._repl, self._conn):
-                if conn is not None:
-                    conn.close()
-            self._reader.close()
-            self.producer = self.errors = None  # the Kafka client goes now, not with the tap
+    def _close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()  # its keepalive thread, before the connection goes
+        for conn in (self._repl, self._conn):
+            if conn is not None:
+                conn.close()
+        self._reader.close()
+        self.producer = self.errors = None  # the Kafka client goes now, not with the tap
 
     # ---- start ------------------------------------------------------------------------
 
@@ -111,11 +101,9 @@ class PgTap(TapTables, TapCheckpoints):
             self._gone = {q: set(k) for q, k in checkpoint.gone.items()}
         self._saved = self._confirmed = start
         target = server.current_lsn(self._conn) if until_end else None
-        self.producer = BarrierProducer(self.settings.broker.bootstrap_servers)
-        self._produce = self.producer.produce
-        broker_mod.ensure_topic(self.settings.broker.bootstrap_servers, error_topic(self.source),
-                                self.source.partitions)
-        self.errors = ErrorSink(self.producer, self.source, self.registry_root)
+        producer = BarrierProducer(self.settings.broker.bootstrap_servers)
+        self._produce = producer.produce
+        self._start_producing(producer)
         server.wait_inactive(self._conn, self.source)  # a tap killed just now: its walsender
         self._repl = server.replication_connect(self.source)
         self._cursor = cur = self._repl.cursor()
@@ -144,15 +132,17 @@ class PgTap(TapTables, TapCheckpoints):
         read = self._streamed if self.source.streaming else self._message
         while not self.stop.is_set():
             try:
-                payload = stream.read()
+                payloads = stream.read_batch()  # all that is waiting: one call, not one each
             except TapError as exc:
                 raise TapError(f"source {self.source.name}: the replication stream failed "
                                f"after {lsn_text(self._saved)}: {exc}") from exc
-            if payload is not None:
-                self.stats.events += 1
-                read(payload)
-                if self._commit_lsn == 0:
-                    self._maybe_save()
+            if payloads:
+                stats = self.stats
+                for payload in payloads:
+                    stats.events += 1
+                    read(payload)
+                    if self._commit_lsn == 0:
+                        self._maybe_save()
                 continue
             self._idle()
             if target is not None and self._commit_lsn == 0 and \
@@ -179,10 +169,16 @@ class PgTap(TapTables, TapCheckpoints):
             # takes the general path
             if fast is not None and (payload[5] == _NEW) != (tag == _DELETE):
                 index = self._index
-                if index >= MAX_CHANGES:
-                    ref_key(self._commit_lsn, index)  # raises, saying why
-                found = fast.encode(payload, 6, self._refs.encode(index),
-                                    self._tails[tag == _DELETE])
+                refs = self._refs
+                if index < _FAST_REFS and refs.high:  # RefKeys.encode, without its call
+                    v = (index << 1) | refs.mid
+                    ref = bytes(((v & 127) | 128, ((v >> 7) & 127) | 128, (v >> 14) | 128)) \
+                        + refs.high
+                else:
+                    if index >= MAX_CHANGES:
+                        ref_key(self._commit_lsn, index)  # raises, saying why
+                    ref = refs.encode(index)
+                found = fast.encode(payload, 6, ref, self._tails[tag == _DELETE])
                 if found is not None:
                     self._index = index + 1
                     self.stats.row_changes += 1
@@ -256,16 +252,9 @@ class PgTap(TapTables, TapCheckpoints):
         return table
 
     def _publish(self, table: PgTable, changes: list[Any]) -> None:
-        assert self.producer is not None and self.errors is not None
-        qualified = table.shape.qualified
         self.stats.row_changes += 1
-        reported = self.errors.reported
-        where = (lsn_text(self._commit_lsn), self._index)
-        for change in changes:
-            if publish(self.producer, table.topic, table.encoder, change,
-                       table.shape.key.columns, self.errors, qualified, where, self._env):
-                self.stats.messages += 1
-        self.stats.errors += self.errors.reported - reported
+        self._publish_changes(table, changes, (lsn_text(self._commit_lsn), self._index),
+                              self._env)
 
     def _commit(self, msg: pgoutput.Commit) -> None:
         assert self.producer is not None

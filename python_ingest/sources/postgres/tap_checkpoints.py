@@ -42,10 +42,9 @@ class TapCheckpoints(TapState):
         message queued so far acknowledged, or BrokerError), then the last transaction read
         is the checkpoint."""
         assert self.producer is not None
-        now = time.monotonic()
-        if not force and now - self._last_save < self.source.checkpoint_interval_s:
+        if not self._due(force):
             return
-        self._last_save = now
+        self._last_save = time.monotonic()
         if not self._pending:
             self.producer.poll()  # failed deliveries (of error records) are raised here
             return
@@ -95,14 +94,10 @@ class TapCheckpoints(TapState):
                                  for t, digests in changed.items()})
         return marks, row_log.base_lsn
 
-    def _finish(self) -> None:
-        """Clean stop: every event produced is acknowledged, then the checkpoint is saved."""
-        assert self.producer is not None
-        self.producer.flush()
-        self._maybe_save(force=True)
+    def _finish_idle(self) -> None:
+        """A clean stop (tap/core.py ``_finish``): the server's WAL end, when nothing is open."""
         self._last_idle_save = 0.0
-        self._idle()  # the server's WAL end, when nothing is open
-        log.info("tap of %s stopped cleanly at %s: %d row changes, %d messages, %d "
-                 "transactions, %d error records", self.source.name, lsn_text(self._saved),
-                 self.stats.row_changes, self.stats.messages, self.stats.transactions,
-                 self.stats.errors)
+        self._idle()
+
+    def _where(self) -> str:
+        return lsn_text(self._saved)

@@ -8,7 +8,6 @@ from collections import deque
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
-from python_ingest.sources.binlog.tap import TapStats, registry_root
 from python_ingest.sources.postgres import pgoutput, server
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.fastpath import FastTable, RefKeys
@@ -19,40 +18,32 @@ from python_ingest.sources.postgres.position import (
 )
 from python_ingest.sources.postgres.streams import HeldStreams
 from python_ingest.sources.postgres.wire import ReplicationStream
-from python_ingest.sources.tap import keys
 from python_ingest.sources.tap.changes import Envelope
-from python_ingest.sources.tap.errors import ErrorSink
+from python_ingest.sources.tap.core import TapCore
 from python_ingest.sources.tap.producer import BarrierProducer
 
 SOURCE = "postgres"  # the events' _source
 
 
-def topic_for(source: SourceConfig, schema: str, table: str) -> str:
-    return f"{source.topic_base}.{schema}.{table}"
+class TapState(TapCore):
+    """The state of one PostgreSQL source's tap (what every tap holds: tap/core.py)."""
 
-class TapState:
-    """The state of one PostgreSQL source's tap."""
+    producer: BarrierProducer | None
 
     def __init__(self, settings: Settings, source: SourceConfig,
                  stop: threading.Event | None = None) -> None:
-        self.settings = settings
-        self.source = source
-        self.stop = stop or threading.Event()
-        self.store = PgCheckpointStore(settings.path(settings.state_dir), source.name)
-        self.registry_root = registry_root(settings, source)
-        self.stats = TapStats()
+        super().__init__(settings, source,
+                         PgCheckpointStore(settings.path(settings.state_dir), source.name),
+                         stop)
         self.relations: dict[int, pgoutput.Relation] = {}
         self.tables: dict[int, PgTable | None] = {}  # None: not tapped (excluded or stopped)
         self._fast: dict[int, FastTable] = {}  # the tapped tables fastpath.py can publish
         self._tails = (b"", b"")  # the envelope after _ref_key in this transaction (fastpath)
         self._signatures: dict[int, tuple[Any, ...]] = {}
-        self.stopped: dict[str, dict[str, Any]] = {}
-        self.rows = keys.RowCounts()
         self._pending: deque[tuple[int, Any]] = deque()  # (end LSN, row counts) not saved
         self._rows_changed: dict[str, set[str]] = {}  # digests whose saved count changed
         self._saved = 0
         self._confirmed = 0
-        self._last_save = 0.0
         self._last_idle_save = 0.0
         self._commit_lsn = 0  # of the transaction being read (0: none open)
         self._commit_ms = 0
@@ -60,8 +51,6 @@ class TapState:
         self._refs = RefKeys()  # its ref keys' Avro bytes (fastpath)
         self.streams = HeldStreams()  # protocol 2: streamed transactions not committed yet
         self.streamed = self.streams.counts  # streamed transactions committed and aborted
-        self._known_topics: set[str] = set()
-        self._conn: Any = None
         self._repl: Any = None
         self._reader = RowReader(lambda: server.connect(self.source))  # moves.py
         self._oids: dict[str, dict[str, Any]] = {}  # table → its relation oid (tables.py)
@@ -69,9 +58,7 @@ class TapState:
         self._gone: dict[str, set[str]] = {}  # table → its gone keys (moves.py), checkpointed
         self._cursor: Any = None
         self._stream: ReplicationStream | None = None  # read and confirmed by the tap (wire.py)
-        self.producer: BarrierProducer | None = None
         self._produce: Any = None  # the producer's produce(topic, value, key)
-        self.errors: ErrorSink | None = None
 
     def _seen_end(self) -> int:
         return self._pending[-1][0] if self._pending else self._saved

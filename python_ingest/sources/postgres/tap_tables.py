@@ -11,7 +11,6 @@ from python_ingest.exceptions import (
     TapError,
     UnsupportedColumn,
 )
-from python_ingest.kafka import broker as broker_mod
 from python_ingest.sources.binlog import ddl
 from python_ingest.sources.postgres import partitions, pgoutput, server, tables
 from python_ingest.sources.postgres.events import PgTable
@@ -20,8 +19,8 @@ from python_ingest.sources.postgres.position import (
     lsn_text,
 )
 from python_ingest.sources.postgres.shapes import catalog_relation, relation_shape
-from python_ingest.sources.postgres.tap_state import TapState, topic_for
-from python_ingest.sources.tap.errors import check_topic_limit
+from python_ingest.sources.postgres.tap_state import TapState
+from python_ingest.sources.tap.core import topic_for
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, Registry, registered_key
 
@@ -133,20 +132,8 @@ class TapTables(TapState):
         registry = Registry(self.registry_root / rel.qualified)
         latest = registry.latest()
         found = relation_shape(self._conn, self.source, rel, latest[1] if latest else None)
-        previous = latest[0] if latest else None
-        schema_id = registry.register(found.shape)
-        if previous is not None and schema_id != previous:
-            log.info("table %s: columns added or widened, new schema version %d",
-                     rel.qualified, schema_id)
-        elif previous is None:
-            log.info("table %s: keyed by %s (%s)", rel.qualified, found.shape.key.describe(),
-                     found.shape.key.why)
+        schema_id = self._register_shape(registry, latest[0] if latest else None, found.shape)
         topic = topic_for(self.source, rel.namespace, rel.name)
-        if topic not in self._known_topics:
-            bootstrap = self.settings.broker.bootstrap_servers
-            broker_mod.ensure_topic(bootstrap, topic, self.source.partitions)
-            check_topic_limit(bootstrap, topic)
-            self._known_topics.add(topic)
         return PgTable(found.shape, schema_id, Encoder(schema_id, found.shape.avro()), topic,
                        found.converters, found.identity == "f",
                        self.rows if found.shape.key.kind == ROW else None)

@@ -89,7 +89,7 @@ class TapEnv:
 
     def add_jobs(self) -> dict[str, Any]:
         """Register the tables' schemas and put the tap's job config into sluice.yml."""
-        from python_ingest.sources.binlog.jobs import job_configs
+        from python_ingest.sources.tap.jobs import job_configs
 
         settings = self.settings()
         self.jobs.update(job_configs(settings, settings.source(self.source)))

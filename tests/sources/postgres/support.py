@@ -75,7 +75,7 @@ class PgEnv(TapEnv):
             conn.close()
 
     def add_jobs(self) -> dict[str, Any]:
-        from python_ingest.sources.postgres.jobs import job_configs
+        from python_ingest.sources.tap.jobs import job_configs
 
         settings = self.settings()
         self.jobs.update(job_configs(settings, settings.source(self.source)))
