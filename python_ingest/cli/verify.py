@@ -12,6 +12,10 @@ from python_ingest.config import Settings
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     """Compare lake tables with their source tables: exit 0 only when every one is equal."""
+    if args.history:  # the history's current versions against the lake, no source needed
+        from python_ingest.cli.verify_history import cmd_verify_history
+
+        return cmd_verify_history(args, settings)
     from python_ingest.runtime.session import active, build_session, for_job
     from python_ingest.steps.dbt import Dbt
     from python_ingest.tables.formats import name_tables
@@ -83,3 +87,7 @@ def add_verify_commands(add: Callable[[str, Callable[[argparse.Namespace, Settin
     p.add_argument("--settle-s", type=float, default=300.0,
                    help="at most this long re-checking differing keys (default 300)")
     p.add_argument("--show", type=int, default=20, help="differences to print (default 20)")
+    p.add_argument("--history", action="store_true",
+                   help="instead: check that the job's history table (history: true) agrees "
+                        "with its lake, its current versions equal to the lake's rows, row for "
+                        "row (--all: every job with a history; docs/history.md)")
