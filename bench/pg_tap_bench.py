@@ -3,25 +3,40 @@
 Starts its own private PostgreSQL cluster (wal_level=logical) and embedded broker (temporary
 folders), then:
 
-1. fills ``public.items`` with ``--rows`` rows and bootstraps it (the slot created with an
-   exported snapshot, the table copied under it in chunks): rows/s;
-2. creates a second slot for the bare reader, writes ``--changes`` row changes (UPDATEs of
-   10k rows each), and reads that stretch of WAL twice: with a bare pgoutput consumer
-   (psycopg2's replication stream, every message decoded by pgoutput.py, nothing else) and
-   with the tap (decode, convert, Avro-encode, produce, wait for the broker's acks,
-   checkpoint, confirm the slot): row changes/s each.
+1. fills ``public.items`` (int key, text, numeric(10,2), int, timestamptz, text) with
+   ``--rows`` rows and bootstraps it (the slot created with an exported snapshot, the table
+   copied under it in chunks): rows/s;
+2. creates a second slot for the bare reader and writes exactly ``--changes`` row changes
+   (UPDATEs of up to 10k rows each, one transaction each, wrapping to the first row when
+   ``--changes`` exceeds ``--rows``);
+3. reads that stretch of WAL twice, each side from its slot's start, both timed from their
+   connection to their last row change:
 
-The last line is ``pg-tap: changes=N tap=R bare=R ratio=X snapshot_rows_s=R``. Run with
-``make bench-pg-tap``; ``--rows`` and ``--changes`` scale it down for a quick look;
-``--profile N`` prints the tap's N costliest functions (cProfile, which slows it down).
+   - **bare**: psycopg2's replication stream (``read_message``, in C) with every message
+     decoded by pgoutput.decode into its dataclass (the column texts as str), nothing else:
+     no conversion, no Avro, no Kafka, no checkpoint; it stops at the last row change;
+   - **tap**: ``sluice tap`` until the WAL's end as it was at its start (``PgTap.run(
+     until_end=True)``): its server checks and the error topic, the stream read by wire.py,
+     each row change decoded once and Avro-encoded by the table's generated encoder
+     (fastpath.py), produced to Kafka, every message acknowledged by the broker (the
+     checkpoint barrier), checkpoints written and the slot confirmed.
+
+The last line is ``pg-tap: changes=N tap=R bare=R ratio=X snapshot_rows_s=R`` (row changes/s;
+ratio = tap / bare). Run with ``make bench-pg-tap``; ``--rows`` and ``--changes`` scale it down
+for a quick look; ``--profile N`` prints the tap's N costliest functions (cProfile, which
+slows it down); ``--py-spy FILE`` samples the tap with py-spy instead (raw collapsed stacks,
+as ``py-spy record --format raw``: hardly slower; needs ptrace, as root).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import select
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,8 +61,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def bare_read(source: object, slot: str, publication: str, changes: int) -> tuple[int, float]:
-    """Row changes/s of psycopg2's replication stream + pgoutput decoding alone."""
+def bare_read(source: object, slot: str, publication: str, changes: int,
+              stall_s: float = 30.0) -> tuple[int, float]:
+    """The bare reader: (row changes, seconds) of psycopg2's replication stream with every
+    message decoded by pgoutput.decode (dataclasses, column texts), nothing else, until it has
+    read the ``changes`` row changes written. A stream that brings nothing for ``stall_s``
+    is an error saying so, not a hang."""
     began = time.monotonic()
     conn = server.replication_connect(source)  # type: ignore[arg-type]
     cur = conn.cursor()
@@ -55,16 +74,45 @@ def bare_read(source: object, slot: str, publication: str, changes: int) -> tupl
         "proto_version": "1", "publication_names": publication})
     rows = 0
     kinds = (pgoutput.Insert, pgoutput.Update, pgoutput.Delete)
+    last = time.monotonic()
     while rows < changes:
         message = cur.read_message()
         if message is None:
+            if time.monotonic() - last > stall_s:
+                conn.close()
+                raise SystemExit(f"bare reader: nothing from the slot {slot} for {stall_s:.0f}s "
+                                 f"after {rows} of {changes} row changes")
             select.select([cur], [], [], 0.5)
             continue
+        last = time.monotonic()
         if isinstance(pgoutput.decode(message.payload), kinds):
             rows += 1
     seconds = time.monotonic() - began
     conn.close()
     return rows, seconds
+
+
+def spy(path: str) -> subprocess.Popen[bytes]:
+    """py-spy sampling this process (the tap's thread and the client's) into ``path``."""
+    sampler = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record",
+                                "--pid", str(os.getpid()), "--rate", "1000", "--idle",
+                                "--format", "raw", "--output", path],
+                               stdout=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached
+    return sampler
+
+
+def write_changes(conn: object, rows: int, changes: int, step: int = 10_000) -> None:
+    """Exactly ``changes`` row changes: UPDATEs of up to ``step`` rows each (one transaction
+    each), wrapping around to the table's first row when ``changes`` exceeds ``rows``."""
+    done = 0
+    with conn.cursor() as cur:  # type: ignore[attr-defined]
+        while done < changes:
+            low = done % rows
+            n = min(step, changes - done, rows - low)
+            cur.execute("UPDATE items SET qty = qty + 1, updated_at = now() "
+                        "WHERE id > %s AND id <= %s", (low, low + n))
+            done += n
 
 
 def main() -> int:
@@ -75,6 +123,8 @@ def main() -> int:
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="profile the tap (cProfile) and print its N costliest functions")
     parser.add_argument("--sort", default="tottime", help="the profile's order (pstats keys)")
+    parser.add_argument("--py-spy", dest="py_spy", metavar="FILE",
+                        help="sample the tap with py-spy into FILE (collapsed stacks)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="sluice-pg-tap-bench-") as tmp:
@@ -115,11 +165,7 @@ def main() -> int:
             repl = server.replication_connect(source)
             server.create_slot(repl, "bare")
             repl.close()
-            with conn.cursor() as cur:
-                step = 10_000
-                for low in range(0, args.changes, step):
-                    cur.execute("UPDATE items SET qty = qty + 1, updated_at = now() "
-                                "WHERE id > %s AND id <= %s", (low, low + step))
+            write_changes(conn, args.rows, args.changes)
             conn.close()
             rows, seconds = bare_read(source, "bare", source.publication_name, args.changes)
             bare_rate = rows / seconds
@@ -131,9 +177,13 @@ def main() -> int:
 
                 profiler = cProfile.Profile()
                 profiler.enable()
+            sampler = spy(args.py_spy) if args.py_spy else None
             began = time.monotonic()
             stats = PgTap(settings, source).run(until_end=True)
             seconds = time.monotonic() - began
+            if sampler is not None:
+                sampler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+                sampler.wait(60)
             if profiler is not None:
                 import pstats
 

@@ -145,7 +145,9 @@ class FastTable:
                       "    if len(texts) > 1 and any(SEPARATOR in t for t in texts):",
                       "        return None  # the general path raises what TableShape.key_of says",
                       '    key = SEPARATOR.join(texts).encode("utf-8")']
-        if len(key_at) == 1:  # '' or only '∅': the general path's row_key_text (changelog/keys.py)
+        if len(key_at) == 1 and not (self.raw_key and codes[next(iter(key_at))] == LONG):
+            # '' or only '∅': the general path's row_key_text (changelog/keys.py); an integer's
+            # text (int() took it) is neither
             lines += ["    if not key.strip(EMPTY_KEY):",
                       "        return None"]
         lines += ["    if len(key) + len(message) > MAX_BYTES:",
@@ -193,7 +195,14 @@ def _column(i: int, code: int, scale: int, key: int | None, raw_key: bool) -> li
                "b{i} = raw"],
         LONG: ["v = int(raw)",
                "v = (v << 1) ^ (v >> 63)",
-               "a{i} = SMALL[v] if v < 128 else PRESENT + varint(v)"],
+               "if v < 128:",
+               "    a{i} = SMALL[v]",
+               "elif v < 16384:  # varint's two and three bytes, without its call",
+               "    a{i} = bytes((2, (v & 127) | 128, v >> 7))",
+               "elif v < 2097152:",
+               "    a{i} = bytes((2, (v & 127) | 128, ((v >> 7) & 127) | 128, v >> 14))",
+               "else:",
+               "    a{i} = PRESENT + varint(v)"],
         DECIMAL: _decimal(scale),
         CONVERTED_LONG: ["if raw != last{i}[0]:",
                          "    v = PRESENT + long_bytes(conv{i}(raw.decode()))",

@@ -76,6 +76,7 @@ class ReplicationStream:
         self._get, self._free = lib.PQgetCopyData, lib.PQfreemem
         self._lock = threading.Lock()
         self.wal_end = 0  # the server's WAL end, from its last message
+        self._failed: str | None = None  # read_batch: the stream's failure, after its payloads
         self.confirmed = confirmed  # the flush position sent: only ``confirm`` moves it
         self.interval_s = interval_s
         self._sent = time.monotonic()
@@ -86,36 +87,52 @@ class ReplicationStream:
 
     # ---- reading ----------------------------------------------------------------------
 
-    def read(self) -> bytes | None:
-        """The next XLogData message's payload, or None when none is waiting. Keepalives are
-        consumed here (answered with the confirmed position when the server asks)."""
-        pg, buffer, into, get = self._pg, self._buffer, self._into, self._get
+    def read_batch(self, limit: int = 512) -> list[bytes]:
+        """The XLogData payloads already received (up to ``limit``), or none: read at once, under
+        one hold of the lock, so that the tap's loop pays one call per batch, not one per
+        message (bench/pg_tap_bench.py). Keepalives are consumed here (answered with the
+        confirmed position when the server asks). A failure after some payloads returns those
+        first and raises on the next call."""
+        if self._failed is not None:
+            raise TapError(self._failed)
+        pg, buffer, into, get, free = self._pg, self._buffer, self._into, self._get, self._free
+        payloads: list[bytes] = []
+        append = payloads.append
         consumed = False
+        last = None
         with self._lock:
-            while True:
+            while len(payloads) < limit:
                 size = get(pg, into, 1)
-                if size == 0:
-                    if consumed:
-                        return None
-                    if not self._lib.PQconsumeInput(pg):
-                        raise TapError(self._error())
+                if size > 0:
+                    data = _string_at(buffer, size)
+                    free(buffer)
                     consumed = True
-                    continue
-                if size < 0:
-                    raise TapError(self._ended() if size == -1 else self._error())
-                data = _string_at(buffer, size)
-                self._free(buffer)
-                consumed = True
-                if data[0] == _XLOG_DATA:
-                    self.wal_end = _WAL_END(data, 9)[0]
-                    return data[25:]
-                if data[0] == _PRIMARY_KEEPALIVE:
-                    wal_end, _at, reply = _KEEPALIVE.unpack_from(data, 1)
-                    self.wal_end = max(self.wal_end, wal_end)
-                    if reply:
-                        self._status(False)
-                    continue
-                raise TapError(f"unknown replication message type {chr(data[0])!r}")
+                    if data[0] == _XLOG_DATA:
+                        append(data[25:])
+                        last = data
+                        continue
+                    if data[0] == _PRIMARY_KEEPALIVE:
+                        wal_end, _at, reply = _KEEPALIVE.unpack_from(data, 1)
+                        self.wal_end = max(self.wal_end, wal_end)
+                        if reply:
+                            self._status(False)
+                        continue
+                    self._failed = f"unknown replication message type {chr(data[0])!r}"
+                elif size == 0:
+                    if consumed:
+                        break
+                    if self._lib.PQconsumeInput(pg):
+                        consumed = True
+                        continue
+                    self._failed = self._error()
+                else:
+                    self._failed = self._ended() if size == -1 else self._error()
+                if not payloads:
+                    raise TapError(self._failed)
+                break
+            if last is not None:
+                self.wal_end = max(self.wal_end, _WAL_END(last, 9)[0])
+        return payloads
 
     def _error(self) -> str:
         text = self._lib.PQerrorMessage(self._pg) or b""
