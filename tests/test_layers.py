@@ -19,7 +19,7 @@ LAYERS: dict[str, int] = {
     "config": 2,
     "runtime": 3, "changelog": 3,
     "kafka": 4, "tables": 4,
-    "sources": 5, "sinks": 5,
+    "sources": 5, "sinks": 5, "feed": 5,
     "steps": 6,
     "reports": 7, "runner": 7,
     "scaffold": 7, "verify": 7, "replay": 7,
