@@ -10,20 +10,22 @@ run; the demo's tables are replaced.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import shutil
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import Settings, parse_job, parse_source
-from python_ingest.demo.binlog import compare
+from python_ingest.demo.harness import (
+    avro_rows,
+    compare,
+    drop_tables,
+    fresh_project,
+    normal,
+    run_round,
+    verdict,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,10 +67,6 @@ def _workload(conn: Any, rng: random.Random, transactions: int) -> None:
 
 def source_rows(conn: Any, source: Any, table: str) -> dict[str, dict[str, Any]]:
     """The PostgreSQL table keyed like the lake, each value as the tap publishes it."""
-    import io
-
-    import fastavro
-
     from python_ingest.changelog.keys import row_key_text
     from python_ingest.sources.postgres.events import PgTable, convert
     from python_ingest.sources.postgres.server import raw_text
@@ -79,49 +77,10 @@ def source_rows(conn: Any, source: Any, table: str) -> dict[str, dict[str, Any]]
     with conn.cursor() as cur:
         cur.execute(f"SELECT {found.select_list()} FROM public.{table}")
         rows = cur.fetchall()
-    shape = found.shape
-    pg = PgTable(shape, 0, None, "", found.converters, False)  # type: ignore[arg-type]
-    schema = fastavro.parse_schema({"type": "record", "name": "r",
-                                    "fields": [c.field() for c in shape.columns]})
-    out = {}
-    for texts in rows:
-        buffer = io.BytesIO()
-        fastavro.schemaless_writer(buffer, schema, convert(pg, list(texts), []))
-        buffer.seek(0)
-        decoded: dict[str, Any] = fastavro.schemaless_reader(  # type: ignore[assignment]
-            buffer, schema, schema)
-        out[row_key_text(pg.key_of(decoded))] = {k: _normal(v) for k, v in decoded.items()}
-    return out
-
-
-def _normal(value: Any) -> Any:
-    """One value as demo/binlog.py's compare normalises the lake's: UTC naive datetimes,
-    bytes, parsed JSON."""
-    if isinstance(value, datetime) and value.tzinfo is not None:
-        return value.astimezone(UTC).replace(tzinfo=None)
-    if isinstance(value, bytearray):
-        return bytes(value)
-    if isinstance(value, str) and value[:1] in "{[":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-@contextmanager
-def _project_dir(path: Path) -> Iterator[None]:
-    from python_ingest.steps.dbt import PROJECT_DIR_ENV
-
-    saved = os.environ.get(PROJECT_DIR_ENV)
-    os.environ[PROJECT_DIR_ENV] = str(path)
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(PROJECT_DIR_ENV, None)
-        else:
-            os.environ[PROJECT_DIR_ENV] = saved
+    pg = PgTable(found.shape, 0, None, "", found.converters, False)  # type: ignore[arg-type]
+    return {row_key_text(pg.key_of(decoded)): {k: normal(v) for k, v in decoded.items()}
+            for decoded in avro_rows(found.shape, (convert(pg, list(texts), [])
+                                                   for texts in rows))}
 
 
 def run_postgres_demo(spark: SparkSession, settings: Settings,
@@ -138,17 +97,9 @@ def run_postgres_demo(spark: SparkSession, settings: Settings,
     from python_ingest.sources.postgres import server as pg
     from python_ingest.sources.postgres.snapshot import bootstrap_tables
     from python_ingest.sources.postgres.tap import PgTap
-    from python_ingest.steps.dbt import PACKAGE_ROOT, Dbt
-    from python_ingest.steps.pipeline import run_job
 
     started = time.monotonic()
-    folder = settings.path(settings.state_dir) / "postgres-demo"
-    shutil.rmtree(folder, ignore_errors=True)
-    project = folder / "dbt"
-    project.mkdir(parents=True)
-    for name in ("dbt_project.yml", "profiles.yml"):
-        shutil.copy(PACKAGE_ROOT / name, project / name)
-    (project / "macros").symlink_to(PACKAGE_ROOT / "macros")
+    folder, project = fresh_project(settings, "postgres-demo")
     say("\nPostgreSQL demo: a private cluster (wal_level=logical), a snapshot, a workload, the "
         "tap, the pipeline")
     cluster = LocalPostgres(settings=pg.LOCAL_SETTINGS).start()
@@ -169,31 +120,19 @@ def run_postgres_demo(spark: SparkSession, settings: Settings,
         demo = replace(demo, jobs={n: parse_job(n, j, demo.root) for n, j in written.jobs.items()
                                    if n == "public_orders"})
         name = "public_orders"
-        job = demo.jobs[name]
-        for schema in ("raw", "staging", "errors", "meta", "lake"):  # the last demo's tables
-            for table in (name, f"{name}__raw", f"{name}__tombstones", f"{name}__index",
-                          f"stg_pg_demo__{name}", f"stg_pg_demo__{name}__valid"):
-                spark.sql(f"drop table if exists {schema}.{table} purge")
+        drop_tables(spark, name, "pg_demo")
         snapshot = bootstrap_tables(demo, source, "all")
         say(f"  snapshot: {snapshot.total} rows under the slot's exported snapshot")
-        with _project_dir(project):
-            dbt = Dbt(demo, project)
-            for round_no in (1, 2):
-                _workload(conn, rng, transactions // 3)
-                stats = PgTap(demo, source).run(until_end=True)
-                result = run_job(spark, demo, job, dbt=dbt)
-                counts = result.counts
-                say(f"  round {round_no}: {transactions // 3} transactions, tap published "
-                    f"{stats.messages} row changes; sluice run {name}: read {counts['read']}, "
-                    f"inserted {counts['inserted']}, updated {counts['updated']}, deleted "
-                    f"{counts['deleted']}")
+
+        def tap() -> Any:
+            _workload(conn, rng, transactions // 3)
+            return PgTap(demo, source).run(until_end=True)
+
+        run_round(spark, demo, project, name, [(n, transactions // 3, tap) for n in (1, 2)], say)
         expected = source_rows(conn, source, "orders")
         conn.close()
         lake_rows, mismatches = compare(spark, f"lake.{name}", expected)
     finally:
         cluster.stop()
-    verdict = "equal" if mismatches == 0 and lake_rows == len(expected) else "NOT EQUAL"
-    say(f"  public.orders in PostgreSQL: {len(expected)} rows; lake.{name}: {lake_rows} rows; "
-        f"mismatches {mismatches} -> {verdict} ({time.monotonic() - started:.0f}s; "
-        "docs/postgres-source.md)")
-    return mismatches == 0
+    return verdict(say, "public.orders in PostgreSQL", len(expected), name, lake_rows,
+                   mismatches, time.monotonic() - started, "docs/postgres-source.md")
