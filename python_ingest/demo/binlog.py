@@ -20,15 +20,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import Settings, parse_job, parse_source
-from python_ingest.demo.harness import (
-    avro_rows,
-    compare,
-    drop_tables,
-    fresh_project,
-    normal,
-    run_round,
-    verdict,
-)
+from python_ingest.demo import harness
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -91,10 +83,10 @@ def source_rows(conn: Any, db: str, table: str) -> dict[str, dict[str, Any]]:
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
     out = {}
-    for decoded in avro_rows(shape, ({c.name: to_avro(c, row[c.name]) for c in shape.columns}
-                                     for row in rows)):
+    values = ({c.name: to_avro(c, row[c.name]) for c in shape.columns} for row in rows)
+    for decoded in harness.avro_rows(shape, values):
         key = KEY_SEPARATOR.join(str(decoded[k]) for k in shape.primary_key)
-        out[row_key_text(key)] = {k: normal(v) for k, v in decoded.items()}
+        out[row_key_text(key)] = {k: harness.normal(v) for k, v in decoded.items()}
     return out
 
 
@@ -111,7 +103,7 @@ def run_binlog_demo(spark: SparkSession, settings: Settings,
     from python_ingest.sources.binlog.tap import Tap
 
     started = time.monotonic()
-    folder, project = fresh_project(settings, "binlog-demo")
+    folder, project = harness.fresh_project(settings, "binlog-demo")
     say("\nbinlog demo: a private MariaDB server, a workload, the tap, the pipeline")
     server = LocalServer(folder / "mariadb").start()
     try:
@@ -127,7 +119,7 @@ def run_binlog_demo(spark: SparkSession, settings: Settings,
         written = scaffold(demo, source, project, None)
         demo = replace(demo, jobs={n: parse_job(n, j, demo.root) for n, j in written.jobs.items()})
         (name, _), = demo.jobs.items()
-        drop_tables(spark, name, "binlog_demo")
+        harness.drop_tables(spark, name, "binlog_demo")
         Tap(demo, source).run(until_end=True)  # the tap's checkpoint: the binlog's end now
         rng = random.Random(7)
 
@@ -136,11 +128,12 @@ def run_binlog_demo(spark: SparkSession, settings: Settings,
                 _workload(conn, rng, transactions // 2)
             return Tap(demo, source).run(until_end=True)
 
-        run_round(spark, demo, project, name, [(n, transactions // 2, tap) for n in (1, 2)], say)
+        harness.run_rounds(spark, demo, project, name,
+                           [(n, transactions // 2, tap) for n in (1, 2)], say)
         with server.root(DATABASE) as conn:
             expected = source_rows(conn, DATABASE, "orders")
-        lake_rows, mismatches = compare(spark, f"lake.{name}", expected)
+        lake_rows, mismatches = harness.compare(spark, f"lake.{name}", expected)
     finally:
         server.stop()
-    return verdict(say, f"{DATABASE}.orders in MariaDB", len(expected), name, lake_rows,
-                   mismatches, time.monotonic() - started, "docs/binlog-tap.md")
+    return harness.verdict(say, f"{DATABASE}.orders in MariaDB", len(expected), name,
+                           lake_rows, mismatches, time.monotonic() - started, "docs/binlog-tap.md")

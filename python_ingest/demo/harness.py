@@ -111,7 +111,7 @@ def project_dir(path: Path) -> Iterator[None]:
             os.environ[PROJECT_DIR_ENV] = saved
 
 
-def run_round(spark: SparkSession, settings: Settings, project: Path, job: str,
+def run_rounds(spark: SparkSession, settings: Settings, project: Path, job: str,
               rounds: Iterable[tuple[int, int, Callable[[], Any]]],
               say: Callable[[str], None]) -> None:
     """The pipeline's rounds: each ``(round, transactions, tap)`` runs its workload and tap

@@ -17,15 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import Settings, parse_job, parse_source
-from python_ingest.demo.harness import (
-    avro_rows,
-    compare,
-    drop_tables,
-    fresh_project,
-    normal,
-    run_round,
-    verdict,
-)
+from python_ingest.demo import harness
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,9 +70,9 @@ def source_rows(conn: Any, source: Any, table: str) -> dict[str, dict[str, Any]]
         cur.execute(f"SELECT {found.select_list()} FROM public.{table}")
         rows = cur.fetchall()
     pg = PgTable(found.shape, 0, None, "", found.converters, False)  # type: ignore[arg-type]
-    return {row_key_text(pg.key_of(decoded)): {k: normal(v) for k, v in decoded.items()}
-            for decoded in avro_rows(found.shape, (convert(pg, list(texts), [])
-                                                   for texts in rows))}
+    return {row_key_text(pg.key_of(decoded)): {k: harness.normal(v) for k, v in decoded.items()}
+            for decoded in harness.avro_rows(found.shape,
+                                             (convert(pg, list(texts), []) for texts in rows))}
 
 
 def run_postgres_demo(spark: SparkSession, settings: Settings,
@@ -99,7 +91,7 @@ def run_postgres_demo(spark: SparkSession, settings: Settings,
     from python_ingest.sources.postgres.tap import PgTap
 
     started = time.monotonic()
-    folder, project = fresh_project(settings, "postgres-demo")
+    folder, project = harness.fresh_project(settings, "postgres-demo")
     say("\nPostgreSQL demo: a private cluster (wal_level=logical), a snapshot, a workload, the "
         "tap, the pipeline")
     cluster = LocalPostgres(settings=pg.LOCAL_SETTINGS).start()
@@ -120,7 +112,7 @@ def run_postgres_demo(spark: SparkSession, settings: Settings,
         demo = replace(demo, jobs={n: parse_job(n, j, demo.root) for n, j in written.jobs.items()
                                    if n == "public_orders"})
         name = "public_orders"
-        drop_tables(spark, name, "pg_demo")
+        harness.drop_tables(spark, name, "pg_demo")
         snapshot = bootstrap_tables(demo, source, "all")
         say(f"  snapshot: {snapshot.total} rows under the slot's exported snapshot")
 
@@ -128,11 +120,13 @@ def run_postgres_demo(spark: SparkSession, settings: Settings,
             _workload(conn, rng, transactions // 3)
             return PgTap(demo, source).run(until_end=True)
 
-        run_round(spark, demo, project, name, [(n, transactions // 3, tap) for n in (1, 2)], say)
+        harness.run_rounds(spark, demo, project, name,
+                           [(n, transactions // 3, tap) for n in (1, 2)], say)
         expected = source_rows(conn, source, "orders")
         conn.close()
-        lake_rows, mismatches = compare(spark, f"lake.{name}", expected)
+        lake_rows, mismatches = harness.compare(spark, f"lake.{name}", expected)
     finally:
         cluster.stop()
-    return verdict(say, "public.orders in PostgreSQL", len(expected), name, lake_rows,
-                   mismatches, time.monotonic() - started, "docs/postgres-source.md")
+    return harness.verdict(say, "public.orders in PostgreSQL", len(expected), name,
+                           lake_rows, mismatches, time.monotonic() - started,
+                           "docs/postgres-source.md")
