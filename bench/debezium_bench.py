@@ -33,6 +33,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import fill_items  # noqa: E402
 from python_ingest.config import load_settings  # noqa: E402
 from python_ingest.kafka import broker  # noqa: E402
 from python_ingest.kafka.client import partition_offsets  # noqa: E402
@@ -93,15 +94,7 @@ def main() -> int:
         worker = None
         try:
             with db.root() as conn, conn.cursor() as cur:
-                cur.execute("CREATE DATABASE bench")
-                cur.execute("CREATE TABLE bench.items (id INT PRIMARY KEY, name VARCHAR(40), "
-                            "amount DECIMAL(10,2), qty INT, updated_at DATETIME(6), "
-                            "note VARCHAR(100))")
-                cur.execute("SET SESSION sql_log_bin = 0")  # the fill is not part of the test
-                cur.execute(f"INSERT INTO bench.items SELECT seq, CONCAT('item ', seq), "
-                            f"seq / 100, seq % 97, NOW(6) - INTERVAL seq SECOND, "
-                            f"IF(seq % 3 = 0, NULL, 'ünïcode note') FROM bench.seq_1_to_{n}")
-                cur.execute("SET SESSION sql_log_bin = 1")
+                fill_items(cur, n)
                 cur.execute("CREATE USER 'dbz'@'127.0.0.1' IDENTIFIED BY 'dbz-secret'")
                 cur.execute("GRANT SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, "
                             "BINLOG MONITOR, LOCK TABLES ON *.* TO 'dbz'@'127.0.0.1'")

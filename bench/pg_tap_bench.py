@@ -46,6 +46,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import tap_rate as rate_of  # noqa: E402
 from python_ingest.cli.progress import printer  # noqa: E402
 from python_ingest.config import load_settings  # noqa: E402
 from python_ingest.kafka import broker  # noqa: E402
@@ -189,10 +190,8 @@ def main() -> int:
 
                 profiler.disable()
                 pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.profile)
-            tap_rate = stats.row_changes / seconds
-            print(f"tap (decode + convert + Avro + produce + acks + checkpoints): "
-                  f"{stats.row_changes} row changes, {stats.messages} messages in "
-                  f"{seconds:.1f}s = {tap_rate:,.0f} row changes/s")
+            tap_rate = rate_of("tap (decode + convert + Avro + produce + acks + checkpoints)",
+                               stats, seconds)
             print(f"pg-tap: changes={stats.row_changes} tap={tap_rate:.0f} bare={bare_rate:.0f} "
                   f"ratio={tap_rate / bare_rate:.2f} snapshot_rows_s={snapshot_rate:.0f}")
         finally:

@@ -37,6 +37,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import fill_items  # noqa: E402
+from bench.common import tap_rate as rate_of  # noqa: E402
 from python_ingest.cli.progress import printer  # noqa: E402
 from python_ingest.config import load_settings  # noqa: E402
 from python_ingest.kafka import broker  # noqa: E402
@@ -174,18 +176,8 @@ def main() -> int:
         broker.start(settings)
         try:
             with db.root() as conn, conn.cursor() as cur:
-                cur.execute("CREATE DATABASE bench")
-                cur.execute("CREATE TABLE bench.items (id INT PRIMARY KEY, name VARCHAR(40), "
-                            "amount DECIMAL(10,2), qty INT, updated_at DATETIME(6), "
-                            "note VARCHAR(100))")
-                began = time.monotonic()
-                cur.execute("SET SESSION sql_log_bin = 0")  # the fill is not part of the test
-                cur.execute(f"INSERT INTO bench.items SELECT seq, CONCAT('item ', seq), "
-                            f"seq / 100, seq % 97, NOW(6) - INTERVAL seq SECOND, "
-                            f"IF(seq % 3 = 0, NULL, 'ünïcode note') "
-                            f"FROM bench.seq_1_to_{rows}")
-                cur.execute("SET SESSION sql_log_bin = 1")
-                print(f"filled bench.items with {rows} rows in {time.monotonic() - began:.1f}s")
+                seconds = fill_items(cur, rows)
+                print(f"filled bench.items with {rows} rows in {seconds:.1f}s")
             if args.bootstrap:
                 result = bootstrap(settings, source, "bench.items", workers=args.workers,
                                    progress=printer(sys.stdout))
@@ -220,11 +212,8 @@ def main() -> int:
                 BinlogCheckpoint(start))
             began = time.monotonic()
             stats = Tap(settings, source).run(until_end=True)
-            seconds = time.monotonic() - began
-            tap_rate = stats.row_changes / seconds
-            print(f"sluice tap (decode + Avro + produce + acks + checkpoints): "
-                  f"{stats.row_changes} row changes, {stats.messages} messages in "
-                  f"{seconds:.1f}s = {tap_rate:,.0f} row changes/s")
+            tap_rate = rate_of("sluice tap (decode + Avro + produce + acks + checkpoints)",
+                               stats, time.monotonic() - began)
             ratio = tap_rate / dbz_rate if dbz_rate else 0.0
             print(f"tap: changes={args.changes} sluice={tap_rate:.0f} debezium={dbz_rate:.0f} "
                   f"ratio={ratio:.2f}")

@@ -1,0 +1,32 @@
+"""What the tap benchmarks share (tap_bench.py, debezium_bench.py, pg_tap_bench.py): the
+MariaDB table they change, filled outside the binlog, and the tap's rate as they print it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+ITEMS = ("CREATE TABLE bench.items (id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(10,2), "
+         "qty INT, updated_at DATETIME(6), note VARCHAR(100))")
+
+
+def fill_items(cur: Any, rows: int) -> float:
+    """``bench.items`` created with ``rows`` rows written outside the binlog (the fill is not
+    part of what is measured); returns the seconds the fill took."""
+    cur.execute("CREATE DATABASE bench")
+    cur.execute(ITEMS)
+    began = time.monotonic()
+    cur.execute("SET SESSION sql_log_bin = 0")
+    cur.execute(f"INSERT INTO bench.items SELECT seq, CONCAT('item ', seq), seq / 100, "
+                f"seq % 97, NOW(6) - INTERVAL seq SECOND, IF(seq % 3 = 0, NULL, 'ünïcode note') "
+                f"FROM bench.seq_1_to_{rows}")
+    cur.execute("SET SESSION sql_log_bin = 1")
+    return time.monotonic() - began
+
+
+def tap_rate(what: str, stats: Any, seconds: float) -> float:
+    """Print the tap's row changes and messages over ``seconds``; returns its rate."""
+    rate = float(stats.row_changes / seconds)
+    print(f"{what}: {stats.row_changes} row changes, {stats.messages} messages in "
+          f"{seconds:.1f}s = {rate:,.0f} row changes/s")
+    return rate
