@@ -47,7 +47,12 @@ from python_ingest.steps import index_cache
 from python_ingest.steps.changeset import Declined
 from python_ingest.steps.driver import ChangeSet, driver_changes, driver_rows, quoted
 from python_ingest.steps.fork import ERROR_COLUMNS, DocsJob, finish_fork, split
-from python_ingest.steps.index import MERGE_STEP, ensure_index
+from python_ingest.steps.index import (
+    CATCH_UP_BATCHES,
+    MERGE_STEP,
+    ensure_index,
+    entries_property,
+)
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint, step_properties
 from python_ingest.tables.formats import committing, ensure_table, table_exists
 from python_ingest.tables.lease import check_held
@@ -207,6 +212,8 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
         spark.catalog.dropTempView(view)
         if step_checkpoint(spark, tables.lake or "", MERGE_STEP) < newest:
             _settle(spark, tables, newest)
+        if index_cache.unindexed(tables.index) >= CATCH_UP_BATCHES:
+            index_cache.bring_up(spark, tables)
     finally:
         parts.release()
     return result.report
@@ -235,8 +242,11 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
         except Declined as why:
             log.info("batch %d of %s takes the lake model's SQL: %s", batch_id, tables.job, why)
     if computed is None:
+        index_cache.complete(spark, tables)  # the lake model's SQL reads the index table
         computed = _sql_changes(spark, compiled, view, batch_id, partial_batches)
     changes, figures = computed.changes, computed.figures
+    # a change set folded on the driver: its entries ride in the lake commit (steps/index.py)
+    deferred = computed.entries is not None and bool(figures["written"]) and not skip
     try:
         timings["change_set_s"] = time.perf_counter() - timer
         name = f"sluice_changes__{tables.job}"
@@ -245,7 +255,8 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
             check_held(tables.job)
             committing(spark, step_properties(MERGE_STEP, batch_id),
                        lambda: spark.sql(_rejected_sql(name, tables.errors, lake)))
-        if figures["changed"] and "index" not in skip:
+        if figures["changed"] and "index" not in skip and not deferred:
+            index_cache.complete(spark, tables)  # its checkpoint must not pass theirs
             entries = computed.entries
             if entries is None and figures["changed"] <= HELD_ENTRIES \
                     and index_cache.holds(spark, tables.index):
@@ -262,7 +273,10 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
         timings["index_s"] = time.perf_counter() - timer - timings["change_set_s"]
         fault_point("merge_after_index")
         if figures["written"]:
-            _upsert(spark, changes, name, lake, batch_id, tables.job, present)
+            carried = entries_property(computed.entries or []) if deferred else {}
+            _upsert(spark, changes, name, lake, batch_id, tables.job, present, carried)
+            if deferred:
+                index_cache.lake_committed(tables.index, batch_id, computed.entries or [])
         timings["lake_s"] = time.perf_counter() - timer - sum(timings.values())
         spark.catalog.dropTempView(name)
     finally:
@@ -330,9 +344,10 @@ def _settle(spark: SparkSession, tables: JobTables, newest: int) -> None:
 
 
 def _upsert(spark: SparkSession, changes: DataFrame, name: str, lake: str, batch_id: int,
-            job: str, present: set[str]) -> None:
+            job: str, present: set[str], carried: dict[str, str]) -> None:
     """The bucket lake's upsert of a change set (macros/materializations/
-    sluice_apply_change_set.sql writes the same: deletes flagged in _hoodie_is_deleted)."""
+    sluice_apply_change_set.sql writes the same: deletes flagged in _hoodie_is_deleted),
+    its commit carrying the merge checkpoint and ``carried`` (the batch's index entries)."""
     columns = [(f.name, f.dataType.simpleString()) for f in changes.schema
                if f.name not in LAKE_BOOKKEEPING] + [("_merged_at", "timestamp")]
     for column, kind in columns:  # on_schema_change append_new_columns, as the macro
@@ -351,8 +366,10 @@ def _upsert(spark: SparkSession, changes: DataFrame, name: str, lake: str, batch
     check_held(job)
     with insert_operation_kept(spark):
         spark.conf.set(INSERT_OPERATION, "upsert")
-        committing(spark, step_properties(MERGE_STEP, batch_id), lambda: spark.sql(statement))
+        committing(spark, {**step_properties(MERGE_STEP, batch_id), **carried},
+                   lambda: spark.sql(statement))
     fault_point("after_lake_commit")
+
 
 
 def _rejected_sql(changes: str, errors: str, lake: str) -> str:

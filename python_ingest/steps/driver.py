@@ -12,6 +12,7 @@ over two Hudi tables.
 from __future__ import annotations
 
 import collections
+import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from python_ingest.tables.names import JobTables
 
 # valid rows of a run at most for the change set on the driver; more: the lake model's SQL
-DRIVER_ROWS = 2000
+DRIVER_ROWS = int(os.environ.get("SLUICE_DRIVER_ROWS", "2000"))  # 0: always the SQL
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def driver_changes(spark: SparkSession, sql: str, compiled_key: str, tables: Job
     travel = transport(schema)
     if travel is None:
         raise Declined("a column type that does not travel to the driver")
-    states = index_cache.states(spark, tables.index, batch_id)
+    states = index_cache.states(spark, tables, batch_id)
     if states is None:
         raise Declined("the index is not held in memory")
     columns = [f.name for f in schema.fields if f.name not in FRAMEWORK]

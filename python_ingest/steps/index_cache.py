@@ -4,7 +4,9 @@ The batch path's small batches (steps/changeset.py) need each key's state before
 its newest index entry (ref key, deleted). Reading ``meta.<job>__index`` for it is a Hudi
 scan and a Spark job per batch; a runner runs the same job batch after batch, so the index is
 read once (one row per key: the newest entry) and kept, and each batch's own entries are added
-after its index commit.
+after its commit: the lake commit that carries them (steps/index.py: a small batch's entries
+reach the index table later, several batches at a time) or the index commit of a batch the
+lake model's SQL merged.
 
 It stays exact because it is checked, not trusted: an entry set is valid only while the
 index table's history ends where it ended when the set was last brought up to date (its
@@ -27,10 +29,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from python_ingest.steps.changeset import KeyState
+from python_ingest.steps.index import catch_up
 from python_ingest.tables.formats import position
+from python_ingest.tables.lease import check_held
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from python_ingest.tables.names import JobTables
 
 log = logging.getLogger(__name__)
 
@@ -42,20 +48,26 @@ class _Held:
     position: str | None
     through_batch: int  # the newest batch whose entries it has
     states: dict[str, KeyState] = field(default_factory=dict)
+    unindexed: int = 0  # batches whose entries only the lake's commits carry yet
 
 
 _held: dict[str, _Held] = {}
 _lock = threading.Lock()
 
 
-def states(spark: SparkSession, index: str, batch_id: int) -> dict[str, KeyState] | None:
+def states(spark: SparkSession, tables: JobTables, batch_id: int
+           ) -> dict[str, KeyState] | None:
     """Every key's state before ``batch_id`` (the index's newest entry of earlier batches),
     from memory when the index has not moved; None when it is not held (too many keys, or
-    the index has entries of ``batch_id`` or later)."""
+    the index has entries of ``batch_id`` or later). Read again, the index table first takes
+    the entries only the lake's commits carry (``bring_up``)."""
+    index = tables.index
     now = position(spark, index)
     with _lock:
         held = _held.get(index)
     if held is None or held.position != now:
+        bring_up(spark, tables)
+        now = position(spark, index)
         held = _load(spark, index, now)
         with _lock:
             if held is None:
@@ -111,6 +123,62 @@ def committed(spark: SparkSession, index: str, batch_id: int,
             held.states[row_key] = KeyState(ref_key, not is_deleted)
         held.through_batch = batch_id
         held.position = now
+
+
+def lake_committed(index: str, batch_id: int, entries: Iterable[tuple[str, int, bool]]
+                   ) -> None:
+    """``batch_id``'s entries were committed with its lake commit (steps/index.py
+    ``entries_property``), not to ``index``: the held states take them; the index table, and
+    so the position, stay as they were until ``caught_up``."""
+    with _lock:
+        held = _held.get(index)
+        if held is None or held.through_batch >= batch_id:
+            _held.pop(index, None)
+            return
+        for row_key, ref_key, is_deleted in entries:
+            held.states[row_key] = KeyState(ref_key, not is_deleted)
+        held.through_batch = batch_id
+        held.unindexed += 1
+
+
+def unindexed(index: str) -> int:
+    """How many batches held for ``index`` have their entries only in lake commits."""
+    with _lock:
+        held = _held.get(index)
+    return held.unindexed if held is not None else 0
+
+
+def complete(spark: SparkSession, tables: JobTables) -> None:
+    """Make the index table hold every entry the lake has merged, before something reads it
+    (the lake model's SQL) or writes a checkpoint past them: nothing to do when the held
+    index has no batch of its own and is at the table's position."""
+    with _lock:
+        held = _held.get(tables.index)
+    if held is None or held.unindexed or held.position != position(spark, tables.index):
+        bring_up(spark, tables)
+
+
+def bring_up(spark: SparkSession, tables: JobTables) -> None:
+    """The index table brought up to the lake (steps/index.py ``catch_up``), under the job's
+    lease; what is held of it stays valid."""
+    before = position(spark, tables.index)
+    check_held(tables.job)
+    if catch_up(spark, tables):
+        _caught_up(spark, tables.index, before)
+
+
+def _caught_up(spark: SparkSession, index: str, before: str | None) -> None:
+    """``index`` took the entries the lake's commits carried, moving from position
+    ``before``: what is held stays valid at the new position."""
+    now = position(spark, index)
+    with _lock:
+        held = _held.get(index)
+        if held is None:
+            return
+        if held.position != before:
+            _held.pop(index, None)
+            return
+        held.position, held.unindexed = now, 0
 
 
 def forget(index: str) -> None:

@@ -32,6 +32,7 @@ from python_ingest.runtime.cost import Meter, metered
 from python_ingest.runtime.faults import fault_point
 from python_ingest.runtime.files import private_dir
 from python_ingest.runtime.session import active, for_job
+from python_ingest.steps import index_cache
 from python_ingest.steps.batch import run_batches, why_not
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.fork import ERROR_COLUMNS, DocsJob, fork, suite_path
@@ -279,6 +280,7 @@ def _disperse(spark: SparkSession, settings: Settings, job: JobConfig, tables: J
     from python_ingest.sinks import disperse_all
 
     check_held(tables.job)
+    index_cache.complete(spark, tables)  # the deletes since a target's position: in the index
     results = disperse_all(spark, settings, job, tables)
     run.count("dispersed_upserted", sum(r.upserted for r in results))
     run.count("dispersed_deleted", sum(r.deleted for r in results))
@@ -292,6 +294,7 @@ def pending_merges(spark: SparkSession, tables: JobTables) -> list[tuple[int, li
         return []
     ensure_table(spark, tables.errors, ERROR_COLUMNS)
     ensure_index(spark, tables)
+    index_cache.complete(spark, tables)  # the lake model reads the index: every entry in it
     lake_done, index_done, errors_done = merge_progress(spark, tables)
     start = min(lake_done, index_done)
     found = [int(r[0]) for r in spark.sql(

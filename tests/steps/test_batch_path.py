@@ -13,6 +13,7 @@ import pytest
 
 from python_ingest.demo import trips as demo
 from python_ingest.kafka import broker as broker_mod
+from python_ingest.steps import index_cache
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.pipeline import merge_progress, run_job
 from python_ingest.tables.checkpoints import step_checkpoint
@@ -80,6 +81,11 @@ def test_the_batch_path_builds_the_lake_the_step_tables_build(
     assert a.lake and b.lake
     assert _rows(spark, a.lake, ("trip_id",)) == _rows(spark, b.lake, ("trip_id",))
     assert lake_rows(spark, b.lake) == {t: as_lake(r) for t, r in generator.rows.items()}
+    # the batch path's small batches carry their index entries in their lake commits; the
+    # index table takes them every few batches, and before anything reads it
+    assert step_checkpoint(spark, b.index, "merge") < 4
+    index_cache.complete(spark, b)
+    assert step_checkpoint(spark, b.index, "merge") == 4
     assert _rows(spark, a.index, ("_row_key",)) == _rows(spark, b.index, ("_row_key",))
     assert_index_agrees(spark, b)
     errors = _errors(spark, b.errors)
@@ -104,8 +110,9 @@ def dbt_path(spark: Any, run_id: str) -> str:
 def test_the_batch_path_killed_between_its_commits_then_rerun(
         spark: Any, broker: str, make_settings: Any, project: Any, job_name: str,
         tmp_path: Path) -> None:
-    """kill -9 after the fork's error commit and after the index commit of the batch path,
-    new events arriving in between: each rerun finishes the batch, nothing lost or doubled."""
+    """kill -9 after the fork's error commit, before the lake commit and after it (the index
+    entries then only in the lake's commit), new events arriving in between: each rerun
+    finishes the batch and the index takes the entries, nothing lost or doubled."""
     project(job_name)
     settings = make_settings({job_name: trips_job(job_name)})
     job = settings.job(job_name)
@@ -117,21 +124,25 @@ def test_the_batch_path_killed_between_its_commits_then_rerun(
     run_job(spark, settings, job, dbt=dbt)  # batch 1 makes the lake
     for fault, events in (("after_fork",
                            lambda: [*generator.late_events(15), *generator.events(150)]),
-                          ("merge_after_index", lambda: list(generator.changes(100)))):
+                          ("merge_after_index", lambda: list(generator.changes(100))),
+                          ("after_lake_commit", lambda: list(generator.changes(80)))):
         demo.produce(broker, job.topic, iter(events()))
         before = merge_progress(spark, tables)[0]
         killed = sluice_cmd(tmp_path / "sluice.yml", "run", job_name,
                             env={"SLUICE_FAULT": fault})
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
         assert f"killing the process at '{fault}'" in killed.stderr
-        assert merge_progress(spark, tables)[0] == before  # the lake does not have it
-        if fault == "merge_after_index":
-            assert step_checkpoint(spark, tables.index, "merge") == before + 1
+        if fault == "after_lake_commit":  # the lake has it, the index table does not
+            assert merge_progress(spark, tables)[0] == before + 1
+            assert step_checkpoint(spark, tables.index, "merge") < before + 1
+        else:
+            assert merge_progress(spark, tables)[0] == before  # the lake does not have it
     result = run_job(spark, settings, job, dbt=dbt)
     assert result.outcome == "succeeded", result.error
     assert tables.lake is not None
-    assert merge_progress(spark, tables)[0] == 3
+    assert merge_progress(spark, tables)[0] == 4
     assert lake_rows(spark, tables.lake) == {t: as_lake(r) for t, r in generator.rows.items()}
+    index_cache.complete(spark, tables)
     assert_index_agrees(spark, tables)
     twice = spark.sql(f"select _row_key, _batch_id from {tables.index} group by 1, 2 "
                       "having count(*) > 1").collect()
@@ -150,7 +161,7 @@ def test_the_batch_path_killed_between_its_commits_then_rerun(
     stale = run_job(spark, settings, job, dbt=dbt)
     assert stale.outcome == "succeeded", stale.error
     assert [stale.counts[k] for k in ("inserted", "updated", "deleted")] == [0, 0, 0]
-    assert merge_progress(spark, tables)[0] == 4
+    assert merge_progress(spark, tables)[0] == 5
     again = run_job(spark, settings, job, dbt=dbt)
     assert again.outcome == "up-to-date", again.counts
     assert lake_rows(spark, tables.lake) == {t: as_lake(r) for t, r in generator.rows.items()}
