@@ -26,20 +26,8 @@ from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.sources.binlog.columns import ColumnSpec, key_text
 from python_ingest.sources.postgres.columns import Converter
 from python_ingest.sources.postgres.pgoutput import UNCHANGED
-from python_ingest.sources.tap.changes import (
-    DELETE,
-    INSERT,
-    SNAPSHOT,
-    UPDATE,
-    Change,
-    Envelope,
-    Problem,
-    changelog_key,
-    copy_key,
-    keyed,
-    preview,
-    snapshot_key,
-)
+from python_ingest.sources.tap import changes
+from python_ingest.sources.tap.changes import Change, Envelope, Problem
 from python_ingest.sources.tap.keys import RowCounts
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, TableShape
@@ -93,13 +81,13 @@ def convert(table: PgTable, texts: list[Any], problems: list[Problem]) -> dict[s
             out[spec.name] = convert_one(text)
         except Exception as exc:
             problems.append(Problem(spec.name, f"cannot convert the {spec.kind} value: "
-                                    f"{type(exc).__name__}: {exc}", preview(text)))
+                                    f"{type(exc).__name__}: {exc}", changes.preview(text)))
             out[spec.name] = None
     return out
 
 
 def _keyed(table: PgTable, values: dict[str, Any], problems: list[Problem]) -> str | None:
-    return keyed(table, values, problems, table.key_of,
+    return changes.keyed(table, values, problems, table.key_of,
                  any(values.get(c) is UNCHANGED for c in table.shape.key.columns))
 
 
@@ -118,27 +106,26 @@ def _record(table: PgTable, values: dict[str, Any], ref: int, env: Envelope,
 
 
 def insert(table: PgTable, new: list[Any], ref: int, env: Envelope) -> Change:
-    problems: list[Problem] = []
-    values = convert(table, new, problems)
-    mode = table.shape.key.kind
-    if mode == CHANGELOG:
-        return Change(changelog_key(values, ref, INSERT), _record(table, values, ref, env), INSERT,
-                      problems)
-    key = copy_key(table, values, True) if mode == ROW else _keyed(table, values, problems)
-    table.gone.discard(key)  # type: ignore[arg-type]
-    return Change(key, _record(table, values, ref, env), INSERT, problems)
+    return _whole_row(table, new, ref, env, changes.INSERT)
 
 
 def delete(table: PgTable, old: list[Any], ref: int, env: Envelope) -> Change:
+    return _whole_row(table, old, ref, env, changes.DELETE)
+
+
+def _whole_row(table: PgTable, row: list[Any], ref: int, env: Envelope, op: str) -> Change:
+    """An insert (its new row) or a delete (its old row, or only its key columns)."""
     problems: list[Problem] = []
-    values = convert(table, old, problems)
+    values = convert(table, row, problems)
     mode = table.shape.key.kind
     if mode == CHANGELOG:
-        return Change(changelog_key(values, ref, DELETE), _record(table, values, ref, env), DELETE,
-                      problems)
-    key = copy_key(table, values, False) if mode == ROW else _keyed(table, values, problems)
+        return Change(changes.changelog_key(values, ref, op), _record(table, values, ref, env),
+                      op, problems)
+    key = changes.copy_key(table, values, op == changes.INSERT) if mode == ROW else \
+        _keyed(table, values, problems)
     table.gone.discard(key)  # type: ignore[arg-type]
-    return Change(key, _record(table, values, ref, env, deleted=True), DELETE, problems)
+    return Change(key, _record(table, values, ref, env, deleted=op == changes.DELETE), op,
+                  problems)
 
 
 def update(table: PgTable, old: list[Any] | None, new: list[Any], first_ref: int,
@@ -158,22 +145,23 @@ def update(table: PgTable, old: list[Any] | None, new: list[Any], first_ref: int
     problems: list[Problem] = []
     after = convert(table, new, problems)
     if mode == CHANGELOG:
-        return [Change(changelog_key(after, first_ref, UPDATE),
-                       _record(table, after, first_ref, env), UPDATE, problems)]
+        return [Change(changes.changelog_key(after, first_ref, changes.UPDATE),
+                       _record(table, after, first_ref, env), changes.UPDATE, problems)]
     if mode == ROW:
         if old is None:  # cannot be: a full-row identity needs REPLICA IDENTITY FULL
             problems.append(Problem(None, "an update without the old row (REPLICA IDENTITY "
                                     "FULL is needed): the change is not published"))
-            return [Change(None, _record(table, after, first_ref, env), UPDATE, problems)]
+            return [Change(None, _record(table, after, first_ref, env), changes.UPDATE,
+                           problems)]
         before_problems: list[Problem] = []
         before = convert(table, old, before_problems)
         if all(before[s.name] == after[s.name] for s in table.specs):
             return []
-        gone = Change(copy_key(table, before, False),
-                      _record(table, before, first_ref, env, deleted=True), DELETE,
+        gone = Change(changes.copy_key(table, before, False),
+                      _record(table, before, first_ref, env, deleted=True), changes.DELETE,
                       before_problems)
-        return [gone, Change(copy_key(table, after, True),
-                             _record(table, after, first_ref + 1, env), INSERT, problems)]
+        return [gone, Change(changes.copy_key(table, after, True),
+                             _record(table, after, first_ref + 1, env), changes.INSERT, problems)]
     new_key = _keyed(table, after, problems)
     partial = UNCHANGED in after.values()
     if old is not None:
@@ -183,20 +171,20 @@ def update(table: PgTable, old: list[Any] | None, new: list[Any], first_ref: int
             return []  # an update that changes nothing publishes nothing
         old_key = _keyed(table, before, before_problems)
         if old_key != new_key:
-            gone = Change(old_key, _record(table, before, first_ref, env, deleted=True), DELETE,
-                          before_problems)
+            gone = Change(old_key, _record(table, before, first_ref, env, deleted=True),
+                          changes.DELETE, before_problems)
             table.gone.discard(old_key)  # type: ignore[arg-type]
             if partial and new_key is not None:  # the row is gone now: its removal follows
                 table.gone.add(new_key)
                 return [gone]
             table.gone.discard(new_key)  # type: ignore[arg-type]
-            return [gone, Change(new_key, _record(table, after, first_ref + 1, env), INSERT,
+            return [gone, Change(new_key, _record(table, after, first_ref + 1, env), changes.INSERT,
                                  problems)]
     if new_key in table.gone:
         if partial:
             return []  # a key the lake cannot have, whose removal follows (moves.py)
         table.gone.discard(new_key)
-    return [Change(new_key, _record(table, after, first_ref, env), UPDATE, problems)]
+    return [Change(new_key, _record(table, after, first_ref, env), changes.UPDATE, problems)]
 
 
 def snapshot(table: PgTable, texts: list[Any], ref: int, env: Envelope, ordinal: int,
@@ -204,6 +192,6 @@ def snapshot(table: PgTable, texts: list[Any], ref: int, env: Envelope, ordinal:
     """A snapshot row (``ordinal``-th; ``copies`` counts full-row identities)."""
     problems: list[Problem] = []
     values = convert(table, texts, problems)
-    key = snapshot_key(table, values, ref, ordinal, copies,
+    key = changes.snapshot_key(table, values, ref, ordinal, copies,
                        lambda: _keyed(table, values, problems))
-    return Change(key, _record(table, values, ref, env), SNAPSHOT, problems)
+    return Change(key, _record(table, values, ref, env), changes.SNAPSHOT, problems)

@@ -197,10 +197,13 @@ class PgTap(TapTables, TapCheckpoints):
 
     def _handle(self, msg: Any) -> None:
         kind = type(msg)
-        if kind is pgoutput.Insert:
+        if kind is pgoutput.Insert or kind is pgoutput.Delete:
             table = self._tapped(msg.relation)
             if table is not None:
-                self._publish(table, [events.insert(table, msg.new, self._next_ref(), self._env)])
+                change = events.insert(table, msg.new, self._next_ref(), self._env) \
+                    if kind is pgoutput.Insert else \
+                    events.delete(table, msg.old, self._next_ref(), self._env)
+                self._publish(table, [change])
                 if msg.relation in self._slow:
                     self._fast_path(msg.relation, table)
         elif kind is pgoutput.Update:
@@ -213,12 +216,6 @@ class PgTap(TapTables, TapCheckpoints):
                 self._index += max(len(found), 1)
                 self._publish(table, found)
                 if table.gone or msg.relation in self._slow:
-                    self._fast_path(msg.relation, table)
-        elif kind is pgoutput.Delete:
-            table = self._tapped(msg.relation)
-            if table is not None:
-                self._publish(table, [events.delete(table, msg.old, self._next_ref(), self._env)])
-                if msg.relation in self._slow:
                     self._fast_path(msg.relation, table)
         elif kind is pgoutput.Begin:
             self._commit_lsn, self._commit_ms, self._index = msg.final_lsn, msg.commit_ms, 0
