@@ -67,25 +67,8 @@ def print_table(changes: Iterable[Any], out: TextIO) -> dict[str, int]:
         ref = "" if change.ref_key is None else str(change.ref_key)
         batch = "" if change.batch_id is None else str(change.batch_id)
         print(f"{change.op:<7} {_cut(change.key, 20):<20} {ref:>12} {batch:>6} {when:<26} "
-              f"{_cut(describe(change), WIDTH)}", file=out)
+              f"{_cut(change.summary(), WIDTH)}", file=out)
     return counts
-
-
-def describe(change: Any) -> str:
-    """One line: an insert's values, an update's changed columns, a delete's old values."""
-    if change.op == "update":
-        parts = [f"{c}: {_text(change.before.get(c))} -> {_text(change.after.get(c))}"
-                 for c in change.changed_columns()]
-        return ", ".join(parts) or "(no payload column changed)"
-    image = change.after if change.op == "insert" else change.before
-    if image is None:
-        return "(no earlier version)"
-    values = ", ".join(f"{c}={_text(v)}" for c, v in image.items())
-    return values if change.op == "insert" else f"was {values}"
-
-
-def _text(value: Any) -> str:
-    return "null" if value is None else str(value)
 
 
 def _cut(text: str, width: int) -> str:

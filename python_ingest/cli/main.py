@@ -254,6 +254,11 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
                                          result.tables).items():
             print(f"  {table:<40} {rows:>8}")
         print(f"  expectation reports: {report_dir(settings, result.job) / 'index.html'}")
+    from python_ingest.demo.history import show_history
+
+    for result in results[-len(names):]:  # the jobs whose lake model keeps a history
+        if result.tables is not None:
+            show_history(for_job(spark, settings, settings.job(result.job)), result.tables)
     if args.live_seconds > 0:
         from python_ingest.demo.live import run_live
 

@@ -102,11 +102,28 @@ class Change:
     def as_json(self) -> str:
         return json.dumps(self.as_dict(), ensure_ascii=False, sort_keys=False)
 
+    def summary(self) -> str:
+        """One line: an insert's values, an update's changed columns ``before -> after``, a
+        delete's old values."""
+        if self.op == "update" and self.before is not None and self.after is not None:
+            parts = [f"{c}: {_text(self.before.get(c))} -> {_text(self.after.get(c))}"
+                     for c in self.changed_columns()]
+            return ", ".join(parts) or "(no payload column changed)"
+        image = self.after if self.op == "insert" else self.before
+        if image is None:
+            return "(no earlier version)"
+        values = ", ".join(f"{c}={_text(v)}" for c, v in image.items())
+        return values if self.op == "insert" else f"was {values}"
+
     def changed_columns(self) -> list[str]:
         """The columns an update changed (all of the image for inserts and deletes)."""
         if self.before is None or self.after is None:
             return list((self.after or self.before or {}).keys())
         return [c for c in self.after if self.after[c] != self.before.get(c)]
+
+
+def _text(value: Any) -> str:
+    return "null" if value is None else str(value)
 
 
 def _plain(image: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from python_ingest.cli.changes import describe, print_table
+from python_ingest.cli.changes import print_table
 from python_ingest.exceptions import SluiceError
 from python_ingest.feed.changes import Change, Point, parse_point, read_changes
 from tests.feed.history_rows import at, build_three_batches, merge_on_read_files
@@ -37,7 +37,7 @@ def test_json_and_table_lines_of_an_update_show_both_images() -> None:
         "op": "update", "key": "7", "ref_key": 20, "event_ts": "2026-03-01T09:00:00",
         "batch_id": 2, "before": {"trip_id": 7, "fare_amount": "15.00", "city_name": "Bern"},
         "after": {"trip_id": 7, "fare_amount": "20.50", "city_name": "Bern"}}
-    assert describe(update) == "fare_amount: 15.00 -> 20.50"  # only what changed
+    assert update.summary() == "fare_amount: 15.00 -> 20.50"  # only what changed
     out = io.StringIO()
     delete = Change("delete", "8", 21, None, 2, {"trip_id": 8}, None)
     assert print_table([update, delete], out) == {"insert": 0, "update": 1, "delete": 1}
@@ -65,9 +65,6 @@ def test_inserts_updates_deletes_by_batch_and_by_time_on_merge_on_read_tables(
     build_three_batches(spark, table, table_format)
     assert merge_on_read_files(spark, table, table_format) > 0  # nothing compacted
 
-    assert _feed(spark, table, "1", "1") == [
-        ("insert", "1", 10, 1, None, 10.0), ("insert", "2", 11, 1, None, 11.0),
-        ("insert", "3", 12, 1, None, 12.0)]
     # batch 2: the update's before image is the source's row before it: the late change
     # (ref 15, batch 3) spliced in; trip 3's invalidation has no version, so by batch only
     # a history recording the closing batch lists it (by time below)
@@ -76,12 +73,28 @@ def test_inserts_updates_deletes_by_batch_and_by_time_on_merge_on_read_tables(
     assert _feed(spark, table, "3") == [  # --until: the newest batch
         ("update", "1", 15, 3, 10.0, 15.0), ("insert", "2", 31, 3, None, 31.0),
         ("insert", "4", 32, 3, None, 32.0)]
-    # by source commit time: the late change in its own place, the invalidation at its time
-    assert _feed(spark, table, at(15).isoformat(), at(59).isoformat()) == [
-        ("update", "1", 15, 3, 10.0, 15.0)]
+    # by source commit time: the invalidation at its time
     assert _feed(spark, table, at(60).isoformat(), at(120).isoformat()) == [
         ("update", "1", 20, 2, 15.0, 20.0), ("delete", "2", 21, 2, 11.0, None),
         ("delete", "3", None, None, 12.0, None)]
+    if table_format == "hudi":  # the rest reads the same files as above: once is enough
+        return
+    assert _feed(spark, table, "1", "1") == [
+        ("insert", "1", 10, 1, None, 10.0), ("insert", "2", 11, 1, None, 11.0),
+        ("insert", "3", 12, 1, None, 12.0)]
+    # the late change in its own place by time
+    assert _feed(spark, table, at(15).isoformat(), at(59).isoformat()) == [
+        ("update", "1", 15, 3, 10.0, 15.0)]
+
+    # what `sluice demo` prints of a history table
+    from python_ingest.demo.history import show_history
+    from python_ingest.tables.names import JobModels, JobTables
+
+    lines: list[str] = []
+    assert show_history(spark, JobTables(job_name, JobModels("stg", job_name)), lines.append)
+    assert f"{table}: 8 versions of 4 trips (3 current)" in lines[0]
+    assert "what batch 3 changed: 2 inserts, 1 updates" in lines[1]
+    assert lines[-1] == f"  all of it: sluice changes {job_name} --since 3 [--json]"
 
 
 def test_a_job_without_history_is_told_how_to_turn_it_on(
