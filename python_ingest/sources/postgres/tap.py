@@ -143,6 +143,8 @@ class PgTap(TapTables, TapCheckpoints):
                     read(payload)
                     if self._commit_lsn == 0:
                         self._maybe_save()
+                        if self.stop.is_set():  # at a transaction's end, not the batch's: the
+                            break  # rest comes again from the checkpoint
                 continue
             self._idle()
             if target is not None and self._commit_lsn == 0 and \
