@@ -97,6 +97,10 @@ setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) $(CO
 	@# run of about a minute, once per class path and JDK; without it Spark starts slower
 	@$(BIN)/python -m python_ingest.runtime.cds build || \
 		echo "sluice: no class-data-sharing archive; Spark starts without it (slower)"
+	@# the PostgreSQL tap's C encoder (python_ingest/sources/postgres/native.py); without a C
+	@# compiler the tap runs on its Python encoder, the same bytes, slower
+	@$(BIN)/python -m python_ingest.sources.postgres.native || \
+		echo "sluice: no C encoder for the PostgreSQL tap; it runs on its Python encoder (slower)"
 
 run: setup ## run the main job on the embedded default (local Spark, Hudi tables, Apache Kafka, demo data)
 	$(BIN)/sluice demo

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from python_ingest.changelog.keys import EMPTY_KEY_BYTES
 from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.sources.binlog.columns import key_text
+from python_ingest.sources.postgres import native
 from python_ingest.sources.postgres.columns import to_money
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.tap.errors import MAX_MESSAGE_BYTES
@@ -46,6 +48,7 @@ _CODES = {"string": TEXT, "json": TEXT, "uuid": TEXT, "bigdecimal": TEXT, "long"
           "date": CONVERTED_LONG, "datetime": CONVERTED_LONG, "timestamp": CONVERTED_LONG,
           "bytes": BYTES}
 _RAW_KEYS = (TEXT, LONG)  # kinds whose key text is the server's text as it is
+_NATIVE = (TEXT, LONG, DECIMAL, FLOAT, DOUBLE, BOOL, CONVERTED_LONG)  # tuplecodec.c's kinds
 _TWO_PIECES = (TEXT, DECIMAL, BYTES, MONEY)  # a prefix, then bytes (see _column)
 
 NULL = b"\x00"  # union branch 0: null
@@ -171,8 +174,30 @@ class FastTable:
         # encode(buf, at, ref, tail): (key, message) of the TupleData at buf[at:] with the ref
         # key's bytes ref and the envelope tail; None when the change must take the general
         # path
-        self.encode: Callable[[bytes, int, bytes, bytes], tuple[bytes, bytes] | None] = \
+        self.python_encode: Callable[[bytes, int, bytes, bytes], tuple[bytes, bytes] | None] = \
             space["encode"]
+        self.encode = self.python_encode
+        plan = self._native_plan(codes, header, space) if self.raw_key else None
+        module = native.codec() if plan is not None else None
+        if module is not None and plan is not None:  # the same bytes, in C (native.py)
+            self.encode = partial(module.encode, plan)
+
+    def _native_plan(self, codes: list[int], header: bytes, space: dict[str, Any]
+                     ) -> tuple[Any, ...] | None:
+        """tuplecodec.c's description of the table (see there), None when a column is of a
+        kind it leaves to Python (bytea, money, a numeric scale past 18 digits)."""
+        specs = self.table.specs
+        if any(c not in _NATIVE or c == DECIMAL and not 0 <= (s.scale or 0) <= 18
+               for c, s in zip(codes, specs, strict=True)):
+            return None
+        key_column = next(i for i, s in enumerate(specs)
+                          if s.name == self.table.shape.key.columns[0])
+        return (header, bytes(codes),
+                bytes((s.scale or 0) if c == DECIMAL else 0 for c, s in zip(codes, specs,
+                                                                              strict=True)),
+                key_column, tuple(space[f"last{i}"] for i in range(len(specs))),
+                tuple(self.table.converters), self.python_encode, MAX_MESSAGE_BYTES,
+                EMPTY_KEY_BYTES)
 
     @staticmethod
     def of(table: PgTable) -> FastTable | None:

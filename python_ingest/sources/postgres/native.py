@@ -1,0 +1,91 @@
+"""The tap's fast path in C (tuplecodec.c): built here with the machine's C compiler, loaded by
+fastpath.py when it is there.
+
+fastpath.py's generated Python encoder stays the reference: the C encoder gives the same bytes
+(tests/sources/postgres/test_native.py compares them type by type) and hands every row it does
+not handle exactly to the Python one. Per row change it costs about a fifth of the Python
+encoder (docs/postgres-source.md, "Speed"), which is what brings the tap near the wire's speed.
+
+The module is compiled once per source text and Python version into ``$SLUICE_NATIVE_DIR`` or
+the repository's ``.sluice/native`` (``make setup`` does it: ``python -m
+python_ingest.sources.postgres.native``); without a compiler, or with ``SLUICE_NATIVE=0``, the
+tap runs on the Python encoder alone, slower but the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+log = logging.getLogger(__name__)
+
+NATIVE_ENV = "SLUICE_NATIVE"  # "0": the Python encoder alone
+NATIVE_DIR_ENV = "SLUICE_NATIVE_DIR"
+SOURCE = Path(__file__).with_name("tuplecodec.c")
+_NAME = "_tuplecodec"
+_loaded: list[ModuleType | None] = []  # [module or None] once tried
+
+
+def target() -> Path:
+    """Where the compiled module of this source text and this Python lives."""
+    override = os.environ.get(NATIVE_DIR_ENV)
+    root = Path(override).expanduser() if override else \
+        Path(__file__).resolve().parents[3] / ".sluice" / "native"
+    digest = hashlib.sha256(SOURCE.read_bytes() + sys.version.encode()).hexdigest()[:16]
+    return root / digest / (_NAME + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+
+
+def build() -> Path:
+    """Compile tuplecodec.c (nothing when it is built already); raises OSError or
+    subprocess.CalledProcessError saying why it cannot."""
+    out = target()
+    if out.exists():
+        return out
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise OSError("no C compiler (cc or gcc) on the PATH")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        built = Path(tmp) / out.name
+        subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-Wall",
+                        f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(built)],
+                       check=True, capture_output=True, text=True)
+        os.replace(built, out)  # whole or not at all, when two processes build at once
+    return out
+
+
+def codec() -> ModuleType | None:
+    """The C encoder module, built when missing; None when switched off or it cannot be built
+    (said once in the log)."""
+    if _loaded:
+        return _loaded[0]
+    module = None
+    if os.environ.get(NATIVE_ENV, "1") != "0":
+        try:
+            path = build()
+            loader = importlib.machinery.ExtensionFileLoader(_NAME, str(path))
+            spec = importlib.util.spec_from_loader(_NAME, loader)
+            assert spec is not None
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+        except (OSError, ImportError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", None) or exc
+            log.info("the PostgreSQL tap's C encoder is not available (%s); the Python "
+                     "encoder does its work", str(detail).strip()[:500])
+            module = None
+    _loaded.append(module)
+    return module
+
+
+if __name__ == "__main__":  # make setup
+    print(f"sluice: the PostgreSQL tap's C encoder: {build()}")
