@@ -25,6 +25,7 @@ from python_ingest.config import Settings, SourceConfig
 from python_ingest.exceptions import IncompatibleSchemaChange
 from python_ingest.sources.binlog import (
     decoding,
+    fastpath,
     gtid,
     server,
     tap_ddl,
@@ -256,6 +257,10 @@ class Tap(TapCore):
         end = BinlogPosition(file, event.packet.log_pos)
         if table.shape.key.kind == ROW and self.rows.skip(table.shape.qualified, end):
             return  # in the table's bootstrap snapshot already
+        env = Envelope(self.source.kind, event.timestamp * 1000, self.source.data_center)
+        if fastpath.publish(self, table, event, kind,
+                            ref_file_index(end.file_index, self._generation), end.pos, env):
+            return  # read and encoded by the table's generated code (fastpath.py)
         try:
             rows = event.rows  # read here: a row image the reader cannot parse stops the table
         except Exception as exc:
@@ -263,7 +268,6 @@ class Tap(TapCore):
                                        f"({type(exc).__name__}: {exc})")
             return
         self.stats.row_changes += len(rows)
-        env = Envelope(self.source.kind, event.timestamp * 1000, self.source.data_center)
         try:
             found = changes(table, kind, rows,
                             ref_file_index(end.file_index, self._generation), end.pos, env)
