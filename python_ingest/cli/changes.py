@@ -23,11 +23,12 @@ WIDTH = 100  # the human output's change column is cut to this many characters
 
 def cmd_changes(args: argparse.Namespace, settings: Settings) -> int:
     """Print the change feed of one job (a table, or JSON lines with --json)."""
-    from python_ingest.feed.changes import parse_point
+    from python_ingest.feed.changes import check_range, parse_point
 
     job = settings.job(args.job)
     since = parse_point(args.since, "--since")
     until = parse_point(args.until, "--until") if args.until else None
+    check_range(since, until)
     from python_ingest.feed.changes import history_table, read_changes
     from python_ingest.runtime.session import activate, build_session, for_job
     from python_ingest.steps.dbt import Dbt

@@ -80,6 +80,16 @@ def parse_point(text: str, option: str = "--since") -> Point:
     return Point(time=moment)
 
 
+def check_range(since: Point, until: Point | None) -> None:
+    """Refuse a range that ends before it starts (it would list nothing, silently)."""
+    if until is None:
+        return
+    if (since.batch is not None and until.batch is not None and until.batch < since.batch) or (
+            since.time is not None and until.time is not None and until.time < since.time):
+        raise SluiceError(f"--until {until} lies before --since {since}: nothing can change "
+                          "between them; swap them")
+
+
 @dataclass(frozen=True)
 class Change:
     """One change of the feed: what happened to a key, in source order (ref key)."""

@@ -12,7 +12,7 @@ import pytest
 
 from python_ingest.cli.changes import print_table
 from python_ingest.exceptions import SluiceError
-from python_ingest.feed.changes import Change, Point, parse_point, read_changes
+from python_ingest.feed.changes import Change, Point, check_range, parse_point, read_changes
 from tests.feed.history_rows import at, build_three_batches, merge_on_read_files
 
 pytestmark = pytest.mark.history
@@ -25,6 +25,9 @@ def test_points_are_batch_ids_or_iso_times_in_utc() -> None:
     assert parse_point("2026-03-01T08:30:00Z") == Point(time=dt.datetime(2026, 3, 1, 8, 30))
     with pytest.raises(SluiceError, match="neither a batch id"):
         parse_point("yesterday")
+    check_range(Point(batch=3), Point(batch=3))
+    with pytest.raises(SluiceError, match="--until batch 2 lies before --since batch 3"):
+        check_range(Point(batch=3), Point(batch=2))
 
 
 def test_json_and_table_lines_of_an_update_show_both_images() -> None:
