@@ -54,7 +54,8 @@ def staging_model(source: str, job: str) -> str:
     return f"stg_{dbt_name(source)}__{job}"
 
 
-def _write(path: Path, text: str, result: ScaffoldResult) -> None:
+def write_new(path: Path, text: str, result: ScaffoldResult) -> None:
+    """Write ``path`` unless it exists (a scaffolded file is the user's to edit): kept."""
     if path.exists():
         result.kept.append(path)
         return
@@ -70,33 +71,40 @@ def lake_config(history: bool = False) -> str:
             + ") }}\n")
 
 
-def _sources_yml(path: Path, source: str, db_tables: dict[str, str],
-                 result: ScaffoldResult) -> None:
-    """The dbt source <source> with one table per job; adds missing tables to an existing one."""
-    name = dbt_name(source)
+def sources_yml(path: Path, name: str, description: str, tables: dict[str, str],
+                written_by: str, result: ScaffoldResult) -> None:
+    """The dbt source ``name`` with one raw table per job (``tables``: job -> its
+    description); adds missing tables to an existing file, never removes one."""
     data: dict[str, Any] = {"version": 2, "sources": []}
     if path.exists():
         data = yaml.safe_load(path.read_text()) or data
     entry = next((s for s in data.setdefault("sources", []) if s.get("name") == name), None)
     if entry is None:
-        entry = {"name": name, "description": f"Changelog events of the tables sluice's tap "
-                 f"reads from source '{source}', one raw table per job.", "schema": "raw",
-                 "tables": []}
+        entry = {"name": name, "description": description, "schema": "raw", "tables": []}
         data["sources"].append(entry)
     present = {t.get("name") for t in entry.setdefault("tables", [])}
-    missing = [job for job in db_tables if job not in present]
+    missing = [job for job in tables if job not in present]
     if not missing:
         result.kept.append(path)
         return
     for job in missing:
         entry["tables"].append({
-            "name": job, "description": f"Changelog of {db_tables[job]} (tap).",
+            "name": job, "description": tables[job],
             "columns": [{"name": "_row_key", "data_tests": ["not_null"]},
                         {"name": "_ref_key", "data_tests": ["not_null"]}]})
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# Written by `sluice tap " + source + " --scaffold` (tables are added, "
-                    "never removed).\n" + yaml.safe_dump(data, sort_keys=False))
+    path.write_text(f"# Written by `{written_by}` (tables are added, never removed).\n"
+                    + yaml.safe_dump(data, sort_keys=False))
     result.written.append(path)
+
+
+def _sources_yml(path: Path, source: str, db_tables: dict[str, str],
+                 result: ScaffoldResult) -> None:
+    """The dbt source <source> with one table per job; adds missing tables to an existing one."""
+    sources_yml(path, dbt_name(source), f"Changelog events of the tables sluice's tap reads "
+                f"from source '{source}', one raw table per job.",
+                {job: f"Changelog of {table} (tap)." for job, table in db_tables.items()},
+                f"sluice tap {source} --scaffold", result)
 
 
 def _suite(model: str, db_table: str, key: list[str]) -> str:
@@ -175,20 +183,20 @@ def scaffold(settings: Settings, source: SourceConfig, project: Path,
     _sources_yml(staging_dir / f"_{name}__sources.yml", source.name, tables, result)
     for job, db_table in tables.items():
         model = staging_model(source.name, job)
-        _write(staging_dir / f"{model}.sql",
+        write_new(staging_dir / f"{model}.sql",
                f"-- Converter of {db_table} (tap): every column as the source has it, new "
                "columns included.\n-- Written by `sluice tap --scaffold`; edit freely "
                "(docs/write-a-converter.md).\n"
                f"{{{{ config(materialized='incremental') }}}}\n\n"
                f"{{{{ sluice_passthrough(source('{name}', '{job}')) }}}}\n", result)
-        _write(project / "models" / "lake" / name / f"{job}.sql",
+        write_new(project / "models" / "lake" / name / f"{job}.sql",
                f"-- The current state of {db_table}: every column of {model}'s valid rows "
                "(read at run time),\n-- merged batch by batch. Written by `sluice tap "
                "--scaffold`.\n"
                + lake_config(history) + "\n"
                f"{{{{ sluice_merge_all_columns(ref('{model}')) }}}}\n", result)
         key = (result.jobs.get(job) or result.error_job[job])["row_key"]
-        _write(project / "expectations" / f"{model}.json", _suite(model, db_table, list(key)),
+        write_new(project / "expectations" / f"{model}.json", _suite(model, db_table, list(key)),
                result)
     if config is not None:
         notes = dict(result.keys)

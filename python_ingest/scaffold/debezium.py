@@ -22,8 +22,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from python_ingest.config import Settings
 from python_ingest.exceptions import ConfigError
 from python_ingest.scaffold.dbt import (
@@ -31,7 +29,9 @@ from python_ingest.scaffold.dbt import (
     add_jobs_to_config,
     dbt_name,
     lake_config,
+    sources_yml,
     staging_model,
+    write_new,
 )
 from python_ingest.sources.debezium.topics import (
     DebeziumTopic,
@@ -44,20 +44,11 @@ from python_ingest.sources.debezium.topics import (
 SCHEMAS = Path("schemas") / "debezium"
 
 
-def _write(path: Path, text: str, result: ScaffoldResult) -> None:
-    if path.exists():
-        result.kept.append(path)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    result.written.append(path)
-
-
 def _row_schema(path: Path, row: dict[str, Any], result: ScaffoldResult) -> list[str]:
     """Write a JSON job's row schema, or add the columns ``row`` has that it lacks (never
     removes or changes one). The columns added."""
     if not path.exists():
-        _write(path, json.dumps(row, indent=2) + "\n", result)
+        write_new(path, json.dumps(row, indent=2) + "\n", result)
         return []
     current = json.loads(path.read_text())
     merged = merged_row([current, row])
@@ -87,28 +78,10 @@ def describe(settings: Settings, topics: Sequence[str], value_format: str,
 
 
 def _sources_yml(path: Path, source: str, jobs: dict[str, str], result: ScaffoldResult) -> None:
-    data: dict[str, Any] = {"version": 2, "sources": []}
-    if path.exists():
-        data = yaml.safe_load(path.read_text()) or data
-    entry = next((s for s in data.setdefault("sources", []) if s.get("name") == source), None)
-    if entry is None:
-        entry = {"name": source, "description": "Debezium change events, one raw table per "
-                 "topic (sluice debezium scaffold).", "schema": "raw", "tables": []}
-        data["sources"].append(entry)
-    present = {t.get("name") for t in entry.setdefault("tables", [])}
-    missing = [job for job in jobs if job not in present]
-    if not missing:
-        result.kept.append(path)
-        return
-    for job in missing:
-        entry["tables"].append({
-            "name": job, "description": f"Debezium change events of topic {jobs[job]}.",
-            "columns": [{"name": "_row_key", "data_tests": ["not_null"]},
-                        {"name": "_ref_key", "data_tests": ["not_null"]}]})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("# Written by `sluice debezium scaffold` (tables are added, never "
-                    "removed).\n" + yaml.safe_dump(data, sort_keys=False))
-    result.written.append(path)
+    sources_yml(path, source, "Debezium change events, one raw table per topic (sluice "
+                "debezium scaffold).",
+                {job: f"Debezium change events of topic {topic}." for job, topic in jobs.items()},
+                "sluice debezium scaffold", result)
 
 
 def scaffold(settings: Settings, topics: Sequence[str], project: Path, config: Path | None,
@@ -148,20 +121,20 @@ def scaffold(settings: Settings, topics: Sequence[str], project: Path, config: P
                  {j: e["topic"] for j, e in result.jobs.items()}, result)
     for job, entry in result.jobs.items():
         model = staging_model(source, job)
-        _write(staging_dir / f"{model}.sql",
+        write_new(staging_dir / f"{model}.sql",
                f"-- Converter of {entry['topic']} (Debezium): every column as the source has "
                "it, new columns included.\n-- Written by `sluice debezium scaffold`; edit "
                "freely (docs/write-a-converter.md).\n"
                "{{ config(materialized='incremental') }}\n\n"
                f"{{{{ sluice_passthrough(source('{name}', '{job}')) }}}}\n", result)
-        _write(project / "models" / "lake" / name / f"{job}.sql",
+        write_new(project / "models" / "lake" / name / f"{job}.sql",
                f"-- The current state of {entry['topic']}'s table: every column of {model}'s "
                "valid rows,\n-- merged batch by batch. Written by `sluice debezium scaffold`.\n"
                + lake_config(history) + "\n"
                f"{{{{ sluice_merge_all_columns(ref('{model}')) }}}}\n", result)
         expectations = [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": c}}
                         for c in [*entry["row_key"], "_row_key", "_ref_key"]]
-        _write(project / "expectations" / f"{model}.json",
+        write_new(project / "expectations" / f"{model}.json",
                json.dumps({"name": model, "meta": {"notes": f"Minimal suite of "
                            f"{entry['topic']} (Debezium): the row key is never null. Add the "
                            "table's own rules here."}, "expectations": expectations},
