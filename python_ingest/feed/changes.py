@@ -106,8 +106,8 @@ class Change:
         """The JSON object of ``--json`` (times ISO, decimals as text: exact)."""
         return {"op": self.op, "key": self.key, "ref_key": self.ref_key,
                 "event_ts": None if self.event_ts is None else self.event_ts.isoformat(),
-                "batch_id": self.batch_id, "before": _plain(self.before),
-                "after": _plain(self.after)}
+                "batch_id": self.batch_id, "before": json_image(self.before),
+                "after": json_image(self.after)}
 
     def as_json(self) -> str:
         return json.dumps(self.as_dict(), ensure_ascii=False, sort_keys=False)
@@ -136,7 +136,8 @@ def _text(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def _plain(image: dict[str, Any] | None) -> dict[str, Any] | None:
+def json_image(image: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A row image as ``--json`` writes it: decimals as text, times ISO, bytes as hex."""
     if image is None:
         return None
     return {k: _value(v) for k, v in image.items()}
