@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from python_ingest.exceptions import SetupError
-from python_ingest.runtime.jars import DEPENDENCY_PLUGIN, MVN_TIMEOUT_S, jars_home, repo_root
+from python_ingest.runtime.jars import (
+    DEPENDENCY_PLUGIN,
+    MVN_TIMEOUT_S,
+    jars_home,
+    repo_root,
+    resolve_command,
+)
 from python_ingest.runtime.processes import free_port, stop_server
 
 POM = Path("jvm") / "apicurio" / "pom.xml"
@@ -151,13 +157,7 @@ def start(log_dir: Path, *, heap: str = "256m", wait_s: float = 90.0) -> Registr
 
 def main(argv: list[str]) -> int:
     """``resolve [JARS_DIR]``: fetch and unpack the registry once; prints its folder."""
-    args = argv[1:] if argv[:1] == ["resolve"] else argv
-    try:
-        print(resolve(Path(args[0]) if args else None))
-    except SetupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return resolve_command(argv, resolve)
 
 
 if __name__ == "__main__":  # used by `make setup`

@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from python_ingest.exceptions import SetupError
-from python_ingest.runtime.jars import DEPENDENCY_PLUGIN, MVN_TIMEOUT_S, jars_home, repo_root
+from python_ingest.runtime.jars import (
+    DEPENDENCY_PLUGIN,
+    MVN_TIMEOUT_S,
+    jars_home,
+    repo_root,
+    resolve_command,
+)
 from python_ingest.runtime.processes import free_port, stop_server
 from python_ingest.runtime.publish import publish_folder
 
@@ -202,13 +208,7 @@ def start_standalone(folder: Path, bootstrap: str, connectors: Sequence[Mapping[
 
 def main(argv: list[str]) -> int:
     """``resolve [JARS_DIR]``: resolve the pinned jars once; prints their folder."""
-    args = argv[1:] if argv[:1] == ["resolve"] else argv
-    try:
-        print(resolve(Path(args[0]) if args else None))
-    except SetupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return resolve_command(argv, resolve)
 
 
 if __name__ == "__main__":  # used by `make setup`

@@ -25,6 +25,7 @@ from python_ingest.runtime.jars import (
     DEPENDENCY_PLUGIN,
     MVN_TIMEOUT_S,
     jars_home,
+    print_or_fail,
     repo_root,
 )
 from python_ingest.runtime.publish import publish_folder
@@ -104,12 +105,7 @@ def main(argv: list[str]) -> int:
     if argv != ["build"]:
         print("usage: python -m python_ingest.runtime.embedded build", file=sys.stderr)
         return 2
-    try:
-        print(build())
-    except SetupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return print_or_fail(lambda: [build()])
 
 
 if __name__ == "__main__":  # used by `make bench-tap`

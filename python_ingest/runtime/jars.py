@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -202,6 +203,24 @@ def _point_current(final: Path, use: str) -> None:
     os.replace(tmp_link, link)
 
 
+def print_or_fail(action: Callable[[], Iterable[object]]) -> int:
+    """A runtime module's ``python -m`` command: print each folder ``action`` yields, or the
+    SetupError it raises, saying what to do (exit status 2)."""
+    try:
+        for line in action():
+            print(line)
+    except SetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def resolve_command(argv: list[str], resolve_once: Callable[[Path | None], object]) -> int:
+    """``resolve [JARS_DIR]`` (a bare JARS_DIR works too): ``resolve_once`` prints its folder."""
+    args = argv[1:] if argv[:1] == ["resolve"] else argv
+    return print_or_fail(lambda: [resolve_once(Path(args[0]) if args else None)])
+
+
 def main(argv: list[str]) -> int:
     """``resolve [JARS_DIR]``: resolve every use; prints one classpath folder per line."""
     args = argv[1:] if argv[:1] == ["resolve"] else argv  # a bare STATE_DIR works too
@@ -209,13 +228,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m python_ingest.runtime.jars resolve [JARS_DIR]", file=sys.stderr)
         return 2
     home = Path(args[0]) if args else jars_home()
-    try:
-        for use in USES:
-            print(resolve(home, repo_root(), use))
-    except SetupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return print_or_fail(lambda: (resolve(home, repo_root(), use) for use in USES))
 
 
 if __name__ == "__main__":  # used by `make setup`
