@@ -13,7 +13,9 @@ job (``dbt compile`` on the parsed project, with placeholders for the batch: var
 ``sluice_compile``) and compiled again when a model, macro or var changes, or when the
 converter's columns or the lake's columns change. Each batch then runs their SQL on the job's
 own session, so jobs of one runner run truly in parallel (a dbt invocation holds a
-process-wide lock). Commits per batch when nothing fails: raw (ingest), the index and the lake.
+process-wide lock). Commits per batch when nothing fails: raw (ingest) and the lake, whose
+commit carries a small batch's index entries (steps/index.py ``catch_up`` writes them to the
+index table every few batches); a batch the lake model's SQL merges commits the index too.
 
 It applies to a Hudi lake written by upsert into its hash buckets (the default: lake_index
 bucket) once the lake exists and the job does not ask for its step tables
