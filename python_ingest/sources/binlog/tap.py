@@ -34,14 +34,7 @@ from python_ingest.sources.binlog import (
     tap_tables,
 )
 from python_ingest.sources.binlog.charsets import Charsets
-from python_ingest.sources.binlog.events import (
-    DELETE,
-    INSERT,
-    UPDATE,
-    Envelope,
-    TappedTable,
-    changes,
-)
+from python_ingest.sources.binlog.events import TappedTable, changes
 from python_ingest.sources.binlog.existence import Existence
 from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
@@ -51,6 +44,7 @@ from python_ingest.sources.binlog.position import (
 )
 from python_ingest.sources.binlog.xa import FL_PREPARED_XA, XaTransactions
 from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.changes import DELETE, INSERT, UPDATE, Envelope
 from python_ingest.sources.tap.core import TapCore, TapStats
 from python_ingest.sources.tap.producer import ChangelogProducer
 from python_ingest.sources.tap.registry import ROW

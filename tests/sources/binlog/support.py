@@ -1,4 +1,5 @@
-"""Helpers of the tap tests: config, running the tap, reading topics, and the oracle.
+"""Helpers of the tap tests: config, running the tap, reading topics, and the oracle; the
+PostgreSQL tests' PgEnv (postgres/support.py) is a TapEnv with its own server and table reads.
 
 The oracle applies a topic's changelog events to a plain dict in ref-key order, exactly as
 the merge must: a non-newer ref key is ignored (duplicates, replays), a delete removes the row,
@@ -52,13 +53,18 @@ class TapEnv:
     def config(self) -> Path:
         return self.tmp / "sluice.yml"
 
+    server_name = "MariaDB"  # in assert_equal's messages
+
+    def source_config(self) -> dict[str, Any]:
+        """The test's source in sluice.yml (with ``source_overrides``)."""
+        return self.server.source_config(include=[f"{self.database}.*"],  # type: ignore[no-any-return]
+                                         schema_registry=str(self.tmp / "registry"),
+                                         checkpoint_interval_s=0.2, heartbeat_s=0.5,
+                                         bootstrap_chunk_rows=500, **self.source_overrides)
+
     def write_config(self, **source_overrides: Any) -> Path:
         self.source_overrides.update(source_overrides)
-        source = self.server.source_config(include=[f"{self.database}.*"],
-                                           schema_registry=str(self.tmp / "registry"),
-                                           checkpoint_interval_s=0.2, heartbeat_s=0.5,
-                                           bootstrap_chunk_rows=500,
-                                           **self.source_overrides)
+        source = self.source_config()
         config = {
             "spark": {"master": "local[2]"},
             "catalog": {"name": "sluice", "type": "hadoop",
@@ -97,11 +103,11 @@ class TapEnv:
         return self.jobs
 
     def tap_until_end(self) -> Any:
-        """Run the tap in this process up to the binlog's current end."""
-        from python_ingest.sources.binlog.tap import Tap
+        """Run the tap in this process up to the binlog's (WAL's) current end."""
+        from python_ingest.sources.tap import kinds
 
         settings = self.settings()
-        tap = Tap(settings, settings.source(self.source))
+        tap = kinds.tap(settings, settings.source(self.source))
         tap.run(until_end=True)
         return tap
 
@@ -151,21 +157,45 @@ class TapEnv:
             row = cur.fetchone()
         return str(row[0]), int(row[1])
 
+    def end(self) -> Any:
+        """The server's current end of its log (the binlog's file and position)."""
+        return self.master()
+
+    def caught_up(self, checkpoint: dict[str, Any], end: Any) -> bool:
+        return (checkpoint["file"], checkpoint["pos"]) == end
+
     def wait_caught_up(self, timeout_s: float = 120) -> None:
-        """Wait until the tap's saved checkpoint is the server's current binlog end."""
+        """Wait until the tap's saved checkpoint reaches the server's current log end."""
+        target = self.end()
         deadline = time.monotonic() + timeout_s
         while True:
             cp = self.checkpoint()
-            if cp and (cp["file"], cp["pos"]) == self.master():
+            if cp and self.caught_up(cp, target):
                 return
             for process in self.taps:
                 if process.poll() is not None and process.returncode not in (0, -9):
                     raise AssertionError(f"tap exited {process.returncode}: "
                                          f"{process.stdout.read() if process.stdout else ''}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"tap did not catch up: checkpoint {cp}, "
-                                     f"master {self.master()}")
+                raise AssertionError(f"tap did not catch up: checkpoint {cp}, log end {target}")
             time.sleep(0.2)
+
+    def kill_taps_while(self, writer: Any, rng: Any, pause_s: tuple[float, float]) -> int:
+        """`sluice tap` SIGKILLed at random moments (some while starting) and restarted while
+        ``writer`` (a thread) runs, then once more: caught up and stopped cleanly. Returns how
+        many taps were killed."""
+        kills = 0
+        while writer.is_alive():
+            tap = self.start_tap(wait=rng.random() < 0.7)
+            time.sleep(rng.uniform(*pause_s))
+            tap.send_signal(signal.SIGKILL)
+            tap.wait()
+            kills += 1
+        writer.join()
+        tap = self.start_tap()
+        self.wait_caught_up()
+        self.stop_tap(tap)
+        return kills
 
     def stop_tap(self, process: subprocess.Popen[str], sig: int = signal.SIGTERM) -> str:
         process.send_signal(sig)
@@ -231,15 +261,10 @@ class TapEnv:
             state[event["_row_key"]] = (event["_ref_key"], row)
         return {k: v[1] for k, v in state.items() if v[1] is not None}
 
-    def source_rows(self, table: str) -> dict[str, dict[str, Any]]:
-        """The MariaDB table, each value as its Avro value after an encode/decode round trip."""
-        import io
-
-        import fastavro
+    def table_values(self, table: str) -> tuple[Any, list[dict[str, Any]]]:
+        """The table's shape and its rows' Avro values, as the tap converts them."""
         import pymysql
 
-        from python_ingest.changelog.keys import row_key_text
-        from python_ingest.changelog.schema import KEY_SEPARATOR
         from python_ingest.sources.binlog.columns import to_avro
         from python_ingest.sources.binlog.server import table_shape
 
@@ -248,31 +273,55 @@ class TapEnv:
             with conn.cursor(pymysql.cursors.DictCursor) as cur:
                 cur.execute(f"SELECT * FROM `{table}`")
                 rows = cur.fetchall()
-        fields = [c.field() for c in shape.columns]
-        schema = fastavro.parse_schema({"type": "record", "name": "r", "fields": fields})
+        return shape, [{c.name: to_avro(c, raw[c.name]) for c in shape.columns} for raw in rows]
+
+    def source_rows(self, table: str) -> dict[str, dict[str, Any]]:
+        """The source's table, each value as its Avro value after an encode/decode round
+        trip, by row key (the Kafka key, changelog/keys.py)."""
+        from python_ingest.changelog.keys import row_key_text
+        from python_ingest.changelog.schema import KEY_SEPARATOR
+        from python_ingest.demo.harness import avro_rows
+
+        shape, values = self.table_values(table)
         out = {}
-        for raw in rows:
-            values = {c.name: to_avro(c, raw[c.name]) for c in shape.columns}
-            buffer = io.BytesIO()
-            fastavro.schemaless_writer(buffer, schema, values)
-            buffer.seek(0)
-            decoded = fastavro.schemaless_reader(buffer, schema, schema)
+        for decoded in avro_rows(shape, values):
             key = shape.key_of(decoded) if shape.key.synthetic else \
                 KEY_SEPARATOR.join(str(decoded[k]) for k in shape.primary_key)
-            out[row_key_text(key)] = decoded  # the Kafka key (changelog/keys.py)
+            out[row_key_text(key)] = decoded
         return out
 
     def assert_equal(self, table: str) -> int:
-        """The oracle of the table's topic equals the MariaDB table; returns the row count."""
+        """The oracle of the table's topic equals the source's table (NaN equals NaN);
+        returns the row count."""
         expected = self.source_rows(table)
         actual = self.oracle(table)
         missing = sorted(set(expected) - set(actual))[:5]
         extra = sorted(set(actual) - set(expected))[:5]
         assert not missing and not extra, f"{table}: missing keys {missing}, extra keys {extra}"
         for key, row in expected.items():
-            got = {k: actual[key].get(k) for k in row}
-            assert got == row, f"{table} row {key}: topic says {got}, MariaDB says {row}"
+            got = {k: _same(actual[key].get(k)) for k in row}
+            want = {k: _same(v) for k, v in row.items()}
+            assert got == want, \
+                f"{table} row {key}: topic says {got}, {self.server_name} says {want}"
         return len(expected)
+
+
+def _same(value: Any) -> Any:
+    """NaN as a value equal to itself (for comparing rows)."""
+    return "NaN" if isinstance(value, float) and value != value else value
+
+
+class Steps:
+    """A workload of ``step()``s (transactions), run ``steps`` times ``pause_s`` apart."""
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def run(self, steps: int, pause_s: float = 0.0) -> None:
+        for _ in range(steps):
+            self.step()
+            if pause_s:
+                time.sleep(pause_s)
 
 
 def gtid_binlog_pos(server: LocalServer) -> str:

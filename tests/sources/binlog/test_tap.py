@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import random
-import signal
 import threading
-import time
 
 import pytest
 
@@ -45,18 +43,8 @@ def test_tap_killed_at_random_moments_still_ends_equal(tap_env) -> None:
         workload = Workload(conn, seed=23)
         writer = threading.Thread(target=workload.run, args=(1200, 0.008))
         writer.start()
-        kills = 0
         try:
-            while writer.is_alive():
-                tap = env.start_tap(wait=rng.random() < 0.7)  # some die while starting
-                time.sleep(rng.uniform(0.2, 2.0))
-                tap.send_signal(signal.SIGKILL)
-                tap.wait()
-                kills += 1
-            writer.join()
-            tap = env.start_tap()
-            env.wait_caught_up()
-            env.stop_tap(tap)
+            kills = env.kill_taps_while(writer, rng, (0.2, 2.0))
         finally:
             writer.join()
             env.close()

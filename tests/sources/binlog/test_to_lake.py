@@ -91,18 +91,8 @@ def test_tap_and_pipeline_killed_at_random_moments_end_equal(tap_env, spark) -> 
         scaffold(env)
         env.tap_until_end()
         writer = _writer(DocsWorkload(conn, seed=48).run, 300, 0.03)
-        kills = 0
         try:
-            while writer.is_alive():  # the tap: SIGKILLed at random moments, restarted
-                tap = env.start_tap(wait=rng.random() < 0.7)
-                time.sleep(rng.uniform(0.2, 1.5))
-                tap.send_signal(signal.SIGKILL)
-                tap.wait()
-                kills += 1
-            writer.join()
-            tap = env.start_tap()
-            env.wait_caught_up()
-            env.stop_tap(tap)
+            kills = env.kill_taps_while(writer, rng, (0.2, 1.5))
         finally:
             writer.join()
             env.close()

@@ -11,14 +11,7 @@ import pytest
 from python_ingest.config import load_settings
 from python_ingest.exceptions import ConfigError, IncompatibleSchemaChange
 from python_ingest.sources.binlog.columns import make_spec
-from python_ingest.sources.binlog.events import (
-    DELETE,
-    INSERT,
-    UPDATE,
-    Envelope,
-    TappedTable,
-    changes,
-)
+from python_ingest.sources.binlog.events import TappedTable, changes
 from python_ingest.sources.binlog.position import (
     AckWindow,
     BinlogCheckpoint,
@@ -27,6 +20,7 @@ from python_ingest.sources.binlog.position import (
     row_refs,
     unpack_ref,
 )
+from python_ingest.sources.tap.changes import DELETE, INSERT, UPDATE, Envelope
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import KeyChoice, Registry, TableShape
 

@@ -17,14 +17,7 @@ from python_ingest.config import load_settings
 from python_ingest.exceptions import ConfigError, IncompatibleSchemaChange
 from python_ingest.sources.binlog import decoding
 from python_ingest.sources.binlog.columns import key_text, make_spec, to_avro
-from python_ingest.sources.binlog.events import (
-    DELETE,
-    INSERT,
-    UPDATE,
-    Envelope,
-    TappedTable,
-    changes,
-)
+from python_ingest.sources.binlog.events import TappedTable, changes
 from python_ingest.sources.binlog.position import BinlogPosition
 from python_ingest.sources.binlog.values import (
     ZERO_DAY,
@@ -40,6 +33,7 @@ from python_ingest.sources.binlog.values import (
     time_text,
     zero_day,
 )
+from python_ingest.sources.tap.changes import DELETE, INSERT, UPDATE, Envelope
 from python_ingest.sources.tap.keys import RowCounts, check_setting, decide
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import KeyChoice, Registry, TableShape

@@ -7,9 +7,10 @@ multi-table transactions, primary key changes and rolled-back transactions.
 from __future__ import annotations
 
 import random
-import time
 from decimal import Decimal
 from typing import Any
+
+from tests.sources.binlog.support import Steps
 
 ORDERS = """CREATE TABLE orders (
   id INT AUTO_INCREMENT PRIMARY KEY, customer VARCHAR(40) NOT NULL,
@@ -22,7 +23,7 @@ NAMES = ("Ana", "Björk", "Chloé", "Dmitri", "Eşref", "Fatima", "Grégoire", "
 STATUSES = ("new", "paid", "shipped", "cancelled")
 
 
-class Workload:
+class Workload(Steps):
     """Runs random transactions against ``orders`` and ``order_lines`` of one database."""
 
     def __init__(self, conn: Any, seed: int) -> None:
@@ -114,9 +115,3 @@ class Workload:
                 return
         self.conn.commit()
         self.transactions += 1
-
-    def run(self, steps: int, pause_s: float = 0.0) -> None:
-        for _ in range(steps):
-            self.step()
-            if pause_s:
-                time.sleep(pause_s)

@@ -8,23 +8,16 @@ from __future__ import annotations
 import random
 import signal
 import threading
-import time
 
 import pytest
 
 from python_ingest.verify.run import verify
 from tests.conftest import sluice_cmd
-from tests.sources.binlog.lake import _normal, lake_rows, make_project, scaffold
+from tests.sources.binlog.lake import assert_lake_equals_source, make_project, scaffold
 from tests.sources.postgres.test_snapshot import _prefill
 from tests.sources.postgres.workload import PgWorkload
 
 pytestmark = [pytest.mark.postgres_source, pytest.mark.e2e]
-
-
-def _value(value, is_json: bool = False):
-    if isinstance(value, float) and value != value:
-        return "NaN"
-    return _normal(value, is_json)
 
 
 def run_jobs(spark, env, jobs: list[str]) -> list:
@@ -32,25 +25,6 @@ def run_jobs(spark, env, jobs: list[str]) -> list:
     from python_ingest.steps.pipeline import run_all
 
     return run_all(spark, env.settings(), jobs)
-
-
-def assert_lake_equals_postgres(spark, env, table: str, json_columns=()) -> int:
-    """The lake table equals the PostgreSQL table, row for row and value for value."""
-    expected = env.source_rows(table)
-    actual = lake_rows(spark, env, table)
-    missing = sorted(set(expected) - set(actual))[:5]
-    extra = sorted(set(actual) - set(expected))[:5]
-    assert not missing and not extra, (
-        f"{table}: {len(expected)} rows in PostgreSQL, {len(actual)} in the lake; missing "
-        f"{missing}, extra {extra}")
-    differ = []
-    for key, row in expected.items():
-        want = {c: _value(v, c in json_columns) for c, v in row.items()}
-        got = {c: _value(actual[key].get(c, "<no column>"), c in json_columns) for c in row}
-        if got != want:
-            differ.append((key, {c: (got[c], want[c]) for c in row if got[c] != want[c]}))
-    assert not differ, f"{table}: {len(differ)} rows differ (lake, PostgreSQL): {differ[:3]}"
-    return len(expected)
 
 
 def test_snapshot_and_killed_tap_through_the_pipeline_end_equal(pg_env, spark) -> None:
@@ -64,18 +38,8 @@ def test_snapshot_and_killed_tap_through_the_pipeline_end_equal(pg_env, spark) -
     workload = PgWorkload(env.connect, seed=92, first_id=50_000)
     writer = threading.Thread(target=workload.run, args=(200, 0.01))
     writer.start()
-    kills = 0
     try:
-        while writer.is_alive():  # the tap: SIGKILLed at random moments, restarted
-            tap = env.start_tap(wait=rng.random() < 0.7)
-            time.sleep(rng.uniform(0.3, 1.5))
-            tap.send_signal(signal.SIGKILL)
-            tap.wait()
-            kills += 1
-        writer.join()
-        tap = env.start_tap()
-        env.wait_caught_up()
-        env.stop_tap(tap)
+        kills = env.kill_taps_while(writer, rng, (0.3, 1.5))
     finally:
         writer.join()
         workload.close()
@@ -92,7 +56,7 @@ def test_snapshot_and_killed_tap_through_the_pipeline_end_equal(pg_env, spark) -
     assert sum(r.counts["inserted"] for r in runs) > 200  # the killed batch, merged now
     assert all(r.counts.get("merge_errors", 0) == 0 for r in runs)
     assert env.assert_equal("orders") > 200  # its topic, as the merge applies it
-    assert assert_lake_equals_postgres(spark, env, "notes", json_columns=("attrs",)) > 200
+    assert assert_lake_equals_source(spark, env, "notes", json_columns=("attrs",)) > 200
     job = env.settings().job("public_notes")
     checked = verify(spark, env.settings(), job, "lake.public_notes", settle_s=10, quiet_s=2)
     assert checked.equal and checked.source_rows > 200, checked.differences

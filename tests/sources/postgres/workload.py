@@ -5,8 +5,9 @@ unchanged by an update), some spanning both tables."""
 from __future__ import annotations
 
 import random
-import time
 from typing import Any
+
+from tests.sources.binlog.support import Steps
 
 TABLES = """
 CREATE TABLE orders (
@@ -19,7 +20,7 @@ CREATE TABLE notes (
 TITLES = ("naïve café", "Ærøskøbing", "日本語", "emoji 🚀", "", None, "plain")
 
 
-class PgWorkload:
+class PgWorkload(Steps):
     """Random transactions on ``orders`` and ``notes``."""
 
     def __init__(self, connect: Any, seed: int, first_id: int = 1) -> None:
@@ -92,12 +93,6 @@ class PgWorkload:
             for _ in range(self.rng.choice((1, 1, 2, 5))):
                 self._change(cur)
         self.conn.commit()
-
-    def run(self, steps: int, pause_s: float = 0.0) -> None:
-        for _ in range(steps):
-            self.step()
-            if pause_s:
-                time.sleep(pause_s)
 
     def close(self) -> None:
         self.conn.close()
