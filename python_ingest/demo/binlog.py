@@ -44,30 +44,20 @@ def server_available() -> bool:
 def _workload(conn: Any, rng: random.Random, transactions: int) -> None:
     """Inserts, updates of some columns (a hot row among them), deletes, multi-row commits."""
     conn.autocommit(False)
-    with conn.cursor() as cur:
-        for _ in range(transactions):
-            cur.execute("SELECT order_id FROM orders")
-            ids = [r[0] for r in cur.fetchall()]
-            for _ in range(rng.choice((1, 1, 3))):
-                roll = rng.random()
-                stamp = datetime(2024, rng.randint(1, 12), rng.randint(1, 28), rng.randint(0, 23),
-                                 rng.randint(0, 59), rng.randint(0, 59), rng.randint(0, 999999))
-                if not ids or roll < 0.45:
-                    cur.execute(
-                        "INSERT INTO orders (customer, amount, status, note, attrs, ordered_on, "
-                        "updated_at, receipt) VALUES (%s, %s, 'new', %s, %s, %s, %s, %s)",
-                        (rng.choice(NAMES), Decimal(rng.randint(100, 99999)) / 100,
-                         rng.choice((None, "geschenk ✓", "ça va")),
-                         json.dumps({"gift": rng.random() < 0.5, "tags": ["é"]}),
-                         stamp.date(), stamp, bytes(rng.randrange(256) for _ in range(8))))
-                elif roll < 0.9:
-                    cur.execute("UPDATE orders SET status = %s, amount = amount + 1, "
-                                "updated_at = %s WHERE order_id = %s",
-                                (rng.choice(("paid", "shipped", "cancelled")), stamp,
-                                 ids[0] if rng.random() < 0.3 else rng.choice(ids)))
-                else:
-                    cur.execute("DELETE FROM orders WHERE order_id = %s", (rng.choice(ids),))
-            conn.commit()
+
+    def stamp() -> datetime:
+        return datetime(2024, rng.randint(1, 12), rng.randint(1, 28), rng.randint(0, 23),
+                        rng.randint(0, 59), rng.randint(0, 59), rng.randint(0, 999999))
+
+    def insert(cur: Any, at: datetime) -> None:
+        cur.execute("INSERT INTO orders (customer, amount, status, note, attrs, ordered_on, "
+                    "updated_at, receipt) VALUES (%s, %s, 'new', %s, %s, %s, %s, %s)",
+                    (rng.choice(NAMES), Decimal(rng.randint(100, 99999)) / 100,
+                     rng.choice((None, "geschenk ✓", "ça va")),
+                     json.dumps({"gift": rng.random() < 0.5, "tags": ["é"]}),
+                     at.date(), at, bytes(rng.randrange(256) for _ in range(8))))
+
+    harness.workload(conn, rng, transactions, insert, stamp)
 
 
 def source_rows(conn: Any, db: str, table: str) -> dict[str, dict[str, Any]]:

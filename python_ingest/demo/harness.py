@@ -53,6 +53,34 @@ def avro_rows(shape: TableShape, rows: Iterable[dict[str, Any]]) -> list[dict[st
     return out
 
 
+def workload(conn: Any, rng: Any, transactions: int, insert: Callable[[Any, Any], None],
+             stamp: Callable[[], Any] | None = None) -> None:
+    """Inserts, updates of some columns (a hot row among them), deletes, multi-row commits on
+    the demo's ``orders``: ``insert(cursor, stamp)`` in the source's SQL; ``stamp()``, when
+    given, the time an insert or update writes (else the server's now())."""
+    with conn.cursor() as cur:
+        for _ in range(transactions):
+            cur.execute("SELECT order_id FROM orders")
+            ids = [r[0] for r in cur.fetchall()]
+            for _ in range(rng.choice((1, 1, 3))):
+                roll = rng.random()
+                at = stamp() if stamp is not None else None
+                if not ids or roll < 0.45:
+                    insert(cur, at)
+                elif roll < 0.9:
+                    status = rng.choice(("paid", "shipped", "cancelled"))
+                    order = ids[0] if rng.random() < 0.3 else rng.choice(ids)
+                    if at is None:
+                        cur.execute("UPDATE orders SET status = %s, amount = amount + 1, "
+                                    "updated_at = now() WHERE order_id = %s", (status, order))
+                    else:
+                        cur.execute("UPDATE orders SET status = %s, amount = amount + 1, "
+                                    "updated_at = %s WHERE order_id = %s", (status, at, order))
+                else:
+                    cur.execute("DELETE FROM orders WHERE order_id = %s", (rng.choice(ids),))
+            conn.commit()
+
+
 def compare(spark: SparkSession, lake_table: str, expected: dict[str, dict[str, Any]]
             ) -> tuple[int, int]:
     """(lake rows, mismatches): rows missing, extra or with any value that differs."""

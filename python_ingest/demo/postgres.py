@@ -32,28 +32,16 @@ NAMES = ("Ana", "Björk", "Chloé", "Dmitri", "Eşref", "Hiroshi 広")
 def _workload(conn: Any, rng: random.Random, transactions: int) -> None:
     """Inserts, updates of some columns (a hot row among them), deletes, multi-row commits."""
     conn.autocommit = False
-    with conn.cursor() as cur:
-        for _ in range(transactions):
-            cur.execute("SELECT order_id FROM orders")
-            ids = [r[0] for r in cur.fetchall()]
-            for _ in range(rng.choice((1, 1, 3))):
-                roll = rng.random()
-                if not ids or roll < 0.45:
-                    cur.execute("INSERT INTO orders (customer, amount, status, note, attrs, "
-                                "ordered_on, updated_at, receipt) VALUES (%s, %s, 'new', %s, "
-                                "%s, current_date - %s, now(), %s)",
-                                (rng.choice(NAMES), rng.randint(100, 99999) / 100,
-                                 rng.choice((None, "geschenk ✓", "ça va")),
-                                 '{"gift": true, "tags": ["é"]}', rng.randint(0, 900),
-                                 bytes(rng.randrange(256) for _ in range(8))))
-                elif roll < 0.9:
-                    cur.execute("UPDATE orders SET status = %s, amount = amount + 1, "
-                                "updated_at = now() WHERE order_id = %s",
-                                (rng.choice(("paid", "shipped", "cancelled")),
-                                 ids[0] if rng.random() < 0.3 else rng.choice(ids)))
-                else:
-                    cur.execute("DELETE FROM orders WHERE order_id = %s", (rng.choice(ids),))
-            conn.commit()
+
+    def insert(cur: Any, _at: None) -> None:
+        cur.execute("INSERT INTO orders (customer, amount, status, note, attrs, ordered_on, "
+                    "updated_at, receipt) VALUES (%s, %s, 'new', %s, %s, current_date - %s, "
+                    "now(), %s)", (rng.choice(NAMES), rng.randint(100, 99999) / 100,
+                                   rng.choice((None, "geschenk ✓", "ça va")),
+                                   '{"gift": true, "tags": ["é"]}', rng.randint(0, 900),
+                                   bytes(rng.randrange(256) for _ in range(8))))
+
+    harness.workload(conn, rng, transactions, insert)
     conn.autocommit = True
 
 
