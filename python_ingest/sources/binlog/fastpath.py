@@ -30,11 +30,11 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from python_ingest.changelog.keys import row_key_text
+from python_ingest.changelog.keys import EMPTY_KEY_BYTES, row_key_text
 from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.sources.binlog import decoding as d
 from python_ingest.sources.binlog.columns import ColumnSpec, to_avro
-from python_ingest.sources.binlog.events import DELETE, INSERT, UPDATE, Envelope, TappedTable
+from python_ingest.sources.binlog.events import TappedTable
 from python_ingest.sources.binlog.position import pack_ref
 from python_ingest.sources.binlog.values import (
     DAY_MICROS,
@@ -45,6 +45,7 @@ from python_ingest.sources.binlog.values import (
     valid_date,
 )
 from python_ingest.sources.tap import encoder as avro
+from python_ingest.sources.tap.changes import DELETE, INSERT, UPDATE, Envelope
 from python_ingest.sources.tap.errors import MAX_MESSAGE_BYTES
 from python_ingest.sources.tap.registry import COLUMNS, PRIMARY, UNIQUE
 
@@ -110,6 +111,17 @@ def decimal_text(unscaled: int, negative: bool, scale: int) -> str:
     """A DECIMAL key's text as the general path's ``format(Decimal, 'f')`` gives it (a
     negative zero keeps its sign, as mysql-replication's Decimal does)."""
     return format(Decimal((1 if negative else 0, tuple(map(int, str(unscaled))), -scale)), "f")
+
+
+def _long_lines(i: int) -> list[str]:
+    """``a<i>``: the int ``v`` as a present Avro long."""
+    return ["z = (v << 1) ^ (v >> 63)", f"a{i} = PS[z] if z < 128 else PRESENT + varint(z)"]
+
+
+def _unscaled_lines(i: int) -> list[str]:
+    """``a<i>``: the int ``v`` as a present Avro decimal (its unscaled value's bytes)."""
+    return ["b = v.to_bytes((v.bit_length() + 8) // 8, 'big', signed=True)",
+            f"a{i} = PS[len(b) << 1] + b"]
 
 
 def _decimal_lines(precision: int, scale: int) -> tuple[int, list[str]]:
@@ -182,6 +194,8 @@ class FastRows:
         key_at = {names.index(c): n for n, c in enumerate(table.shape.key.columns)}
         self.count = len(specs)
         self.refs: list[Any] = [None, b""]  # the ref keys' high bytes (encoder.wide_varint)
+        self.key_bytes: dict[int, str] = {}  # column -> its single key's bytes (an expression)
+        self.single_key = len(table.shape.key.columns) == 1
         self.full_bitmap = bytes([0xFF] * (self.count // 8) +
                                  ([(1 << (self.count % 8)) - 1] if self.count % 8 else []))
         nulls = (self.count + 7) // 8
@@ -203,19 +217,27 @@ class FastRows:
                       "    else:",
                       *("        " + x for x in body)]
         keys = [f"k{n}" for n in range(len(key_at))]
-        if len(keys) == 1:
+        key_line = "key.encode()"
+        if len(keys) == 1 and next(iter(key_at)) in self.key_bytes:
+            key_line = "kb"  # the key's bytes, as its column's block made them
+        elif len(keys) == 1:
             lines.append("    key = row_key_text(k0)")
         else:
             lines += [f"    if any(SEPARATOR in k for k in ({', '.join(keys)},)):",
                       "        return None  # the general path stops the table (TableShape.key_of)",
                       f"    key = row_key_text(SEPARATOR.join(({', '.join(keys)},)))"]
-        lines.append(f"    return at, ({''.join(f'a{i}, ' for i in range(self.count))}), "
-                     "key.encode()")
-        space.update(row_key_text=row_key_text, SEPARATOR=KEY_SEPARATOR)
+        parts = f"({''.join(f'a{i}, ' for i in range(self.count))})"
+        # the parts themselves when floats must be compared by value (FastRows._same), else
+        # the body: equal bodies are equal parts (each part's length is in its bytes)
+        lines.append(f"    return at, {parts if self.floats else 'join(' + parts + ')'}, "
+                     f"{key_line}")
+        space.update(row_key_text=row_key_text, SEPARATOR=KEY_SEPARATOR, join=b"".join,
+                     EMPTY_KEY=EMPTY_KEY_BYTES)
         self.source = "\n".join(lines) + "\n"
         exec(compile(self.source, f"<binlog fastpath {table.shape.qualified}>", "exec"), space)
-        self.image: Callable[[bytes, int], tuple[int, tuple[bytes, ...], bytes] | None] = \
-            space["image"]
+        # image(buf, at): (where the next image starts, its body (or parts), its key's bytes),
+        # None when the event must take the general path
+        self.image: Callable[[bytes, int], tuple[int, Any, bytes] | None] = space["image"]
 
     @staticmethod
     def of(table: TappedTable, columns: list[Any]) -> FastRows | None:
@@ -248,16 +270,16 @@ class FastRows:
                 fmt = _STRUCTS[(t, bool(column.unsigned))]
                 space[f"U{i}"] = struct.Struct(fmt).unpack_from
                 lines = [f"v = U{i}(buf, at)[0]", f"at += {_SIZES[fmt]}"]
-            lines += [f"a{i} = present_long(v)"] if kind == "long" else \
-                ["b = unscaled(v)", f"a{i} = PS[len(b) << 1] + b"]
+            lines += _long_lines(i) if kind == "long" else _unscaled_lines(i)
             keytext = "str(v)"
+            self.key_bytes[i] = "b'%d' % v"
         elif t in (d.FLOAT, d.DOUBLE) and kind in ("float", "double"):
             size = 4 if t == d.FLOAT else 8
             lines = [f"a{i} = PRESENT + buf[at:at + {size}]", f"at += {size}"]
             self.floats.append((i, "<f" if size == 4 else "<d"))
         elif t == d.NEWDECIMAL and kind == "decimal":
             _, lines = _decimal_lines(column.precision, column.decimals)
-            lines += ["if neg:", "    v = -v", "b = unscaled(v)", f"a{i} = PS[len(b) << 1] + b"]
+            lines += ["if neg:", "    v = -v", *_unscaled_lines(i)]
             keytext = f"decimal_text(-v if neg else v, neg, {column.decimals})"
         elif (t in _STRINGS or t in _BLOBS) and kind in ("string", "bytes", "fixed"):
             width = (2 if column.max_length > 255 else 1) if t in _STRINGS else column.length_size
@@ -269,6 +291,8 @@ class FastRows:
             elif kind == "string" and spec.charset in _UTF8:
                 lines += ["if not raw.isascii():", "    raw.decode()  # or the general path"]
                 keytext = "raw.decode()"
+                self.key_bytes[i] = "raw if raw.strip(EMPTY_KEY) else row_key_text(raw.decode())" \
+                    ".encode()"
             elif kind == "string" and spec.charset == "ascii":
                 lines += ["if not raw.isascii():", "    return None"]
                 keytext = "raw.decode()"
@@ -326,7 +350,10 @@ class FastRows:
         if key is not None:
             if keytext is None:
                 raise _Unsupported
-            lines.append(f"k{key} = {keytext}")
+            if self.single_key and i in self.key_bytes:
+                lines.append(f"kb = {self.key_bytes[i]}")
+            else:
+                lines.append(f"k{key} = {keytext}")
         return lines
 
     def messages(self, buf: bytes, at: int, end: int, kind: str, file_index: int,
@@ -354,12 +381,15 @@ class FastRows:
             return avro.wide_varint(z, memo) if z >= avro.WIDE else avro.varint(z)
 
         live, deleted = tails
+        parts = bool(self.floats)  # images hold their parts, not their body
         out: list[tuple[bytes, bytes]] = []
         if kind in (INSERT, DELETE):
             base = pack_ref(file_index, event_end - len(images))
             tail = deleted if kind == DELETE else live
-            for n, (_, parts, key) in enumerate(images):
-                out.append((key, join((header, *parts, long_bytes(base + n), tail))))
+            for n, (_, body, key) in enumerate(images):
+                if parts:
+                    body = join(body)
+                out.append((key, join((header, body, long_bytes(base + n), tail))))
             count = len(images)
         elif kind == UPDATE:
             if len(images) % 2:
@@ -371,9 +401,11 @@ class FastRows:
                 _, after, new = images[n + 1]
                 if before == after or (self.floats and self._same(before, after)):
                     continue  # an update that changes nothing publishes nothing
+                if parts:
+                    before, after = join(before), join(after)
                 if old != new:
-                    out.append((old, join((header, *before, long_bytes(base + n), deleted))))
-                out.append((new, join((header, *after, long_bytes(base + n + 1), live))))
+                    out.append((old, join((header, before, long_bytes(base + n), deleted))))
+                out.append((new, join((header, after, long_bytes(base + n + 1), live))))
         else:
             return None
         for key, message in out:
