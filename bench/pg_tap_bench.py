@@ -97,7 +97,7 @@ def spy(path: str) -> subprocess.Popen[bytes]:
     """py-spy sampling this process (the tap's thread and the client's) into ``path``."""
     sampler = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record",
                                 "--pid", str(os.getpid()), "--rate", "1000", "--idle",
-                                "--format", "raw", "--output", path],
+                                "--nonblocking", "--format", "raw", "--output", path],
                                stdout=subprocess.DEVNULL)
     time.sleep(1.0)  # attached
     return sampler

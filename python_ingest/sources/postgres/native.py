@@ -1,10 +1,11 @@
-"""The tap's fast path in C (tuplecodec.c): built here with the machine's C compiler, loaded by
-fastpath.py when it is there.
+"""The tap's per-row work in C (tuplecodec.c): built here with the machine's C compiler, used by
+fastpath.py (the encoder) and wire.py (the stream's reading loop) when it is there.
 
 fastpath.py's generated Python encoder stays the reference: the C encoder gives the same bytes
 (tests/sources/postgres/test_native.py compares them type by type) and hands every row it does
-not handle exactly to the Python one. Per row change it costs about a fifth of the Python
-encoder (docs/postgres-source.md, "Speed"), which is what brings the tap near the wire's speed.
+not handle exactly to the Python one. A row costs it about a tenth of the Python encoder's
+time, and reading the stream in C saves three ctypes calls a message (docs/postgres-source.md,
+"Speed"): together what brings the tap near a bare reader's speed.
 
 The module is compiled once per source text and Python version into ``$SLUICE_NATIVE_DIR`` or
 the repository's ``.sluice/native`` (``make setup`` does it: ``python -m
@@ -65,7 +66,7 @@ def build() -> Path:
 
 
 def codec() -> ModuleType | None:
-    """The C encoder module, built when missing; None when switched off or it cannot be built
+    """tuplecodec.c's module, built when missing; None when switched off or it cannot be built
     (said once in the log)."""
     if _loaded:
         return _loaded[0]
@@ -80,8 +81,8 @@ def codec() -> ModuleType | None:
             loader.exec_module(module)
         except (OSError, ImportError, subprocess.CalledProcessError) as exc:
             detail = getattr(exc, "stderr", None) or exc
-            log.info("the PostgreSQL tap's C encoder is not available (%s); the Python "
-                     "encoder does its work", str(detail).strip()[:500])
+            log.info("the PostgreSQL tap's C encoder is not available (%s); it reads and "
+                     "encodes in Python (slower, the same bytes)", str(detail).strip()[:500])
             module = None
     _loaded.append(module)
     return module

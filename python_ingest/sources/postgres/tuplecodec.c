@@ -1,7 +1,8 @@
-/* The PostgreSQL tap's fast path in C: a pgoutput TupleData straight to its Kafka key and Avro
- * message, as fastpath.py's generated Python encoder does (that one is the reference: the tests
- * compare both byte for byte). Built by native.py (make setup); without a C compiler the tap
- * uses the Python encoder alone.
+/* The PostgreSQL tap's per-row work in C: the replication stream's messages read off libpq
+ * (read_copy, for wire.py), and a pgoutput TupleData straight to its Kafka key and Avro
+ * message (encode), as fastpath.py's generated Python encoder does (that one is the
+ * reference: the tests compare both byte for byte). Built by native.py (make setup); without
+ * a C compiler the tap reads and encodes in Python alone.
  *
  * encode(plan, buf, at, ref, tail) -> (key, message) | whatever plan's Python encoder returns.
  * Whenever a row holds anything this file does not handle exactly as the Python encoder (a
@@ -356,7 +357,96 @@ python:
     return python_encode(plan, args);
 }
 
+/* read_copy(conn, get_copy_data, free_mem, consume_input, limit): wire.py's reading loop over
+ * libpq (the functions' addresses as psycopg2's libpq has them), for a replication stream in
+ * CopyBoth mode: (payloads, wal_end, other, status). payloads: the XLogData messages' data
+ * (their 25-byte header off), wal_end: the server's WAL end in the last of them (0: none),
+ * other: the first message that is not XLogData (a keepalive, for wire.py to answer), status:
+ * 0 nothing more is waiting, 1 ``limit`` reached, 2 ``other`` stopped it, -1 / -2
+ * PQgetCopyData's end of stream / error, -3 PQconsumeInput failed. */
+typedef int (*get_copy_data_t)(void *, char **, int);
+typedef void (*free_mem_t)(void *);
+typedef int (*consume_input_t)(void *);
+
+static PyObject *read_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_copy(conn, get_copy_data, free_mem, consume_input, limit)");
+        return NULL;
+    }
+    void *conn = PyLong_AsVoidPtr(args[0]);
+    get_copy_data_t get = (get_copy_data_t)PyLong_AsVoidPtr(args[1]);
+    free_mem_t free_mem = (free_mem_t)PyLong_AsVoidPtr(args[2]);
+    consume_input_t consume = (consume_input_t)PyLong_AsVoidPtr(args[3]);
+    Py_ssize_t limit = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (conn == NULL || get == NULL || free_mem == NULL || consume == NULL) {
+        PyErr_SetString(PyExc_ValueError, "read_copy: a NULL connection or function");
+        return NULL;
+    }
+    PyObject *payloads = PyList_New(0);
+    if (payloads == NULL)
+        return NULL;
+    PyObject *other = NULL;
+    unsigned long long wal_end = 0;
+    int status = 1, consumed = 0;
+    while (PyList_GET_SIZE(payloads) < limit) {
+        char *buffer = NULL;
+        int size = get(conn, &buffer, 1);
+        if (size > 0) {
+            consumed = 1;
+            if (buffer[0] == 'w' && size >= 25) {
+                const unsigned char *q = (const unsigned char *)buffer + 9;
+                wal_end = 0;
+                for (int i = 0; i < 8; i++)
+                    wal_end = (wal_end << 8) | q[i];
+                PyObject *payload = PyBytes_FromStringAndSize(buffer + 25, size - 25);
+                free_mem(buffer);
+                if (payload == NULL || PyList_Append(payloads, payload) < 0) {
+                    Py_XDECREF(payload);
+                    Py_DECREF(payloads);
+                    return NULL;
+                }
+                Py_DECREF(payload);
+                continue;
+            }
+            other = PyBytes_FromStringAndSize(buffer, size);
+            free_mem(buffer);
+            if (other == NULL) {
+                Py_DECREF(payloads);
+                return NULL;
+            }
+            status = 2;
+            break;
+        }
+        if (size == 0) {
+            if (consumed) {
+                status = 0;
+                break;
+            }
+            if (!consume(conn)) {
+                status = -3;
+                break;
+            }
+            consumed = 1;
+            continue;
+        }
+        status = size < -1 ? -2 : -1;
+        break;
+    }
+    if (other == NULL) {
+        other = Py_None;
+        Py_INCREF(other);
+    }
+    return Py_BuildValue("(NKNi)", payloads, wal_end, other, status);
+}
+
 static PyMethodDef methods[] = {
+    {"read_copy", (PyCFunction)(void (*)(void))read_copy, METH_FASTCALL,
+     "read_copy(conn, get_copy_data, free_mem, consume_input, limit): "
+     "(payloads, wal_end, other, status)"},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
      "encode(plan, buf, at, ref, tail): (key, message), or the plan's Python encoder's answer"},
     {NULL, NULL, 0, NULL}};

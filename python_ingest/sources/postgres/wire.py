@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from python_ingest.exceptions import TapError
+from python_ingest.sources.postgres import native
 
 _KEEPALIVE = struct.Struct(">Qq?")  # WAL end, send time, reply requested
 _STATUS = struct.Struct(">cQQQq?")  # 'r', write, flush, apply, client time, reply requested
@@ -77,6 +78,11 @@ class ReplicationStream:
         self._lock = threading.Lock()
         self.wal_end = 0  # the server's WAL end, from its last message
         self._failed: str | None = None  # read_batch: the stream's failure, after its payloads
+        module = native.codec()  # tuplecodec.c's read_copy, when built
+        self._native: tuple[Any, tuple[int, ...]] | None = None if module is None else (
+            module.read_copy, (conn.pgconn_ptr, *(ctypes.cast(f, ctypes.c_void_p).value or 0
+                                                 for f in (lib.PQgetCopyData, lib.PQfreemem,
+                                                           lib.PQconsumeInput))))
         self.confirmed = confirmed  # the flush position sent: only ``confirm`` moves it
         self.interval_s = interval_s
         self._sent = time.monotonic()
@@ -95,44 +101,73 @@ class ReplicationStream:
         first and raises on the next call."""
         if self._failed is not None:
             raise TapError(self._failed)
-        pg, buffer, into, get, free = self._pg, self._buffer, self._into, self._get, self._free
         payloads: list[bytes] = []
+        with self._lock:
+            if self._native is not None:
+                self._read_native(payloads, limit)
+            else:
+                self._read(payloads, limit)
+        if self._failed is not None and not payloads:
+            raise TapError(self._failed)
+        return payloads
+
+    def _read(self, payloads: list[bytes], limit: int) -> None:
+        """read_batch's loop in Python (the lock held)."""
+        pg, buffer, into, get, free = self._pg, self._buffer, self._into, self._get, self._free
         append = payloads.append
         consumed = False
         last = None
-        with self._lock:
-            while len(payloads) < limit:
-                size = get(pg, into, 1)
-                if size > 0:
-                    data = _string_at(buffer, size)
-                    free(buffer)
-                    consumed = True
-                    if data[0] == _XLOG_DATA:
-                        append(data[25:])
-                        last = data
-                        continue
-                    if data[0] == _PRIMARY_KEEPALIVE:
-                        wal_end, _at, reply = _KEEPALIVE.unpack_from(data, 1)
-                        self.wal_end = max(self.wal_end, wal_end)
-                        if reply:
-                            self._status(False)
-                        continue
-                    self._failed = f"unknown replication message type {chr(data[0])!r}"
-                elif size == 0:
-                    if consumed:
-                        break
-                    if self._lib.PQconsumeInput(pg):
-                        consumed = True
-                        continue
-                    self._failed = self._error()
-                else:
-                    self._failed = self._ended() if size == -1 else self._error()
-                if not payloads:
-                    raise TapError(self._failed)
+        while len(payloads) < limit:
+            size = get(pg, into, 1)
+            if size > 0:
+                data = _string_at(buffer, size)
+                free(buffer)
+                consumed = True
+                if data[0] == _XLOG_DATA:
+                    append(data[25:])
+                    last = data
+                    continue
+                if self._other(data):
+                    continue
                 break
-            if last is not None:
-                self.wal_end = max(self.wal_end, _WAL_END(last, 9)[0])
-        return payloads
+            if size == 0:
+                if consumed:
+                    break
+                if self._lib.PQconsumeInput(pg):
+                    consumed = True
+                    continue
+                self._failed = self._error()
+                break
+            self._failed = self._ended() if size == -1 else self._error()
+            break
+        if last is not None:
+            self.wal_end = max(self.wal_end, _WAL_END(last, 9)[0])
+
+    def _read_native(self, payloads: list[bytes], limit: int) -> None:
+        """read_batch's loop in C (tuplecodec.c's read_copy, the same steps; the lock held)."""
+        assert self._native is not None
+        read, args = self._native
+        while len(payloads) < limit:
+            got, wal_end, other, status = read(*args, limit - len(payloads))
+            payloads += got
+            self.wal_end = max(self.wal_end, wal_end)
+            if status == 2 and self._other(other):
+                continue
+            if status < 0:
+                self._failed = self._ended() if status == -1 else self._error()
+            break
+
+    def _other(self, data: bytes) -> bool:
+        """A message that is not XLogData: a keepalive is taken (True), anything else fails
+        the stream (False)."""
+        if data[0] == _PRIMARY_KEEPALIVE:
+            wal_end, _at, reply = _KEEPALIVE.unpack_from(data, 1)
+            self.wal_end = max(self.wal_end, wal_end)
+            if reply:
+                self._status(False)
+            return True
+        self._failed = f"unknown replication message type {chr(data[0])!r}"
+        return False
 
     def _error(self) -> str:
         text = self._lib.PQerrorMessage(self._pg) or b""

@@ -135,3 +135,26 @@ def test_random_values_give_the_python_encoders_bytes(key, cents, number, text, 
     row[12] = "t" if flag else "f"
     payload = b"U" + struct.pack(">I", 16401) + b"N" + _tuple(row)
     _same(fast, payload)
+
+
+def test_the_tap_ends_equal_to_its_table_with_and_without_the_c_module(pg_env,
+                                                                       monkeypatch) -> None:
+    """The same changes tapped once on wire.py's and fastpath.py's Python loops (no C module)
+    and once on tuplecodec.c's: the topic replays to the table both times."""
+    env = pg_env
+    env.sql("CREATE TABLE nat (id int PRIMARY KEY, name text, amount numeric(10,2), "
+            "qty int, at timestamptz, note text)")
+    env.add_jobs()
+    env.tap_until_end()
+    env.sql("INSERT INTO nat SELECT g, 'n ' || g, g / 100.0, g % 7, now() - g * interval '1 s', "
+            "CASE WHEN g % 3 = 0 THEN NULL ELSE 'ünï' END FROM generate_series(1, 3000) g")
+    monkeypatch.setattr(native, "codec", lambda: None)
+    python_only = env.tap_until_end()
+    assert python_only.stats.row_changes == 3000
+    assert env.assert_equal("nat") == 3000
+    monkeypatch.undo()
+    env.sql("UPDATE nat SET qty = qty + 1, name = name || 'x', at = now() WHERE id % 2 = 0",
+            "DELETE FROM nat WHERE id % 5 = 0")
+    with_c = env.tap_until_end()
+    assert with_c.stats.row_changes == 1500 + 600
+    assert env.assert_equal("nat") == 2400
