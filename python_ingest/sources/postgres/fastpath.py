@@ -17,6 +17,12 @@ it: a TOASTed value left unchanged (a partial update), a key change or a full ol
 (REPLICA IDENTITY FULL), a value that does not convert (a numeric NaN), a key column without
 a value, a message near Kafka's limit. Both paths give the same bytes
 (tests/sources/postgres/test_fastpath.py compares them type by type).
+
+When tuplecodec.c is built (native.py, ``make setup``), a table whose columns are all of the
+kinds it takes and whose key is one column's text encodes in C (``encode`` is then
+``partial(_tuplecodec.encode, plan)``); the generated Python encoder (``python_encode``) stays
+the reference, and every row the C encoder cannot encode exactly goes to it
+(tests/sources/postgres/test_native.py).
 """
 
 from __future__ import annotations
