@@ -29,6 +29,7 @@ from python_ingest.runtime.jars import (
     DEPENDENCY_PLUGIN,
     MVN_TIMEOUT_S,
     jars_home,
+    maven,
     repo_root,
     resolve_command,
 )
@@ -52,9 +53,7 @@ def resolve(home: Path | None = None, root: Path | None = None) -> Path:
     final = app_dir(home, root)
     if (final / RUN_JAR).is_file():
         return final
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise SetupError("Maven (mvn) is not installed: run 'make setup' (apt package maven)")
+    mvn = maven()
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp", dir=final.parent))
     try:

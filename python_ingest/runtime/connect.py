@@ -33,6 +33,7 @@ from python_ingest.runtime.jars import (
     DEPENDENCY_PLUGIN,
     MVN_TIMEOUT_S,
     jars_home,
+    maven,
     repo_root,
     resolve_command,
 )
@@ -68,9 +69,7 @@ def resolve(home: Path | None = None, root: Path | None = None) -> Path:
     final = jars_dir(home, root)
     if (final / CLASSPATH_FILE).is_file():
         return final
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise SetupError("Maven (mvn) is not installed: run 'make setup' (apt package maven)")
+    mvn = maven()
 
     def fill(tmp: Path) -> None:
         result = subprocess.run(

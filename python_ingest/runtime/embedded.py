@@ -27,6 +27,7 @@ from python_ingest.runtime.jars import (
     jars_home,
     print_or_fail,
     repo_root,
+    tools,
 )
 from python_ingest.runtime.publish import publish_folder
 
@@ -66,10 +67,8 @@ def build(home: Path | None = None, root: Path | None = None) -> Path:
     final = folder(home, root)
     if _complete(final):
         return final
-    mvn, javac = shutil.which("mvn"), shutil.which("javac")
-    if mvn is None or javac is None:
-        raise SetupError("Maven (mvn) and a JDK (javac) are needed to build Debezium's "
-                         "embedded engine for the bench: run 'make setup'")
+    mvn, javac = tools("mvn", "javac", missing="Maven (mvn) and a JDK (javac) are needed to "
+                       "build Debezium's embedded engine for the bench: run 'make setup'")
 
     def fill(tmp: Path) -> None:
         _run([mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(root / POM),

@@ -100,10 +100,22 @@ def spark_jars(home: Path | None = None) -> list[Path]:
     return classpath(home or jars_home(), "spark", repo_root())
 
 
+def tools(*names: str, missing: str) -> list[str]:
+    """The paths of the commands ``names``; a SetupError saying ``missing`` (what to install)
+    when one is not on PATH."""
+    found = [shutil.which(name) for name in names]
+    if None in found:
+        raise SetupError(missing)
+    return [path for path in found if path is not None]
+
+
+def maven() -> str:
+    """The mvn command (a SetupError saying how to install it when missing)."""
+    return tools("mvn", missing=MAVEN_MISSING)[0]
+
+
 def _mvn_command(pom: Path, use: str, output: Path, *, force_update: bool) -> list[str]:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise SetupError("Maven (mvn) is not installed: run 'make setup' (apt package maven)")
+    mvn = maven()
     command = [mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(pom),
                f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={output}",
                "-DincludeScope=runtime"]
@@ -201,6 +213,9 @@ def _point_current(final: Path, use: str) -> None:
     tmp_link.unlink(missing_ok=True)
     tmp_link.symlink_to(final.name)
     os.replace(tmp_link, link)
+
+
+MAVEN_MISSING = "Maven (mvn) is not installed: run 'make setup' (apt package maven)"
 
 
 def print_or_fail(action: Callable[[], Iterable[object]]) -> int:

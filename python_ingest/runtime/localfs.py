@@ -81,11 +81,10 @@ def build() -> Path:
                          "jar is missing (run 'make setup' in a full checkout)")
     if path.is_file():
         return path
-    javac, jar = shutil.which("javac"), shutil.which("jar")
-    if javac is None or jar is None:
-        raise SetupError("javac and jar are not installed: install a JDK (Debian: apt-get "
-                         "install openjdk-17-jdk-headless), or run 'make setup'")
-    from python_ingest.runtime.jars import repo_root
+    from python_ingest.runtime.jars import repo_root, tools
+
+    javac, jar = tools("javac", "jar", missing="javac and jar are not installed: install a JDK "
+                       "(Debian: apt-get install openjdk-17-jdk-headless), or run 'make setup'")
 
     def fill(tmp: Path) -> None:
         classes = tmp / "classes"
