@@ -12,7 +12,6 @@ storage, both its HTTP and its management port on 127.0.0.1, and waits for its C
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -28,7 +27,7 @@ from python_ingest.exceptions import SetupError
 from python_ingest.runtime.jars import (
     DEPENDENCY_PLUGIN,
     MVN_TIMEOUT_S,
-    jars_home,
+    hashed_dir,
     maven,
     repo_root,
     resolve_command,
@@ -42,9 +41,7 @@ CCOMPAT = "/apis/ccompat/v7"  # the Confluent Schema Registry API
 
 def app_dir(home: Path | None = None, root: Path | None = None) -> Path:
     """Where the unpacked application lives: named after the pom's content hash."""
-    pom = (root or repo_root()) / POM
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
-    return (home or jars_home()).resolve() / f"apicurio-{digest}"
+    return hashed_dir(home, "apicurio", (root or repo_root()) / POM)
 
 
 def resolve(home: Path | None = None, root: Path | None = None) -> Path:

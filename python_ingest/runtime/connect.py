@@ -15,7 +15,6 @@ converter does, so what lands is what any Confluent-framed Avro topic holds.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -32,7 +31,7 @@ from python_ingest.exceptions import SetupError
 from python_ingest.runtime.jars import (
     DEPENDENCY_PLUGIN,
     MVN_TIMEOUT_S,
-    jars_home,
+    hashed_dir,
     maven,
     repo_root,
     resolve_command,
@@ -48,9 +47,8 @@ APICURIO_API = "/apis/registry/v2"  # the API Apicurio's 2.x converter speaks (A
 
 
 def jars_dir(home: Path | None = None, root: Path | None = None) -> Path:
-    pom = (root or repo_root()) / POM
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
-    return (home or jars_home()).resolve() / f"connect-{digest}"
+    """Where the pinned jars live: named after the pom's content hash."""
+    return hashed_dir(home, "connect", (root or repo_root()) / POM)
 
 
 def classpath(home: Path | None = None) -> list[Path]:

@@ -13,7 +13,6 @@ runs it. Nothing is fetched at run time.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from python_ingest.runtime.jars import (
     CLASSPATH_FILE,
     DEPENDENCY_PLUGIN,
     MVN_TIMEOUT_S,
-    jars_home,
+    hashed_dir,
     print_or_fail,
     repo_root,
     tools,
@@ -41,8 +40,7 @@ JAVAC_TIMEOUT_S = 300
 def folder(home: Path | None = None, root: Path | None = None) -> Path:
     """Where the jars and the compiled class live (built or not)."""
     root = root or repo_root()
-    digest = hashlib.sha256((root / POM).read_bytes() + (root / SOURCE).read_bytes())
-    return (home or jars_home()).resolve() / f"debezium-embedded-{digest.hexdigest()[:12]}"
+    return hashed_dir(home, "debezium-embedded", root / POM, root / SOURCE)
 
 
 def _complete(where: Path) -> bool:

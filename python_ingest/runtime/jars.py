@@ -68,10 +68,16 @@ def pom_path(root: Path, use: str) -> Path:
     return pom
 
 
+def hashed_dir(home: Path | None, name: str, *inputs: Path) -> Path:
+    """``<jars home>/<name>-<sha256 of the inputs, 12 hex>``: where what a pom (and its
+    sources) resolve to lives, so that a changed pom resolves again, beside the old."""
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in inputs)).hexdigest()[:12]
+    return (home or jars_home()).resolve() / f"{name}-{digest}"
+
+
 def target_dir(home: Path, use: str, root: Path) -> Path:
     """Where the jars of ``use`` live once resolved: named after the pom's content hash."""
-    digest = hashlib.sha256(pom_path(root, use).read_bytes()).hexdigest()[:12]
-    return home.resolve() / f"{use}-{digest}"
+    return hashed_dir(home, use, pom_path(root, use))
 
 
 def _listed(folder: Path) -> list[Path] | None:
