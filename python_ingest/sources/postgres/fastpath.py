@@ -145,7 +145,7 @@ class FastTable:
             pieces += [f"a{i}", f"b{i}"] if code in _TWO_PIECES else [f"a{i}"]
         lines += ["    except (ValueError, TypeError, OverflowError, IndexError, struct_error):",
                   "        return None  # the general path converts it again and reports it",
-                  f'    message = b"".join(({", ".join(pieces)}, ref, tail))']
+                  f'    message = b"".join(({", ".join(pieces)}, varint(ref << 1), tail))']
         if self.raw_key:
             lines.append("    key = key0")
         else:
@@ -178,9 +178,9 @@ class FastTable:
             space[f"last{i}"] = [None, b""]
         exec(compile(self.source, f"<fastpath {table.shape.qualified}>", "exec"), space)
         # encode(buf, at, ref, tail): (key, message) of the TupleData at buf[at:] with the ref
-        # key's bytes ref and the envelope tail; None when the change must take the general
-        # path
-        self.python_encode: Callable[[bytes, int, bytes, bytes], tuple[bytes, bytes] | None] = \
+        # key ref (an int, never negative: its Avro long is varint(ref << 1)) and the envelope
+        # tail; None when the change must take the general path
+        self.python_encode: Callable[[bytes, int, int, bytes], tuple[bytes, bytes] | None] = \
             space["encode"]
         self.encode = self.python_encode
         plan = self._native_plan(codes, header, space) if self.raw_key else None

@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 NATIVE_ENV = "SLUICE_NATIVE"  # "0": the Python encoder alone
 NATIVE_DIR_ENV = "SLUICE_NATIVE_DIR"
 SOURCE = Path(__file__).with_name("tuplecodec.c")
+# read once, with the Python modules: a process that imported this code builds and loads the C
+# of the same checkout, even when the file changes on disk while it runs
+_TEXT = SOURCE.read_bytes() if SOURCE.exists() else b""
 _NAME = "_tuplecodec"
 _loaded: list[ModuleType | None] = []  # [module or None] once tried
 
@@ -42,7 +45,7 @@ def target() -> Path:
     override = os.environ.get(NATIVE_DIR_ENV)
     root = Path(override).expanduser() if override else \
         Path(__file__).resolve().parents[3] / ".sluice" / "native"
-    digest = hashlib.sha256(SOURCE.read_bytes() + sys.version.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(_TEXT + sys.version.encode()).hexdigest()[:16]
     return root / digest / (_NAME + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
 
 
@@ -52,14 +55,17 @@ def build() -> Path:
     out = target()
     if out.exists():
         return out
+    if not _TEXT:
+        raise OSError(f"{SOURCE} is missing")
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise OSError("no C compiler (cc or gcc) on the PATH")
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        built = Path(tmp) / out.name
+        built, source = Path(tmp) / out.name, Path(tmp) / SOURCE.name
+        source.write_bytes(_TEXT)
         subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-Wall",
-                        f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(built)],
+                        f"-I{sysconfig.get_paths()['include']}", str(source), "-o", str(built)],
                        check=True, capture_output=True, text=True)
         os.replace(built, out)  # whole or not at all, when two processes build at once
     return out

@@ -58,7 +58,6 @@ log = logging.getLogger(__name__)
 _U32 = struct.Struct(">I")
 _DELETE, _NEW = 68, 78  # 'D'; 'N': a new tuple follows
 _ROW_CHANGES = frozenset(b"IUD")  # Insert, Update, Delete
-_FAST_REFS = 1 << 18  # below it, a ref key's first three bytes come from the index (RefKeys)
 
 
 class PgTap(TapTables, TapCheckpoints):
@@ -171,16 +170,10 @@ class PgTap(TapTables, TapCheckpoints):
             # takes the general path
             if fast is not None and (payload[5] == _NEW) != (tag == _DELETE):
                 index = self._index
-                refs = self._refs
-                if index < _FAST_REFS and refs.high:  # RefKeys.encode, without its call
-                    v = (index << 1) | refs.mid
-                    ref = bytes(((v & 127) | 128, ((v >> 7) & 127) | 128, (v >> 14) | 128)) \
-                        + refs.high
-                else:
-                    if index >= MAX_CHANGES:
-                        ref_key(self._commit_lsn, index)  # raises, saying why
-                    ref = refs.encode(index)
-                found = fast.encode(payload, 6, ref, self._tails[tag == _DELETE])
+                if index >= MAX_CHANGES:
+                    ref_key(self._commit_lsn, index)  # raises, saying why
+                found = fast.encode(payload, 6, self._refs.base + index,  # the ref key
+                                    self._tails[tag == _DELETE])
                 if found is not None:
                     self._index = index + 1
                     self.stats.row_changes += 1

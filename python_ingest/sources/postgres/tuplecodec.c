@@ -4,7 +4,8 @@
  * reference: the tests compare both byte for byte). Built by native.py (make setup); without
  * a C compiler the tap reads and encodes in Python alone.
  *
- * encode(plan, buf, at, ref, tail) -> (key, message) | whatever plan's Python encoder returns.
+ * encode(plan, buf, at, ref, tail) -> (key, message) | whatever plan's Python encoder returns;
+ * ref is the change's ref key (an int), tail the envelope's bytes after it.
  * Whenever a row holds anything this file does not handle exactly as the Python encoder (a
  * NULL key, a TOASTed value, a numeric beyond 18 digits or NaN, an integer beyond 64 bits,
  * invalid UTF-8, a converter that raises, a message near the limit...), it hands the whole row
@@ -188,7 +189,7 @@ static PyObject *python_encode(PyObject *plan, PyObject *const *args) {
 static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 9 ||
-            !PyBytes_Check(args[1]) || !PyBytes_Check(args[3]) || !PyBytes_Check(args[4])) {
+            !PyBytes_Check(args[1]) || !PyLong_Check(args[3]) || !PyBytes_Check(args[4])) {
         PyErr_SetString(PyExc_TypeError, "encode(plan, buf, at, ref, tail)");
         return NULL;
     }
@@ -208,7 +209,8 @@ static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t narg
     const char *buf = PyBytes_AS_STRING(args[1]);
     Py_ssize_t size = PyBytes_GET_SIZE(args[1]);
     Py_ssize_t at = PyLong_AsSsize_t(args[2]);
-    if (at < 0 || at + 2 > size) {
+    unsigned long long ref = PyLong_AsUnsignedLongLong(args[3]);  /* the ref key itself */
+    if (at < 0 || at + 2 > size || PyErr_Occurred() || ref >> 63) {
         PyErr_Clear();
         return python_encode(plan, args);
     }
@@ -217,8 +219,8 @@ static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t narg
         return python_encode(plan, args);
     at += 2;
 
-    Py_ssize_t bound = PyBytes_GET_SIZE(header) + (size - at) + columns * 11 +
-                       PyBytes_GET_SIZE(args[3]) + PyBytes_GET_SIZE(args[4]);
+    Py_ssize_t bound = PyBytes_GET_SIZE(header) + (size - at) + columns * 11 + 10 +
+                       PyBytes_GET_SIZE(args[4]);
     PyObject *message = PyBytes_FromStringAndSize(NULL, bound);
     if (message == NULL)
         return NULL;
@@ -328,8 +330,7 @@ static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t narg
         k++;
     if (k == key_size)
         goto python;
-    memcpy(out, PyBytes_AS_STRING(args[3]), (size_t)PyBytes_GET_SIZE(args[3]));
-    out += PyBytes_GET_SIZE(args[3]);
+    out = put_varint(out, ref << 1);  /* an Avro long, never negative: zigzag is a shift */
     memcpy(out, PyBytes_AS_STRING(args[4]), (size_t)PyBytes_GET_SIZE(args[4]));
     out += PyBytes_GET_SIZE(args[4]);
     Py_ssize_t length = out - PyBytes_AS_STRING(message);

@@ -120,7 +120,7 @@ def test_every_type_and_edge_value_gives_the_general_paths_bytes(data_center) ->
                                  (b"U" + struct.pack(">I", OID) + b"N" + _tuple(row), False),
                                  (b"D" + struct.pack(">I", OID) + b"K" + _tuple(row), True)):
             tail = envelope_tail("postgres", env.event_ts_ms, data_center, deleted)
-            assert fast.encode(payload, 6, long_bytes(ref), tail) == \
+            assert fast.encode(payload, 6, ref, tail) == \
                 _general(table, payload, ref, env), \
                 (row, chr(payload[0]))
 
@@ -135,19 +135,19 @@ def test_keys_composite_and_of_every_kind_match_the_general_path() -> None:
     assert fast is not None and not fast.raw_key
     for row in _rows():
         payload = _insert(row)
-        assert fast.encode(payload, 6, long_bytes(9), tail) == _general(table, payload, 9, env)
+        assert fast.encode(payload, 6, 9, tail) == _general(table, payload, 9, env)
     # a text key: the server's bytes are the key
     table = _table(key=("t",))
     fast = FastTable.of(table)
     assert fast is not None and fast.raw_key
     payload = _insert(_rows()[0])
-    assert fast.encode(payload, 6, b"\x12", tail)[0] == "naïve ✓ 日本".encode()  # type: ignore[index]
+    assert fast.encode(payload, 6, 9, tail)[0] == "naïve ✓ 日本".encode()  # type: ignore[index]
     # a composite key part holding the separator: the general path decides (it refuses)
     table = _table(key=("id", "t"))
     fast = FastTable.of(table)
     row = _rows()[0]
     row[9] = f"a{KEY_SEPARATOR}b"
-    assert fast is not None and fast.encode(_insert(row), 6, b"\x12", tail) is None
+    assert fast is not None and fast.encode(_insert(row), 6, 9, tail) is None
 
 
 def test_changes_the_fast_path_leaves_to_the_general_path() -> None:
@@ -156,7 +156,7 @@ def test_changes_the_fast_path_leaves_to_the_general_path() -> None:
     assert fast is not None
     tail = envelope_tail("postgres", 5, None, False)
     row = _rows()[0]
-    assert fast.encode(_insert(row), 6, b"\x02", tail) is not None
+    assert fast.encode(_insert(row), 6, 1, tail) is not None
     cases = {
         "an unchanged TOASTed value": {9: pgoutput.UNCHANGED},
         "a key without a value": {0: None},
@@ -169,11 +169,11 @@ def test_changes_the_fast_path_leaves_to_the_general_path() -> None:
         values = list(row)
         for index, value in change.items():
             values[index] = value
-        assert fast.encode(_insert(values), 6, b"\x02", tail) is None, why
-    assert fast.encode(_insert(row[:-1]), 6, b"\x02", tail) is None  # another column count
+        assert fast.encode(_insert(values), 6, 1, tail) is None, why
+    assert fast.encode(_insert(row[:-1]), 6, 1, tail) is None  # another column count
     big = list(row)
     big[9] = "x" * 1_000_000  # over Kafka's message limit: the general path leaves it out
-    assert fast.encode(_insert(big), 6, b"\x02", tail) is None
+    assert fast.encode(_insert(big), 6, 1, tail) is None
 
 
 def test_tables_the_fast_path_does_not_take() -> None:

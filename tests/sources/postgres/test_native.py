@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from python_ingest.sources.postgres import native, pgoutput
-from python_ingest.sources.postgres.fastpath import FastTable, envelope_tail, long_bytes
+from python_ingest.sources.postgres.fastpath import FastTable, envelope_tail
 from tests.sources.postgres.test_fastpath import COLUMNS, _insert, _table, _tuple
 
 pytestmark = [pytest.mark.postgres_source, pytest.mark.reliability]
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.postgres_source, pytest.mark.reliability]
 _NOT_NATIVE = ("by", "m")  # bytea and money: the table stays on the Python encoder
 NATIVE_COLUMNS = tuple(c for c in COLUMNS if c[0] not in _NOT_NATIVE)
 TAIL = envelope_tail("postgres", 1_700_000_000_123, "dc-1", False)
-REF = long_bytes((0x16B3748 << 18) | 5)
+REF = (0x16B3748 << 18) | 5
 
 
 @pytest.fixture(scope="module")
