@@ -202,7 +202,9 @@ def main() -> int:
                 dbz_rate = args.changes / last
                 print(f"debezium embedded (MariaDB connector, JSON to a file): {args.changes} "
                       f"row changes, first in {first:.1f}s, last in {last:.1f}s from the "
-                      f"engine's start = {dbz_rate:,.0f} row changes/s ({dbz.bytes:,} bytes; "
+                      f"engine's start = {dbz_rate:,.0f} row changes/s "
+                      f"({args.changes / max(last - first, 1e-9):,.0f}/s from its first event; "
+                      f"{dbz.bytes:,} bytes; "
                       f"first line: {dbz.sample[:300]})")
             if not args.no_bare:
                 read, seconds = bare_read(source, start)

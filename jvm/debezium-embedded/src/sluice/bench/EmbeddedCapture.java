@@ -62,6 +62,11 @@ public final class EmbeddedCapture {
                     try {
                         for (ChangeEvent<String, String> record : records) {
                             String value = record.value();
+                            if (last[0] != 0) {
+                                // done (the file may be closed): later events are not counted
+                                committer.markProcessed(record);
+                                continue;
+                            }
                             if (value != null && record.destination().endsWith(suffix)) {
                                 out.write(String.valueOf(record.key()));
                                 out.write('\t');
