@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -91,6 +92,18 @@ def bare_read(source: object, slot: str, publication: str, changes: int,
     seconds = time.monotonic() - began
     conn.close()
     return rows, seconds
+
+
+class TimedTap(PgTap):
+    """The tap, noting when its first Relation message came (its start ends there): one call
+    per table, nothing per row."""
+
+    first = 0.0
+
+    def _relation(self, rel: Any) -> None:
+        if not self.first:
+            self.first = time.monotonic()
+        super()._relation(rel)
 
 
 def spy(path: str) -> subprocess.Popen[bytes]:
@@ -180,7 +193,8 @@ def main() -> int:
                 profiler.enable()
             sampler = spy(args.py_spy) if args.py_spy else None
             began = time.monotonic()
-            stats = PgTap(settings, source).run(until_end=True)
+            tap = TimedTap(settings, source)
+            stats = tap.run(until_end=True)
             seconds = time.monotonic() - began
             if sampler is not None:
                 sampler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
@@ -190,6 +204,9 @@ def main() -> int:
 
                 profiler.disable()
                 pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.profile)
+            print(f"tap's phases: start {tap.first - began:.2f}s (checks, topics, "
+                  f"connections, until the first Relation), stream and finish "
+                  f"{began + seconds - tap.first:.2f}s")
             tap_rate = rate_of("tap (decode + convert + Avro + produce + acks + checkpoints)",
                                stats, seconds)
             print(f"pg-tap: changes={stats.row_changes} tap={tap_rate:.0f} bare={bare_rate:.0f} "
