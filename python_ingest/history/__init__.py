@@ -25,7 +25,9 @@ the lake's columns     the row's values after the change that opened the version
 ``_is_current``        the key's newest version, not closed by a delete
 ``_is_deleted``        a delete version (``hard_deletes: new_record``: a delete opens a
                        version carrying the row as it was; with ``invalidate`` it only closes
-                       the current version)
+                       the current version; a delete with no version to close, one that
+                       arrived before its insert, is kept as a marker row: deleted, never
+                       current, ``_valid_to`` = ``_valid_from``, so older changes stay stale)
 ``_batch_id``          the batch that opened the version; never changed afterwards (the change
                        feed filters on it)
 ``_closed_ref_key``    the ref key of the change that closed the version (the next version's,
