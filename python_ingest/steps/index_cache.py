@@ -15,7 +15,9 @@ thread, a rebuild, ``sluice maintain`` from another process, another runner that
 over) moves the position, and the next batch reads the index again. A batch the index already
 holds entries of (a rerun after a kill between the index and the lake commit) is not served
 from memory. An index of more than ``MAX_KEYS`` keys is not held (about 150 bytes a key in
-Python): such jobs read the index per batch, in SQL.
+Python): such jobs read the index per batch, in SQL. All the indexes one process holds keep
+at most ``TOTAL_KEYS`` keys together: past it the least recently used are dropped, to be read
+again when their jobs next run.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_KEYS = int(os.environ.get("SLUICE_INDEX_CACHE_KEYS", "2000000"))
+# the keys of every index held in one process: a runner of hundreds of jobs holds the indexes
+# of the jobs that ran last; the others are read again when their jobs next run
+TOTAL_KEYS = int(os.environ.get("SLUICE_INDEX_CACHE_TOTAL_KEYS", "4000000"))
 
 
 @dataclass
@@ -49,6 +54,7 @@ class _Held:
     through_batch: int  # the newest batch whose entries it has
     states: dict[str, KeyState] = field(default_factory=dict)
     unindexed: int = 0  # batches whose entries only the lake's commits carry yet
+    used: float = field(default_factory=time.monotonic)
 
 
 _held: dict[str, _Held] = {}
@@ -74,9 +80,28 @@ def states(spark: SparkSession, tables: JobTables, batch_id: int
                 _held.pop(index, None)
                 return None
             _held[index] = held
+    held.used = time.monotonic()
+    _evict(index)
     if held.through_batch >= batch_id:
         return None
     return held.states
+
+
+def _evict(keep: str) -> None:
+    """Drop the least recently used indexes but ``keep`` while all held hold more than
+    ``TOTAL_KEYS`` keys. Safe whenever: what was held is in the index table or in the lake's
+    commits (``bring_up`` writes those before the index is read again)."""
+    with _lock:
+        total = sum(len(h.states) for h in _held.values())
+        for index, held in sorted(_held.items(), key=lambda item: item[1].used):
+            if total <= TOTAL_KEYS:
+                break
+            if index != keep:
+                total -= len(held.states)
+                del _held[index]
+                log.info("index %s no longer held in memory (%d keys): the indexes held "
+                         "exceed %d keys (SLUICE_INDEX_CACHE_TOTAL_KEYS)", index,
+                         len(held.states), TOTAL_KEYS)
 
 
 def _load(spark: SparkSession, index: str, now: str | None) -> _Held | None:
