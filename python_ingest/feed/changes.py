@@ -12,19 +12,20 @@ query (file slices only) cannot promise.
 A version opened in the range is
 
 * an **insert** when the key had no earlier version, or the earlier one was deleted (a
-  ``new_record`` delete version, or, with ``hard_deletes: invalidate``, closed before this
-  one opened: a gap in the key's validity);
-* an **update** otherwise, its before image the previous version;
+  ``new_record`` delete version, or a version a delete closed: its ``_closed_ref_key`` is not
+  this version's ref key);
+* an **update** otherwise, its before image the previous version (by ref key);
 * a **delete** when it is a delete version (``_is_deleted``, ``hard_deletes: new_record``).
 
-With ``hard_deletes: invalidate`` a delete writes no version: it closes the current one, which
-then has no version following it, or one that opens later (a re-insert). Such a delete is in the
-range when the version's ``_valid_to`` is (by time), or when the batch that closed it is (by
-batch: ``_closed_batch_id`` when the history records it; docs/history.md).
+With ``hard_deletes: invalidate`` (and for a TRUNCATE) a delete writes no version: it closes
+the current one, whose ``_closed_ref_key`` then names a change that opened no version of the
+key. The feed lists it as a delete with that ref key, in the batch that closed the version
+(``_closed_batch_id``), at the version's ``_valid_to``.
 
-The points: a batch id (``_batch_id``, the batch that opened the version) or a time (the
-version's ``_valid_from``, the source commit time of its change; for an invalidated delete the
-version's ``_valid_to``), both bounds included.
+The points: a batch id (``_batch_id``, the batch that opened the version; a delete's
+``_closed_batch_id``) or a time (the version's ``_valid_from``, the source commit time of its
+change; a delete's ``_valid_to``), both bounds included. The schema and rules of the history:
+python_ingest/history/__init__.py.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ if TYPE_CHECKING:
 # the columns the history adds to the lake's, and the lake's own framework columns: neither is
 # part of a before or after image (the image is the row's payload)
 VALIDITY_COLUMNS = ("_valid_from", "_valid_to", "_is_current")
-CLOSED_BATCH = "_closed_batch_id"  # the batch that closed a version, when the history has it
+CLOSED_REF = "_closed_ref_key"  # the change that closed a version (the next one, or a delete)
+CLOSED_BATCH = "_closed_batch_id"  # the batch that closed it
 OPS = ("insert", "update", "delete")
 
 
@@ -212,23 +214,26 @@ def changes_frame(spark: SparkSession, table: str, since: Point,
     of the payload columns), in source order. Only the keys with a change in the range are
     read whole (their neighbouring versions give the before images)."""
     columns = [f.name for f in spark.table(table).schema.fields]
+    missing = [c for c in (CLOSED_REF, CLOSED_BATCH) if c not in columns]
+    if missing:
+        raise SluiceError(f"{table} has no column {', '.join(missing)}: it was not written by "
+                          "sluice's history (python_ingest/history), or by an older one; "
+                          "the change feed needs them to find deletes")
     payload = ", ".join(f"'{c}', {_quoted(c)}" for c in image_columns(columns))
     image = f"named_struct({payload})"
-    closed_batch = CLOSED_BATCH if CLOSED_BATCH in columns else "cast(null as bigint)"
     opened = _bounds("_valid_from", since, until, "_batch_id")
-    time_only = all(p is None or p.batch is None for p in (since, until))
-    if CLOSED_BATCH in columns or time_only:
-        closed = _bounds("_valid_to", since, until, "_closed_batch")
-    else:  # by batch, and the history does not say which batch closed a version
-        closed = "false"
-    # a version's successor by ref key: an invalidated delete is a closed version whose
-    # successor is missing or opens later (a re-insert)
+    closed = _bounds("_valid_to", since, until, CLOSED_BATCH)
+    # a version closed by a change that opened no version of the key is closed by a delete
+    # (hard_deletes: invalidate, TRUNCATE): its successor, if any, is a re-insert
     sql = f"""
     with
 
     history as (
 
-        select *, {closed_batch} as _closed_batch from {table}
+        select
+            *,
+            not coalesce(_is_deleted, false) and {CLOSED_REF} is not null as _is_closed
+        from {table}
 
     ),
 
@@ -236,8 +241,7 @@ def changes_frame(spark: SparkSession, table: str, since: Point,
 
         select distinct _row_key from history where {opened}
         union
-        select distinct _row_key from history
-        where not _is_current and not coalesce(_is_deleted, false) and {closed}
+        select distinct _row_key from history where _is_closed and {closed}
 
     ),
 
@@ -248,15 +252,16 @@ def changes_frame(spark: SparkSession, table: str, since: Point,
             _ref_key,
             _event_ts,
             _batch_id,
-            _closed_batch,
             _valid_from,
             _valid_to,
-            _is_current,
+            {CLOSED_REF} as _closed_ref,
+            {CLOSED_BATCH},
             coalesce(_is_deleted, false) as _deleted,
+            _is_closed,
             {image} as _image,
-            lag(struct(coalesce(_is_deleted, false) as deleted, _valid_to as valid_to,
+            lag(struct(coalesce(_is_deleted, false) as deleted, {CLOSED_REF} as closed_ref,
                        {image} as image)) over by_ref as _previous,
-            lead(_valid_from) over by_ref as _next_valid_from
+            lead(_ref_key) over by_ref as _next_ref
         from history
         left semi join changed_keys using (_row_key)
         window by_ref as (partition by _row_key order by _ref_key)
@@ -269,36 +274,36 @@ def changes_frame(spark: SparkSession, table: str, since: Point,
             case
                 when _deleted then 'delete'
                 when _previous is null or _previous.deleted
-                    or _previous.valid_to < _valid_from then 'insert'
+                    or not (_previous.closed_ref <=> _ref_key) then 'insert'
                 else 'update'
             end as op,
             _row_key as key,
             _ref_key as ref_key,
             _event_ts as event_ts,
             _batch_id as batch_id,
-            case when _previous is null or _previous.deleted
-                      or (not _deleted and _previous.valid_to < _valid_from) then null
-                 else _previous.image end as before,
+            case
+                when _previous is null or _previous.deleted then null
+                when not _deleted and not (_previous.closed_ref <=> _ref_key) then null
+                else _previous.image
+            end as before,
             case when _deleted then null else _image end as after
         from versions
         where {opened}
 
     ),
 
-    invalidated as (
+    closed_by_deletes as (
 
         select
             'delete' as op,
             _row_key as key,
-            cast(null as bigint) as ref_key,
+            _closed_ref as ref_key,
             _valid_to as event_ts,
-            _closed_batch as batch_id,
+            {CLOSED_BATCH} as batch_id,
             _image as before,
             cast(null as {_struct_type(spark, table, columns)}) as after
         from versions
-        where not _is_current and not _deleted
-            and (_next_valid_from is null or _next_valid_from > _valid_to)
-            and {closed}
+        where _is_closed and not (_next_ref <=> _closed_ref) and {closed}
 
     ),
 
@@ -306,12 +311,12 @@ def changes_frame(spark: SparkSession, table: str, since: Point,
 
         select * from opened
         union all
-        select * from invalidated
+        select * from closed_by_deletes
 
     )
 
     select * from feed
-    order by event_ts, ref_key nulls last, key
+    order by event_ts, ref_key, key
     """
     return spark.sql(sql)
 

@@ -11,7 +11,8 @@ from typing import Any
 COLUMNS = [("_row_key", "string"), ("trip_id", "bigint"), ("city_name", "string"),
            ("fare_amount", "decimal(10,2)"), ("_ref_key", "bigint"), ("_is_deleted", "boolean"),
            ("_event_ts", "timestamp"), ("_batch_id", "bigint"), ("_valid_from", "timestamp"),
-           ("_valid_to", "timestamp"), ("_is_current", "boolean")]
+           ("_valid_to", "timestamp"), ("_is_current", "boolean"), ("_closed_ref_key", "bigint"),
+           ("_closed_batch_id", "bigint")]
 T0 = dt.datetime(2026, 3, 1, 8, 0)
 
 
@@ -41,13 +42,16 @@ def create(spark: Any, table: str, table_format: str) -> None:
 
 
 def version(key: int, ref: int, minute: int, batch: int, fare: float | None,
-            deleted: bool = False, until: int | None = None) -> tuple[Any, ...]:
-    """One version row: trip ``key`` after change ``ref`` at ``minute``, valid ``until``."""
+            deleted: bool = False, until: tuple[int, int, int] | None = None
+            ) -> tuple[Any, ...]:
+    """One version row: trip ``key`` after change ``ref`` at ``minute``; ``until``: closed at
+    (minute, by ref key, in batch)."""
     from decimal import Decimal
 
+    end, ref_closing, batch_closing = until or (None, None, None)
     return (str(key), key, "Zürich", None if fare is None else Decimal(f"{fare:.2f}"), ref,
-            deleted, at(minute), batch, at(minute), None if until is None else at(until),
-            until is None)
+            deleted, at(minute), batch, at(minute), None if end is None else at(end),
+            until is None, ref_closing, batch_closing)
 
 
 def insert(spark: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
@@ -62,13 +66,20 @@ def insert(spark: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
         spark.conf.unset("hoodie.spark.sql.insert.into.operation")
 
 
-def close(spark: Any, table: str, ends: dict[tuple[int, int], int]) -> None:
-    """Close versions {(key, ref): minute}: one update in place (a log or delete file)."""
-    cases = " ".join(f"when _row_key = '{k}' and _ref_key = {r} then timestamp'{at(m)}'"
-                     for (k, r), m in ends.items())
+def close(spark: Any, table: str, ends: dict[tuple[int, int], tuple[int, int, int]]) -> None:
+    """Close versions {(key, ref): (minute, closing ref key, closing batch)}: one update in
+    place (a log or delete file)."""
+    def case(value: Any) -> str:
+        return "case " + " ".join(f"when _row_key = '{k}' and _ref_key = {r} then {value(e)}"
+                                  for (k, r), e in ends.items()) + " end"
+
+    def moment(end: tuple[int, int, int]) -> str:
+        return f"timestamp'{at(end[0])}'"
+
     which = " or ".join(f"(_row_key = '{k}' and _ref_key = {r})" for k, r in ends)
-    spark.sql(f"update {table} set _valid_to = case {cases} end, _is_current = false "
-              f"where {which}")
+    spark.sql(f"update {table} set _valid_to = {case(moment)}, "
+              f"_closed_ref_key = {case(lambda e: e[1])}, "
+              f"_closed_batch_id = {case(lambda e: e[2])}, _is_current = false where {which}")
 
 
 def build_three_batches(spark: Any, table: str, table_format: str) -> None:
@@ -76,7 +87,8 @@ def build_three_batches(spark: Any, table: str, table_format: str) -> None:
 
     batch 1: trips 1, 2, 3 inserted (refs 10, 11, 12 at 08:00, 08:01, 08:02)
     batch 2: trip 1 updated (ref 20, 09:00); trip 2 deleted as a new record (ref 21, 09:01);
-             trip 3 deleted by invalidation (its version closed at 09:02, no new version)
+             trip 3 deleted by invalidation (ref 22: its version closed at 09:02, no new
+             version)
     batch 3: trip 1's late change ref 15 (08:30) spliced between 10 and 20; trip 2 inserted
              again (ref 31, 10:01); trip 4 inserted (ref 32, 10:02)
     """
@@ -86,9 +98,11 @@ def build_three_batches(spark: Any, table: str, table_format: str) -> None:
     # batches 2 and 3 in one write (each row carries its batch), then every closing in one
     # update in place: three commits keep the test short, the closings stay uncompacted
     insert(spark, table, [version(1, 20, 60, 2, 20), version(2, 21, 61, 2, None, deleted=True),
-                          version(1, 15, 30, 3, 15, until=60), version(2, 31, 121, 3, 31),
+                          version(1, 15, 30, 3, 15, until=(60, 20, 3)),
+                          version(2, 31, 121, 3, 31),
                           version(4, 32, 122, 3, 32)])
-    close(spark, table, {(1, 10): 30, (2, 11): 61, (3, 12): 62, (2, 21): 121})
+    close(spark, table, {(1, 10): (30, 15, 3), (2, 11): (61, 21, 2), (3, 12): (62, 22, 2),
+                         (2, 21): (121, 31, 3)})
 
 
 def merge_on_read_files(spark: Any, table: str, table_format: str) -> int:

@@ -69,17 +69,18 @@ def test_inserts_updates_deletes_by_batch_and_by_time_on_merge_on_read_tables(
     assert merge_on_read_files(spark, table, table_format) > 0  # nothing compacted
 
     # batch 2: the update's before image is the source's row before it: the late change
-    # (ref 15, batch 3) spliced in; trip 3's invalidation has no version, so by batch only
-    # a history recording the closing batch lists it (by time below)
+    # (ref 15, batch 3) spliced in; trip 3's invalidation (ref 22) opened no version: found by
+    # the version it closed
     assert _feed(spark, table, "2", "2") == [
-        ("update", "1", 20, 2, 15.0, 20.0), ("delete", "2", 21, 2, 11.0, None)]
+        ("update", "1", 20, 2, 15.0, 20.0), ("delete", "2", 21, 2, 11.0, None),
+        ("delete", "3", 22, 2, 12.0, None)]
     assert _feed(spark, table, "3") == [  # --until: the newest batch
         ("update", "1", 15, 3, 10.0, 15.0), ("insert", "2", 31, 3, None, 31.0),
         ("insert", "4", 32, 3, None, 32.0)]
     # by source commit time: the invalidation at its time
     assert _feed(spark, table, at(60).isoformat(), at(120).isoformat()) == [
         ("update", "1", 20, 2, 15.0, 20.0), ("delete", "2", 21, 2, 11.0, None),
-        ("delete", "3", None, None, 12.0, None)]
+        ("delete", "3", 22, 2, 12.0, None)]
     if table_format == "hudi":  # the rest reads the same files as above: once is enough
         from python_ingest.runtime.catalog import location
 

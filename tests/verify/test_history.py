@@ -26,8 +26,8 @@ def test_current_versions_equal_the_lake_and_a_difference_is_found(
     make_settings({job_name: trips_job(job_name, table_format="iceberg")})
     lake, history = f"lake.{job_name}", f"lake.{job_name}__history"
     create(spark, history, table_format)
-    insert(spark, history, [version(1, 10, 0, 1, 10, until=60), version(1, 20, 60, 2, 20),
-                            version(2, 11, 1, 1, 11), version(3, 12, 2, 1, 12, until=62),
+    insert(spark, history, [version(1, 10, 0, 1, 10, until=(60, 20, 2)), version(1, 20, 60, 2, 20),
+                            version(2, 11, 1, 1, 11), version(3, 12, 2, 1, 12, until=(62, 22, 2)),
                             version(4, 21, 3, 2, None, deleted=True)])
     lake_columns = ", ".join(f"`{n}` {t}" for n, t in COLUMNS[:8])
     spark.sql(f"create table {lake} ({lake_columns}) using iceberg")
