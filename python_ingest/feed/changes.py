@@ -162,11 +162,8 @@ def _value(value: Any) -> Any:
 
 
 def history_name(tables: JobTables) -> str | None:
-    """``lake.<lake model>__history`` (tables.names.JobTables.history), None without a lake."""
-    named = getattr(tables, "history", None)
-    if named is not None or tables.lake is None:
-        return named
-    return f"{tables.lake}__history"
+    """``lake.<lake model>__history``, None for a job without a lake model."""
+    return tables.history
 
 
 def history_table(spark: SparkSession, job: JobConfig, tables: JobTables) -> str:
