@@ -219,9 +219,9 @@ def main() -> int:
             ratio = tap_rate / dbz_rate if dbz_rate else 0.0
             print(f"tap: changes={args.changes} sluice={tap_rate:.0f} debezium={dbz_rate:.0f} "
                   f"ratio={ratio:.2f}")
-        finally:
-            broker.stop(settings)
+        finally:  # the server first: the broker's stop waits for nothing of it
             db.stop()
+            broker.stop(settings)
     return 0
 
 
