@@ -15,7 +15,8 @@ A version opened in the range is
   ``new_record`` delete version, or a version a delete closed: its ``_closed_ref_key`` is not
   this version's ref key);
 * an **update** otherwise, its before image the previous version (by ref key);
-* a **delete** when it is a delete version (``_is_deleted``, ``hard_deletes: new_record``).
+* a **delete** when it is a delete version (``_is_deleted``: ``hard_deletes: new_record``, or
+  the marker of a delete that found no version to close, listed without a before image).
 
 With ``hard_deletes: invalidate`` (and for a TRUNCATE) a delete writes no version: it closes
 the current one, whose ``_closed_ref_key`` then names a change that opened no version of the
