@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from python_ingest.runtime.publish import STALE_S, publish_folder
+from tests.concurrency import run_concurrently
 
 
 def _complete(folder: Path) -> bool:
@@ -55,11 +56,7 @@ def test_two_concurrent_builds_keep_one_folder(tmp_path: Path) -> None:
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=build) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_concurrently(build)
     assert errors == []
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     assert _complete(tmp_path / "out")

@@ -67,16 +67,10 @@ def test_equal_then_each_change_behind_the_pipelines_back_is_found_by_key_and_co
     assert equal.rows_moved == 0  # equal tables: no row crosses the wire
 
     # behind the pipeline's back: not in the binlog, so the lake never sees it
-    changes = ["SET SESSION sql_log_bin = 0", "SET SESSION sql_mode = 'STRICT_TRANS_TABLES'",
-               "DELETE FROM kinds WHERE id = 3",
-               "INSERT INTO kinds (id, txt, due) VALUES (999, 'only in the source', "
-               "'2000-01-01')"]
-    changed_rows = {}
-    for offset, (column, value) in enumerate(NEW_VALUES.items()):
-        row = 10 + offset
-        changes.append(f"UPDATE kinds SET {column} = {value} WHERE id = {row}")
-        changed_rows[str(row)] = [column]
-    env.sql(*changes)
+    changed_rows = env.change_rows(
+        "kinds", 10, NEW_VALUES, "SET SESSION sql_log_bin = 0",
+        "SET SESSION sql_mode = 'STRICT_TRANS_TABLES'", "DELETE FROM kinds WHERE id = 3",
+        "INSERT INTO kinds (id, txt, due) VALUES (999, 'only in the source', '2000-01-01')")
 
     found = verify(spark, env.settings(), job, lake, range_rows=4, fanout=4, settle_s=30, quiet_s=3)
     assert not found.equal

@@ -9,7 +9,6 @@ text as text (non-ASCII included), BLOB as bytes, NULL as None.
 from __future__ import annotations
 
 import json
-import random
 import shutil
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -31,17 +30,9 @@ TITLES = ("naïve café", "Ærøskøbing", "日本語のタイトル", "emoji �
 class DocsWorkload(Steps):
     """Random transactions on ``docs``: inserts, updates of some columns, deletes."""
 
-    def __init__(self, conn: Any, seed: int, first_id: int = 1) -> None:
-        self.conn = conn
-        self.conn.autocommit(False)
-        self.rng = random.Random(seed)
-        self.next_id = first_id
-
     def _value(self, column: str) -> Any:
         rng = self.rng
-        if rng.random() < 0.15:
-            return None
-        return {
+        return self.maybe({
             "title": lambda: rng.choice(TITLES),
             "body": lambda: rng.choice(("ça va ✓", "x" * rng.randint(0, 300), "línea\nnueva")),
             "due": lambda: date(rng.randint(1990, 2030), rng.randint(1, 12), rng.randint(1, 28)),
@@ -52,7 +43,7 @@ class DocsWorkload(Steps):
                                         rng.randint(0, 23), rng.randint(0, 59), rng.randint(0, 59),
                                         rng.randint(0, 999) * 1000),
             "score": lambda: Decimal(rng.randint(-10**12, 10**12)) / 10**6,
-        }[column]()
+        }[column])
 
     def _change(self, cur: Any, ids: list[int]) -> None:
         columns = ("title", "body", "due", "attrs", "payload", "seen_at", "score")

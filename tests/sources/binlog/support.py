@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +94,19 @@ class TapEnv:
                 rows = list(cur.fetchall())
             return rows
 
+    def change_rows(self, table: str, first_row: int, new_values: dict[str, str],
+                    *statements: str) -> dict[str, list[str]]:
+        """Run ``statements``, then one UPDATE of ``table`` per column of ``new_values``, on
+        rows (``id``) ``first_row``, ``first_row + 1``, ...: {row key: [the column changed]}."""
+        changes = list(statements)
+        changed = {}
+        for offset, (column, value) in enumerate(new_values.items()):
+            row = first_row + offset
+            changes.append(f"UPDATE {table} SET {column} = {value} WHERE id = {row}")
+            changed[str(row)] = [column]
+        self.sql(*changes)
+        return changed
+
     # ---- the tap --------------------------------------------------------------------
 
     def add_jobs(self) -> dict[str, Any]:
@@ -110,6 +126,14 @@ class TapEnv:
         tap = kinds.tap(settings, settings.source(self.source))
         tap.run(until_end=True)
         return tap
+
+    def start_tapping(self, *statements: str) -> None:
+        """Run ``statements`` (the tables), add the tables' jobs and save the tap's checkpoint
+        at the log's end: what comes after is what the test's tap publishes."""
+        if statements:
+            self.sql(*statements)
+        self.add_jobs()
+        self.tap_until_end()
 
     def start_tap(self, wait: bool = True) -> subprocess.Popen[str]:
         """The real `sluice tap` in its own process."""
@@ -180,22 +204,29 @@ class TapEnv:
                 raise AssertionError(f"tap did not catch up: checkpoint {cp}, log end {target}")
             time.sleep(0.2)
 
-    def kill_taps_while(self, writer: Any, rng: Any, pause_s: tuple[float, float]) -> int:
+    def kill_taps_during(self, run: Callable[[], None], rng: Any,
+                         pause_s: tuple[float, float]) -> int:
         """`sluice tap` SIGKILLed at random moments (some while starting) and restarted while
-        ``writer`` (a thread) runs, then once more: caught up and stopped cleanly. Returns how
-        many taps were killed."""
-        kills = 0
-        while writer.is_alive():
-            tap = self.start_tap(wait=rng.random() < 0.7)
-            time.sleep(rng.uniform(*pause_s))
-            tap.send_signal(signal.SIGKILL)
-            tap.wait()
-            kills += 1
-        writer.join()
-        tap = self.start_tap()
-        self.wait_caught_up()
-        self.stop_tap(tap)
-        return kills
+        ``run`` (a workload) goes on in a thread, then once more: caught up and stopped
+        cleanly. Returns how many taps were killed; taps left running are killed."""
+        writer = threading.Thread(target=run)
+        writer.start()
+        try:
+            kills = 0
+            while writer.is_alive():
+                tap = self.start_tap(wait=rng.random() < 0.7)
+                time.sleep(rng.uniform(*pause_s))
+                tap.send_signal(signal.SIGKILL)
+                tap.wait()
+                kills += 1
+            writer.join()
+            tap = self.start_tap()
+            self.wait_caught_up()
+            self.stop_tap(tap)
+            return kills
+        finally:
+            writer.join()
+            self.close()
 
     def stop_tap(self, process: subprocess.Popen[str], sig: int = signal.SIGTERM) -> str:
         process.send_signal(sig)
@@ -312,10 +343,24 @@ def _same(value: Any) -> Any:
 
 
 class Steps:
-    """A workload of ``step()``s (transactions), run ``steps`` times ``pause_s`` apart."""
+    """A workload of ``step()``s (transactions, committed by the workload) on ``conn``, run
+    ``steps`` times ``pause_s`` apart; ``rng`` from ``seed``, new rows' ids from ``first_id``."""
+
+    def __init__(self, conn: Any, seed: int, first_id: int = 1) -> None:
+        self.conn = conn
+        if callable(conn.autocommit):  # PyMySQL: a method; psycopg2: an attribute
+            conn.autocommit(False)
+        else:
+            conn.autocommit = False
+        self.rng = random.Random(seed)
+        self.next_id = first_id
 
     def step(self) -> None:
         raise NotImplementedError
+
+    def maybe(self, make: Callable[[], Any]) -> Any:
+        """A random value from ``make()``, or null one time in about seven."""
+        return None if self.rng.random() < 0.15 else make()
 
     def run(self, steps: int, pause_s: float = 0.0) -> None:
         for _ in range(steps):

@@ -127,9 +127,7 @@ def test_drop_database_deletes_each_followed_table_and_new_tables_flow(tap_env) 
 @pytest.mark.reliability
 def test_rename_table_stops_both_names_clearly(tap_env) -> None:
     env = tap_env
-    env.sql("CREATE TABLE r (id INT PRIMARY KEY)")
-    env.add_jobs()
-    env.tap_until_end()
+    env.start_tapping("CREATE TABLE r (id INT PRIMARY KEY)")
     env.sql("INSERT INTO r VALUES (1)")
     env.tap_until_end()
     env.sql("RENAME TABLE r TO r2", "INSERT INTO r2 VALUES (2)",

@@ -37,9 +37,7 @@ def _published(env: TapEnv) -> int:
 @pytest.mark.reliability
 def test_resuming_against_another_server_is_refused(tap_env, server_b: LocalServer) -> None:
     env = tap_env
-    env.sql("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
-    env.add_jobs()
-    env.tap_until_end()
+    env.start_tapping("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
     _fill(env, 1, 5)
     env.tap_until_end()
     checkpoint = env.checkpoint()
@@ -65,9 +63,7 @@ def test_resuming_after_reset_master_is_refused(tmp_path: Path, workdir: Path, b
     with server_b.root() as conn, conn.cursor() as cur:
         cur.execute("CREATE DATABASE reset_db")
     env = TapEnv(tmp_path, workdir, broker, server_b, "reset_db")
-    env.sql("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
-    env.add_jobs()
-    env.tap_until_end()
+    env.start_tapping("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
     _fill(env, 1, 20)
     env.tap_until_end()
     checkpoint = env.checkpoint()

@@ -27,9 +27,7 @@ def _published_ids(env, table: str) -> list[int]:
 @pytest.mark.reliability
 def test_only_committed_xa_transactions_are_published(tap_env) -> None:
     env = tap_env
-    env.sql("CREATE TABLE x (id INT PRIMARY KEY, v INT)")
-    env.add_jobs()
-    env.tap_until_end()
+    env.start_tapping("CREATE TABLE x (id INT PRIMARY KEY, v INT)")
     env.sql("INSERT INTO x VALUES (0, 0)")
     with env.server.root(env.database) as conn, conn.cursor() as cur:
         _xa(cur, "rolled", "INSERT INTO x VALUES (1, 1)", "UPDATE x SET v = 10 WHERE id = 0",

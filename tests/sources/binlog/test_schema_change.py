@@ -8,30 +8,22 @@ from decimal import Decimal
 
 import pytest
 
-from tests.sources.binlog.workload import Workload
+from tests.sources.binlog.workload import workload_tapped
 
 
 @pytest.mark.e2e
 def test_added_column_mid_stream_is_a_new_version_and_ends_equal(tap_env) -> None:
     env = tap_env
-    with env.server.root(env.database) as conn:
-        Workload.create(conn)
-        env.add_jobs()
-        env.tap_until_end()
-        tap = env.start_tap()
-        try:
-            workload = Workload(conn, seed=8)
-            workload.run(150)
-            env.sql("ALTER TABLE orders ADD COLUMN coupon VARCHAR(20) NULL, "
-                    "ADD COLUMN discount DECIMAL(5,2) NULL")
-            env.sql("UPDATE orders SET coupon = 'SPRING-ß', discount = 2.50 WHERE id % 3 = 0")
-            workload.run(150)  # inserts without the new columns, updates of old rows
-            env.sql("INSERT INTO orders (customer, amount, status, updated_at, coupon) "
-                    "VALUES ('Zoë', 1.00, 'new', '2024-01-01', 'NEW')")
-            env.wait_caught_up()
-            env.stop_tap(tap)
-        finally:
-            env.close()
+    with workload_tapped(env, seed=8) as (workload, tap):
+        workload.run(150)
+        env.sql("ALTER TABLE orders ADD COLUMN coupon VARCHAR(20) NULL, "
+                "ADD COLUMN discount DECIMAL(5,2) NULL")
+        env.sql("UPDATE orders SET coupon = 'SPRING-ß', discount = 2.50 WHERE id % 3 = 0")
+        workload.run(150)  # inserts without the new columns, updates of old rows
+        env.sql("INSERT INTO orders (customer, amount, status, updated_at, coupon) "
+                "VALUES ('Zoë', 1.00, 'new', '2024-01-01', 'NEW')")
+        env.wait_caught_up()
+        env.stop_tap(tap)
     registry = env.tmp / "registry" / f"{env.database}.orders"
     assert sorted(p.name for p in registry.glob("*.avsc")) == ["1.avsc", "2.avsc"]
     assert env.assert_equal("orders") > 50
@@ -43,23 +35,15 @@ def test_added_column_mid_stream_is_a_new_version_and_ends_equal(tap_env) -> Non
 @pytest.mark.e2e
 def test_incompatible_change_stops_only_that_table_and_keeps_its_position(tap_env) -> None:
     env = tap_env
-    with env.server.root(env.database) as conn:
-        Workload.create(conn)
-        env.add_jobs()
-        env.tap_until_end()
-        tap = env.start_tap()
-        try:
-            workload = Workload(conn, seed=9)
-            workload.run(100)
-            before_alter = env.master()
-            env.sql("ALTER TABLE order_lines DROP COLUMN qty")
-            after_alter = env.master()
-            env.sql("UPDATE order_lines SET price = price + 1")
-            env.sql("UPDATE orders SET qty = 42")
-            env.wait_caught_up()
-            out = env.stop_tap(tap)
-        finally:
-            env.close()
+    with workload_tapped(env, seed=9) as (workload, tap):
+        workload.run(100)
+        before_alter = env.master()
+        env.sql("ALTER TABLE order_lines DROP COLUMN qty")
+        after_alter = env.master()
+        env.sql("UPDATE order_lines SET price = price + 1")
+        env.sql("UPDATE orders SET qty = 42")
+        env.wait_caught_up()
+        out = env.stop_tap(tap)
     assert tap.returncode == 1
     assert f"STOPPED {env.database}.order_lines" in out
     assert "dropped or renamed column(s) qty" in out
@@ -93,3 +77,44 @@ def test_widening_type_changes_flow_as_a_new_schema_version(tap_env) -> None:
     assert (amount["precision"], amount["scale"]) == (14, 2)
     assert env.assert_equal("w") == 2  # old and new versions' messages read with the newest
     assert env.oracle("w")["1"]["amount"] == Decimal("1234567891.00")
+
+
+@pytest.mark.e2e
+@pytest.mark.reliability
+def test_widened_columns_reach_the_lake_with_their_wide_values(tap_env, format_spark,
+                                                               table_format) -> None:
+    """Issue #50 (what to build 2), the lake side: after DECIMAL(8,2) -> DECIMAL(12,2),
+    INT -> BIGINT and VARCHAR(10) -> TEXT, rows that need the new width land whole in every
+    table of the job (raw, the lake; Hudi through the batch path, Iceberg through dbt's
+    staging, valid and lake_merge), equal to MariaDB row for row; nothing stops."""
+    from tests.sources.binlog.lake import (
+        assert_lake_equals_source,
+        job_of,
+        make_project,
+        run_pipeline,
+        scaffold,
+    )
+
+    env, spark = tap_env, format_spark
+    env.table_format = table_format
+    make_project(env.tmp)
+    env.sql("CREATE TABLE wide (id INT PRIMARY KEY, n INT, amount DECIMAL(8,2), "
+            "name VARCHAR(10))")
+    scaffold(env)
+    env.tap_until_end()  # the tap's start: the rows below are in its stream
+    env.sql("INSERT INTO wide VALUES (1, 7, 123456.12, 'a'), (2, 2147483647, -999999.99, 'b')")
+    env.tap_until_end()
+    assert all(r.outcome == "succeeded" for r in run_pipeline(spark, env))
+    env.sql("ALTER TABLE wide MODIFY n BIGINT, MODIFY amount DECIMAL(12,2), MODIFY name TEXT",
+            "INSERT INTO wide VALUES (3, 9007199254740993, 12345678.12, REPEAT('é', 300))",
+            "UPDATE wide SET amount = -9999999999.99, n = n * 1000000 WHERE id IN (1, 2)")
+    env.tap_until_end()
+    runs = run_pipeline(spark, env)
+    assert all(r.outcome == "succeeded" for r in runs), [r.details.get("error") for r in runs]
+    assert assert_lake_equals_source(spark, env, "wide") == 3
+    job = job_of(env, "wide")
+    for table in (f"raw.{job}", f"lake.{job}"):
+        assert spark.table(table).schema["amount"].dataType.simpleString() == \
+            "decimal(12,2)", table
+    assert {r["amount"] for r in spark.table(f"lake.{job}").collect()} == \
+        {Decimal("-9999999999.99"), Decimal("12345678.12")}

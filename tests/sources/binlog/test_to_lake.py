@@ -90,12 +90,8 @@ def test_tap_and_pipeline_killed_at_random_moments_end_equal(tap_env, spark) -> 
         env.sql(DOCS)
         scaffold(env)
         env.tap_until_end()
-        writer = _writer(DocsWorkload(conn, seed=48).run, 300, 0.03)
-        try:
-            kills = env.kill_taps_while(writer, rng, (0.2, 1.5))
-        finally:
-            writer.join()
-            env.close()
+        workload = DocsWorkload(conn, seed=48)
+        kills = env.kill_taps_during(lambda: workload.run(300, 0.03), rng, (0.2, 1.5))
         # the pipeline: `sluice run --all` in its own process, SIGKILLed at a random moment
         # (after its JVM started: in ingest, staging, fork or merge), then run again here
         pipeline = subprocess.Popen([sys.executable, "-m", "python_ingest.cli", "--config",

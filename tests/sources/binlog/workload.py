@@ -6,7 +6,8 @@ multi-table transactions, primary key changes and rolled-back transactions.
 
 from __future__ import annotations
 
-import random
+import contextlib
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -23,13 +24,25 @@ NAMES = ("Ana", "Björk", "Chloé", "Dmitri", "Eşref", "Fatima", "Grégoire", "
 STATUSES = ("new", "paid", "shipped", "cancelled")
 
 
+@contextlib.contextmanager
+def workload_tapped(env: Any, seed: int) -> Iterator[tuple[Workload, Any]]:
+    """The workload's tables with their jobs and the tap's checkpoint at the binlog's end, then
+    `sluice tap` running: (the workload, the tap's process); taps left running are killed."""
+    with env.server.root(env.database) as conn:
+        Workload.create(conn)
+        env.start_tapping()
+        tap = env.start_tap()
+        try:
+            yield Workload(conn, seed=seed), tap
+        finally:
+            env.close()
+
+
 class Workload(Steps):
     """Runs random transactions against ``orders`` and ``order_lines`` of one database."""
 
     def __init__(self, conn: Any, seed: int) -> None:
-        self.conn = conn
-        self.rng = random.Random(seed)
-        self.conn.autocommit(False)
+        super().__init__(conn, seed)
         self.transactions = 0
 
     @staticmethod

@@ -25,6 +25,7 @@ from python_ingest.steps.jobs import job_status, run_ingest
 from python_ingest.tables.checkpoints import read_checkpoint
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
+from tests.concurrency import run_concurrently
 from tests.conftest import REPO, STATE_DIR, sluice_cmd
 
 pytestmark = [pytest.mark.files, pytest.mark.e2e, pytest.mark.usefixtures("fresh_leases")]
@@ -261,11 +262,7 @@ def test_two_concurrent_runs_land_each_partition_exactly_once(
         except BaseException as exc:  # noqa: BLE001  # reported by the test
             failures.append(exc)
 
-    threads = [threading.Thread(target=runs) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_concurrently(runs)
     assert failures == []
     expected = Counter(r for hour in range(8) for r in range(100 * (hour + 1),
                                                               100 * (hour + 1) + 3))

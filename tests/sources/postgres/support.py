@@ -26,6 +26,17 @@ def admin(postgres: Any, database: str = "postgres") -> Iterator[Any]:
         conn.close()
 
 
+def partitioned_events(below_2024: str = "") -> tuple[str, ...]:
+    """A table ``events`` partitioned by year (2023, 2024); ``below_2024``: how 2024 is
+    partitioned further."""
+    return ("CREATE TABLE events (id int, at date, what text, PRIMARY KEY (id, at)) "
+            "PARTITION BY RANGE (at)",
+            "CREATE TABLE events_2023 PARTITION OF events FOR VALUES FROM ('2023-01-01') "
+            "TO ('2024-01-01')",
+            "CREATE TABLE events_2024 PARTITION OF events FOR VALUES FROM ('2024-01-01') "
+            "TO ('2025-01-01')" + below_2024)
+
+
 @dataclass
 class PgEnv(TapEnv):
     """One test's PostgreSQL database and ``kind: postgres`` source (``self.server`` is the

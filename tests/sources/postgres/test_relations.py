@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.sources.postgres.support import partitioned_events
+
 pytestmark = [pytest.mark.postgres_source, pytest.mark.reliability]
 
 BIG = "(SELECT string_agg(md5(random()::text || g), '') FROM generate_series(1, 300) g)"
@@ -213,12 +215,7 @@ def test_truncate_of_one_partition_deletes_its_rows_only(pg_env) -> None:
     the tap's trigger on each partition puts it in the stream, and the tap deletes exactly
     that partition's rows. A TRUNCATE of the whole table still deletes every row once."""
     env = pg_env
-    env.sql("CREATE TABLE events (id int, at date, what text, PRIMARY KEY (id, at)) "
-            "PARTITION BY RANGE (at)",
-            "CREATE TABLE events_2023 PARTITION OF events FOR VALUES FROM ('2023-01-01') "
-            "TO ('2024-01-01')",
-            "CREATE TABLE events_2024 PARTITION OF events FOR VALUES FROM ('2024-01-01') "
-            "TO ('2025-01-01') PARTITION BY HASH (id)",  # two levels, hashed below
+    env.sql(*partitioned_events(" PARTITION BY HASH (id)"),  # two levels, hashed below
             "CREATE TABLE events_2024_a PARTITION OF events_2024 "
             "FOR VALUES WITH (MODULUS 2, REMAINDER 0)",
             "CREATE TABLE events_2024_b PARTITION OF events_2024 "

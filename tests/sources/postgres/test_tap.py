@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.sources.postgres.support import partitioned_events
+
 pytestmark = pytest.mark.postgres_source
 
 ORDERS = """CREATE TABLE orders (
@@ -239,12 +241,7 @@ def test_a_large_transaction_over_several_tables(pg_env) -> None:
 def test_a_partitioned_table_is_one_topic_and_a_retyped_column_stops_its_table(pg_env) -> None:
     """(int to bigint is no change: both are an Avro long; int to text is.)"""
     env = pg_env
-    env.sql("CREATE TABLE events (id int, at date, what text, PRIMARY KEY (id, at)) "
-            "PARTITION BY RANGE (at)",
-            "CREATE TABLE events_2023 PARTITION OF events FOR VALUES FROM ('2023-01-01') "
-            "TO ('2024-01-01')",
-            "CREATE TABLE events_2024 PARTITION OF events FOR VALUES FROM ('2024-01-01') "
-            "TO ('2025-01-01')",
+    env.sql(*partitioned_events(),
             "INSERT INTO events VALUES (1, '2023-05-01', 'old'), (2, '2024-05-01', 'new')",
             "CREATE TABLE sizes (id int PRIMARY KEY, n int)")
     jobs = env.add_jobs()

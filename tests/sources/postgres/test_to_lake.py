@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import signal
-import threading
 
 import pytest
 
@@ -36,14 +35,10 @@ def test_snapshot_and_killed_tap_through_the_pipeline_end_equal(pg_env, spark) -
     assert {"public_orders", "public_notes"} <= set(result.jobs)
     env.bootstrap_all()
     workload = PgWorkload(env.connect, seed=92, first_id=50_000)
-    writer = threading.Thread(target=workload.run, args=(200, 0.01))
-    writer.start()
     try:
-        kills = env.kill_taps_while(writer, rng, (0.3, 1.5))
+        kills = env.kill_taps_during(lambda: workload.run(200, 0.01), rng, (0.3, 1.5))
     finally:
-        writer.join()
         workload.close()
-        env.close()
     # the notes table's job (every kind of value; orders is compared through its topic,
     # which keeps the test within the suite's time): `sluice run` in its own process, killed
     # mid-batch (the raw and index tables committed, the lake not), then run again here

@@ -158,9 +158,7 @@ def test_every_type_value_by_value_from_the_stream_and_the_snapshot(pg_env) -> N
 def test_a_value_a_column_cannot_hold_lands_as_null_with_an_error_record(pg_env) -> None:
     """numeric(5,2) holds NaN in PostgreSQL, a decimal cannot: null, and an error record."""
     env = pg_env
-    env.sql("CREATE TABLE prices (id int PRIMARY KEY, p numeric(5,2))")
-    env.add_jobs()
-    env.tap_until_end()
+    env.start_tapping("CREATE TABLE prices (id int PRIMARY KEY, p numeric(5,2))")
     env.sql("INSERT INTO prices VALUES (1, 'NaN'), (2, 3.5)")
     tap = env.tap_until_end()
     assert tap.stats.errors == 1

@@ -68,14 +68,8 @@ def test_equal_then_each_change_behind_the_pipelines_back_is_found(pg_env, spark
     assert equal.position_kind == "LSN" and equal.source_position
 
     # behind the pipeline's back: the tap does not run again, so the lake never sees these
-    changes = ["DELETE FROM every_type WHERE id = 3",
-               "INSERT INTO every_type (id, t) VALUES (999, 'only in PostgreSQL')"]
-    changed = {}
-    for offset, (column, value) in enumerate(NEW_VALUES.items()):
-        row = 6 + offset
-        changes.append(f"UPDATE every_type SET {column} = {value} WHERE id = {row}")
-        changed[str(row)] = [column]
-    env.sql(*changes)
+    changed = env.change_rows("every_type", 6, NEW_VALUES, "DELETE FROM every_type WHERE id = 3",
+                              "INSERT INTO every_type (id, t) VALUES (999, 'only in PostgreSQL')")
 
     # the command line (in this process: the test's session): exit code 1, each difference
     # by key and column, only the differing ranges' rows fetched, the result in meta.runs

@@ -4,7 +4,6 @@ unchanged by an update), some spanning both tables."""
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from tests.sources.binlog.support import Steps
@@ -24,10 +23,7 @@ class PgWorkload(Steps):
     """Random transactions on ``orders`` and ``notes``."""
 
     def __init__(self, connect: Any, seed: int, first_id: int = 1) -> None:
-        self.conn = connect()
-        self.conn.autocommit = False
-        self.rng = random.Random(seed)
-        self.next_id = first_id
+        super().__init__(connect(), seed, first_id)
 
     @staticmethod
     def create(conn: Any) -> None:
@@ -36,9 +32,7 @@ class PgWorkload(Steps):
 
     def _note_value(self, column: str) -> Any:
         rng = self.rng
-        if rng.random() < 0.15:
-            return None
-        return {
+        return self.maybe({
             "title": lambda: rng.choice(TITLES),
             "body": lambda: rng.choice(("ça va ✓", "x" * rng.randint(0, 300),
                                         "".join(rng.choice("abcdefghij0123456789")
@@ -49,7 +43,7 @@ class PgWorkload(Steps):
             "attrs": lambda: f'{{"k": {rng.randint(0, 9)}, "tags": ["é", "ß"], "n": null}}',
             "payload": lambda: bytes(rng.randrange(256) for _ in range(rng.randint(0, 40))),
             "score": lambda: rng.choice((rng.uniform(-1e6, 1e6), float("nan"), float("inf"))),
-        }[column]()
+        }[column])
 
     def _change(self, cur: Any) -> None:
         rng = self.rng
