@@ -137,6 +137,11 @@ class IncompatibleSchemaChange(SluiceError):
     """A table's columns changed in a way older readers cannot follow."""
 
 
+class ColumnTypeChangeError(IncompatibleSchemaChange):
+    """New rows carry a column in a type the table's column cannot widen to without loss
+    (tables/evolve.py): the job stops before writing, its checkpoint unchanged."""
+
+
 class UnsupportedColumn(SluiceError):
     """A column the tap cannot represent; stops that table with this message."""
 

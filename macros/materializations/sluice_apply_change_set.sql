@@ -96,6 +96,9 @@
             {%- endif %}
         {%- endif %}
     {%- else -%}
+        {#- a column whose type the change set widens is widened in the lake first
+            (python_ingest/tables/evolve.py; a narrowing stops the run, named) -#}
+        {%- do adapter.sluice_widen(target | string, lake_columns) -%}
         {#- on_schema_change append_new_columns: the lake table gains new columns, never loses -#}
         {%- set present = adapter.get_columns_in_relation(target) | map(attribute='column')
                           | map('lower') | list -%}

@@ -56,6 +56,7 @@ from python_ingest.steps.index import (
     entries_property,
 )
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint, step_properties
+from python_ingest.tables.evolve import widen_known
 from python_ingest.tables.formats import committing, ensure_table, table_exists
 from python_ingest.tables.lease import check_held
 
@@ -352,6 +353,7 @@ def _upsert(spark: SparkSession, changes: DataFrame, name: str, lake: str, batch
     its commit carrying the merge checkpoint and ``carried`` (the batch's index entries)."""
     columns = [(f.name, f.dataType.simpleString()) for f in changes.schema
                if f.name not in LAKE_BOOKKEEPING] + [("_merged_at", "timestamp")]
+    widen_known(spark, lake, columns)  # a column whose type the batch widens (evolve.py)
     for column, kind in columns:  # on_schema_change append_new_columns, as the macro
         if column.lower() not in present:
             log.info("lake %s gains column %s %s", lake, column, kind)

@@ -259,3 +259,13 @@ def fault(name: str) -> str:
     """A fault point inside a merge's statements (crash tests, runtime/faults.py)."""
     fault_point(name)
     return ""
+
+
+def widen(table: str, columns: list[Any]) -> str:
+    """Widen the columns of ``table`` whose type the rows about to be written widen (the
+    staging converter's append, the lake_merge materialization): tables/evolve.py, which
+    stops the run with a ColumnTypeChangeError on a narrowing."""
+    from python_ingest.tables.evolve import widen as widen_columns
+
+    widen_columns(_spark(), table, [(str(name), str(kind)) for name, kind in columns])
+    return ""

@@ -31,6 +31,7 @@ from python_ingest.runtime.catalog import (
     shared_table,
     split_name,
 )
+from python_ingest.tables.evolve import widen
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -106,7 +107,9 @@ class HudiFormat:
                 *self.payload_columns(spark, table)).schema)
             self.append(empty, table, {})
             log.info("Hudi table %s: first (empty) commit", table)
-        existing = {f.name for f in spark.table(table).schema.fields}
+        schema = spark.table(table).schema
+        existing = {f.name for f in schema.fields}
+        widen(spark, table, columns, schema)  # a column's type the new rows widen (evolve.py)
         missing = [(n, t) for n, t in columns if n not in existing]
         if missing:
             # a write that failed (a batch stopped mid-read) is rolled back by the next write,

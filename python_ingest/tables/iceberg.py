@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from python_ingest.runtime.catalog import refuse_other_format
+from python_ingest.tables.evolve import widen
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -59,7 +60,9 @@ class IcebergFormat:
                       f"tblproperties ({props})")
             log.info("created table %s", table)
             return
-        existing = {f.name for f in spark.table(table).schema.fields}
+        schema = spark.table(table).schema
+        existing = {f.name for f in schema.fields}
+        widen(spark, table, columns, schema)  # a column's type the new rows widen (evolve.py)
         for name, spark_type in columns:
             if name not in existing:
                 spark.sql(f"alter table {table} add column `{name}` {spark_type}")
