@@ -36,8 +36,9 @@ TIMES_BY_ID = TIMES.replace("CREATE TABLE times (", "CREATE TABLE times_id (id I
 KEYED = (
     "CREATE TABLE dkey (k DECIMAL(12,3) NOT NULL PRIMARY KEY, v VARCHAR(5))",
     "CREATE TABLE skey (k VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL PRIMARY KEY, n BIGINT)",
+    "CREATE TABLE ckey (a INT NOT NULL, b SMALLINT NOT NULL, v VARCHAR(5), PRIMARY KEY (b, a))",
 )
-FAST = ("ints", "nums", "times_id", "texts", "dkey", "skey")
+FAST = ("ints", "nums", "times_id", "texts", "dkey", "skey", "ckey")
 GENERAL = ("times", "bytes_like", "uniq")  # a DATE key; keys in sluice_row_id
 
 
@@ -72,6 +73,9 @@ def _workload(env: TapEnv, charsets: dict[str, str]) -> None:
             "UPDATE dkey SET k = -k WHERE v IS NOT NULL",  # key changes: delete + insert
             "UPDATE skey SET n = COALESCE(n, 0) + 1",
             "UPDATE skey SET k = CONCAT(k, '!') WHERE n = 4",
+            "INSERT INTO ckey VALUES (1, 1, 'a'), (1, 2, NULL), (-2, 300, 'b')",
+            "UPDATE ckey SET v = 'c' WHERE a = 1", "UPDATE ckey SET b = 3 WHERE b = 2",
+            "DELETE FROM ckey WHERE a = -2",
             "INSERT INTO bytes_like VALUES (x'00', 1), (x'01', NULL)",
             "UPDATE bytes_like SET v = 5")
     env.sql(*WORK["ints"]["delete"], *WORK["times"]["delete"], *WORK["texts"]["delete"],
