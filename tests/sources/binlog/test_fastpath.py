@@ -25,7 +25,7 @@ from tests.sources.binlog.test_fidelity import (
     _random_floats,
 )
 
-pytestmark = [pytest.mark.reliability]
+pytestmark = [pytest.mark.reliability, pytest.mark.e2e]  # a broker and a MariaDB
 
 NUMS = """CREATE TABLE nums (
   id INT NOT NULL PRIMARY KEY, d38 DECIMAL(38,10), d52 DECIMAL(5,2),
