@@ -10,30 +10,17 @@ from python_ingest.config import Settings
 
 def cmd_debezium_scaffold(args: argparse.Namespace, settings: Settings) -> int:
     """Write the jobs, converters and suites of Debezium topics (docs/debezium.md)."""
-    import os
-    from pathlib import Path
-
-    import yaml
-
-    from python_ingest.config import CONFIG_ENV, DEFAULT_CONFIG_FILE
+    from python_ingest.cli.scaffolding import config_file, say_scaffolded
     from python_ingest.scaffold.debezium import scaffold
     from python_ingest.steps.dbt import project_dir
 
-    config = Path(args.config or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
+    config = config_file(args)
     project = project_dir(settings)
     result = scaffold(settings, args.topic, project, config if config.is_file() else None,
                       value_format=args.value_format, source=args.source,
                       key=args.key.split(",") if args.key else (), job_prefix=args.job_prefix,
                       history=args.history)
-    for path in result.written:
-        print(f"wrote {path.relative_to(project) if path.is_relative_to(project) else path}")
-    if result.kept:
-        print(f"kept {len(result.kept)} existing file(s) as they are")
-    if config.is_file():
-        print(f"jobs added to {config}: {', '.join(result.jobs_added) or 'none (all present)'}")
-    else:
-        print(yaml.safe_dump({"jobs": result.jobs}, sort_keys=False), end="")
-    print("next: `sluice run --all` (or `sluice run <job>`)")
+    say_scaffolded(result, project, config, "next: `sluice run --all` (or `sluice run <job>`)")
     return 0
 
 

@@ -52,29 +52,16 @@ def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
 
 def _scaffold(args: argparse.Namespace, settings: Settings, source: SourceConfig) -> int:
     """Write each tapped table's dbt models and suite, and add its job to the config."""
-    import os
-    from pathlib import Path
-
-    import yaml
-
-    from python_ingest.config import CONFIG_ENV, DEFAULT_CONFIG_FILE
+    from python_ingest.cli.scaffolding import config_file, say_scaffolded
     from python_ingest.scaffold.dbt import scaffold
     from python_ingest.steps.dbt import project_dir
 
-    config = Path(args.config or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
+    config = config_file(args)
     project = project_dir(settings)
     result = scaffold(settings, source, project, config if config.is_file() else None,
                       history=args.history)
-    for path in result.written:
-        print(f"wrote {path.relative_to(project) if path.is_relative_to(project) else path}")
-    if result.kept:
-        print(f"kept {len(result.kept)} existing file(s) as they are")
-    if config.is_file():
-        added = ", ".join(result.jobs_added) or "none (all present)"
-        print(f"jobs added to {config}: {added}")
-    else:
-        print(yaml.safe_dump({"jobs": result.jobs}, sort_keys=False), end="")
-    print(f"next: `sluice run --all` (or `sluice run <job>`) after `sluice tap {source.name}`")
+    say_scaffolded(result, project, config, "next: `sluice run --all` (or `sluice run <job>`) "
+                   f"after `sluice tap {source.name}`")
     return 0
 
 
