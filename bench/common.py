@@ -4,10 +4,31 @@ MariaDB table they change, filled outside the binlog, and the tap's rate as they
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 ITEMS = ("CREATE TABLE bench.items (id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(10,2), "
          "qty INT, updated_at DATETIME(6), note VARCHAR(100))")
+
+
+def bench_settings(work: Path, source: dict[str, Any], **more: Any) -> Any:
+    """A config in ``work`` (its ``sluice.yml``): an embedded broker of its own on a free port,
+    the state under ``work``, ``source`` as the source ``bench`` (``more``: other sections);
+    returns the loaded settings."""
+    import yaml
+
+    from python_ingest.config import load_settings
+    from python_ingest.runtime.processes import free_port
+
+    config = work / "sluice.yml"
+    config.write_text(yaml.safe_dump({
+        **more,
+        "broker": {"bootstrap_servers": f"127.0.0.1:{free_port()}", "embedded": True,
+                   "data_dir": str(work / "broker")},
+        "state_dir": str(work / "state"),
+        "sources": {"bench": source},
+    }))
+    return load_settings(config, env={})
 
 
 def fill_items(cur: Any, rows: int) -> float:

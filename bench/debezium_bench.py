@@ -29,16 +29,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import fill_items  # noqa: E402
+from bench.common import bench_settings, fill_items  # noqa: E402
 from python_ingest.config import load_settings  # noqa: E402
 from python_ingest.kafka import broker  # noqa: E402
 from python_ingest.kafka.client import partition_offsets  # noqa: E402
 from python_ingest.runtime import connect  # noqa: E402
-from python_ingest.runtime.processes import free_port  # noqa: E402
 from python_ingest.sources.binlog import server  # noqa: E402
 from python_ingest.sources.binlog.position import (  # noqa: E402
     BinlogCheckpoint,
@@ -76,19 +73,12 @@ def main() -> int:
             shutil.copy(REPO / name, work / name)
         (work / "macros").symlink_to(REPO / "macros")
         db = LocalServer(work / "mariadb").start()
-        port = free_port()
-        bootstrap = f"127.0.0.1:{port}"
+        settings = bench_settings(
+            work, db.source_config(include=["bench.*"], checkpoint_interval_s=1.0),
+            spark={"master": "local[2]"},
+            catalog={"name": "sluice", "type": "hadoop", "warehouse": str(work / "wh")})
+        bootstrap = settings.broker.bootstrap_servers
         config = work / "sluice.yml"
-        config.write_text(yaml.safe_dump({
-            "spark": {"master": "local[2]"},
-            "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(work / "wh")},
-            "broker": {"bootstrap_servers": bootstrap, "embedded": True,
-                       "data_dir": str(work / "broker")},
-            "state_dir": str(work / "state"),
-            "sources": {"bench": db.source_config(include=["bench.*"],
-                                                  checkpoint_interval_s=1.0)},
-        }))
-        settings = load_settings(config, env={})
         source = settings.source("bench")
         broker.start(settings)
         worker = None

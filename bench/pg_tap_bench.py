@@ -43,13 +43,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import bench_settings  # noqa: E402
 from bench.common import tap_rate as rate_of  # noqa: E402
 from python_ingest.cli.progress import printer  # noqa: E402
-from python_ingest.config import load_settings  # noqa: E402
 from python_ingest.kafka import broker  # noqa: E402
 from python_ingest.sinks.pgserver import LocalPostgres  # noqa: E402
 from python_ingest.sources.postgres import pgoutput, server  # noqa: E402
@@ -144,18 +142,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sluice-pg-tap-bench-") as tmp:
         work = Path(tmp)
         pg = LocalPostgres(settings=server.LOCAL_SETTINGS).start()
-        port = free_port()
-        config = work / "sluice.yml"
-        config.write_text(yaml.safe_dump({
-            "broker": {"bootstrap_servers": f"127.0.0.1:{port}", "embedded": True,
-                       "data_dir": str(work / "broker")},
-            "state_dir": str(work / "state"),
-            "sources": {"bench": {"kind": "postgres", "host": "127.0.0.1", "port": pg.port,
-                                  "user": "sluice", "database": "postgres",
-                                  "include": ["public.items"], "bootstrap_chunk_rows": 50_000,
-                                  "checkpoint_interval_s": 1.0}},
-        }))
-        settings = load_settings(config, env={})
+        settings = bench_settings(work, {
+            "kind": "postgres", "host": "127.0.0.1", "port": pg.port, "user": "sluice",
+            "database": "postgres", "include": ["public.items"], "bootstrap_chunk_rows": 50_000,
+            "checkpoint_interval_s": 1.0})
         source = settings.source("bench")
         broker.start(settings)
         try:

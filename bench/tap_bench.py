@@ -33,14 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import fill_items  # noqa: E402
+from bench.common import bench_settings, fill_items  # noqa: E402
 from bench.common import tap_rate as rate_of  # noqa: E402
 from python_ingest.cli.progress import printer  # noqa: E402
-from python_ingest.config import load_settings  # noqa: E402
 from python_ingest.kafka import broker  # noqa: E402
 from python_ingest.runtime import embedded  # noqa: E402
 from python_ingest.sources.binlog import server  # noqa: E402
@@ -161,17 +158,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sluice-tap-bench-") as tmp:
         work = Path(tmp)
         db = LocalServer(work / "mariadb").start()
-        port = free_port()
-        config = work / "sluice.yml"
-        config.write_text(yaml.safe_dump({
-            "broker": {"bootstrap_servers": f"127.0.0.1:{port}", "embedded": True,
-                       "data_dir": str(work / "broker")},
-            "state_dir": str(work / "state"),
-            "sources": {"bench": db.source_config(include=["bench.items"],
-                                                  bootstrap_chunk_rows=50_000,
-                                                  checkpoint_interval_s=1.0)},
-        }))
-        settings = load_settings(config, env={})
+        settings = bench_settings(work, db.source_config(
+            include=["bench.items"], bootstrap_chunk_rows=50_000, checkpoint_interval_s=1.0))
         source = settings.source("bench")
         broker.start(settings)
         try:
