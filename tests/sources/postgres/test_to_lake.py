@@ -55,3 +55,34 @@ def test_snapshot_and_killed_tap_through_the_pipeline_end_equal(pg_env, spark) -
     job = env.settings().job("public_notes")
     checked = verify(spark, env.settings(), job, "lake.public_notes", settle_s=10, quiet_s=2)
     assert checked.equal and checked.source_rows > 200, checked.differences
+
+
+@pytest.mark.reliability
+def test_widened_columns_reach_the_lake_with_their_wide_values(pg_env, spark) -> None:
+    """Issue #50 (what to build 2), the lake side on PostgreSQL: numeric(8,2) ->
+    numeric(12,2) and varchar(10) -> text, then rows that need the new width: every table of
+    the job takes the wider decimal, the lake equals the table row for row (Hudi)."""
+    from decimal import Decimal
+
+    env = pg_env
+    make_project(env.tmp)
+    env.sql("CREATE TABLE wide (id int PRIMARY KEY, amount numeric(8,2), name varchar(10))")
+    scaffold(env)
+    env.tap_until_end()
+    env.sql("INSERT INTO wide VALUES (1, 123456.12, 'a'), (2, -999999.99, 'b')")
+    env.tap_until_end()
+    job = "public_wide"
+    assert run_jobs(spark, env, [job])[0].outcome == "succeeded"
+    env.sql("ALTER TABLE wide ALTER COLUMN amount TYPE numeric(12,2), "
+            "ALTER COLUMN name TYPE text",
+            "INSERT INTO wide VALUES (3, 12345678.12, repeat('é', 300))",
+            "UPDATE wide SET amount = -9999999999.99 WHERE id = 1")
+    env.tap_until_end()
+    runs = run_jobs(spark, env, [job])
+    assert runs[0].outcome == "succeeded", runs[0].details.get("error")
+    assert assert_lake_equals_source(spark, env, "wide") == 3
+    for table in (f"raw.{job}", f"lake.{job}"):
+        assert spark.table(table).schema["amount"].dataType.simpleString() == \
+            "decimal(12,2)", table
+    assert {r["amount"] for r in spark.table(f"lake.{job}").collect()} == \
+        {Decimal("-9999999999.99"), Decimal("-999999.99"), Decimal("12345678.12")}
