@@ -31,6 +31,7 @@ class Options:
     hard_deletes: str = "invalidate"  # or new_record
     track: frozenset[str] | None = None  # tracked payload columns; None: every column
     valid_to_current: Any = None  # the current version's _valid_to
+    untracked: frozenset[str] = frozenset()  # track_history_except: all columns but these
 
 
 @dataclass
@@ -82,8 +83,11 @@ def _live_before(entries: list[Entry], position: int) -> Entry | None:
 
 def _tracked_same(before: Mapping[str, Any], after: Mapping[str, Any], options: Options,
                   columns: Sequence[str]) -> bool:
-    tracked = [c for c in columns if options.track is None or c in options.track]
-    return options.track is not None and all(before.get(c) == after.get(c) for c in tracked)
+    if options.track is None and not options.untracked:
+        return False  # every column tracked: every change a version
+    tracked = [c for c in columns if (options.track is None or c in options.track)
+               and c not in options.untracked]
+    return all(before.get(c) == after.get(c) for c in tracked)
 
 
 def apply(entries: list[Entry], changes: Sequence[Mapping[str, Any]], columns: Sequence[str],

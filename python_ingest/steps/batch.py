@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.exceptions import PipelineError
+from python_ingest.history import writer as history_writer
 from python_ingest.runtime.catalog import FORMAT_CONF, insert_operation_kept
 from python_ingest.runtime.faults import fault_point
 from python_ingest.steps import index_cache
@@ -177,6 +178,7 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
     newest = raw.batch_id if raw else 0
     lake_done = step_checkpoint(spark, tables.lake or "", MERGE_STEP)
     run.details["path"] = "batch"
+    history_writer.catch_up(spark, dbt, tables, lake_done)  # a job without history: nothing
     if newest <= lake_done:
         return None
     compiled = compile_job(spark, dbt, tables, cache)
@@ -202,9 +204,10 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
         merged, totals = [], {"inserted": 0, "updated": 0, "deleted": 0, "merge_errors": 0}
         present = set(compiled.lake_columns)  # the lake's columns, as batches add some
         small = driver_rows(parts.valid)
+        history = history_writer.options(dbt, tables)
         for batch_id in parts.batches:
             counts = _merge(spark, compiled, tables, view, batch_id, parts.partial_batches,
-                            present, small)
+                            present, small, history)
             merged.append({"batch_id": batch_id, "skipped": counts.pop("skipped"), **counts})
             counts.pop("seconds"), counts.pop("partial_keys")
             for name in totals:
@@ -224,7 +227,8 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
 
 def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: str,
            batch_id: int, partial_batches: set[int], present: set[str],
-           small: dict[int, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+           small: dict[int, list[dict[str, Any]]] | None = None,
+           history: history_writer.Options | None = None) -> dict[str, Any]:
     """One batch's change set applied: rejected rows, the index, the lake's upsert, each
     committing the merge checkpoint; what it did, as the step tables' path counts it. The
     change set is folded on the driver when the run's valid rows are ``small`` (and the
@@ -275,6 +279,8 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
                 index_cache.committed(spark, tables.index, batch_id, entries)
         timings["index_s"] = time.perf_counter() - timer - timings["change_set_s"]
         fault_point("merge_after_index")
+        if history is not None:  # every valid change a version, committed before the lake
+            history_writer.write_batch(spark, tables, history, batch_id, None, view)
         if figures["written"]:
             carried = entries_property(computed.entries or []) if deferred else {}
             _upsert(spark, changes, name, lake, batch_id, tables.job, present, carried)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import PipelineError, SluiceError
+from python_ingest.history import writer as history_writer
 from python_ingest.runtime.catalog import drop_scratch, insert_operation_kept
 from python_ingest.runtime.cost import Meter, metered
 from python_ingest.runtime.faults import fault_point
@@ -148,6 +149,7 @@ def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_dat
                 report = fork_staged(spark, settings, dbt.project, tables, run, defer)
                 fault_point("after_fork")
                 _merge(spark, dbt, tables, run)
+                history_writer.catch_up(spark, dbt, tables)  # without history: nothing
             fault_point("after_merge")
             if inline_services:
                 _services(spark, job, tables, run)

@@ -1,0 +1,89 @@
+"""History tables written by the pipeline, on both formats (Hudi: the runner's batch path after
+the first batch; Iceberg: the step tables' path): the demo's events (creates, updates, partial
+updates, deletes, duplicates, late events) through a lake model with ``history=true``; after
+every batch the current versions equal the lake row for row, every key's versions tile time,
+and a kill between the history's commit and the lake's neither doubles nor loses a version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from python_ingest.demo import trips as demo
+from python_ingest.kafka import broker as broker_mod
+from python_ingest.steps.pipeline import run_job
+from tests.conftest import REPO, trips_job
+
+pytestmark = [pytest.mark.history, pytest.mark.e2e]
+
+
+class Killed(Exception):
+    """A kill -9 at a fault point, in process."""
+
+
+def _payload(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if not k.startswith("_")}
+
+
+def _check(spark: Any, lake: str, history: str) -> list[dict[str, Any]]:
+    live = {r["_row_key"]: _payload(r.asDict()) for r in spark.sql(
+        f"select * from {lake} where not coalesce(_is_deleted, false)").collect()}
+    versions = [r.asDict() for r in spark.sql(f"select * from {history}").collect()]
+    records = [(v["_row_key"], v["_ref_key"]) for v in versions]
+    assert len(records) == len(set(records))  # no version twice
+    current = {v["_row_key"]: _payload(v) for v in versions
+               if v["_is_current"] and not v["_is_deleted"]}
+    assert current == live
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for version in versions:
+        by_key.setdefault(version["_row_key"], []).append(version)
+    for keyed in by_key.values():
+        keyed.sort(key=lambda v: v["_ref_key"])
+        for before, after in zip(keyed, keyed[1:], strict=False):
+            assert before["_closed_ref_key"] == after["_ref_key"]  # new_record: no gaps
+            assert before["_valid_to"] == after["_valid_from"] >= before["_valid_from"]
+        assert keyed[-1]["_is_current"] and keyed[-1]["_valid_to"] is None
+    return versions
+
+
+def test_the_history_is_written_with_the_lake_and_exactly_once_under_a_kill(
+        format_spark: Any, table_format: str, broker: str, make_settings: Any, project: Any,
+        job_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from python_ingest.history import writer
+
+    spark = format_spark
+    root = project(job_name)
+    model = root / "models" / "lake" / f"{job_name}.sql"
+    model.write_text(model.read_text().replace(
+        "config(keep_tombstones=false)",
+        "config(keep_tombstones=false, history=true, hard_deletes='new_record')"))
+    settings = make_settings({job_name: trips_job(job_name)}, table_format=table_format)
+    broker_mod.ensure_topic(broker, job_name, 2)
+    generator = demo.TripsGenerator(demo.trips_schema(REPO), seed=52, first_trip_id=1)
+    lake, history = f"lake.{job_name}", f"lake.{job_name}__history"
+    runs = (lambda: generator.events(80),
+            lambda: [*generator.late_events(15), *generator.events(50)])
+    for number, events in enumerate(runs, 1):
+        demo.produce(broker, job_name, iter(list(events())))
+        if number == 2:  # killed between the history's commit and the lake's (batch path),
+            # or between the lake's and the history's (step tables' path)
+            point = "after_history_commit" if table_format == "hudi" else "before_history"
+
+            def kill(name: str, point: str = point) -> None:
+                if name == point:
+                    raise Killed(name)
+
+            monkeypatch.setattr(writer, "fault_point", kill)
+            with pytest.raises(Killed):
+                run_job(spark, settings, settings.job(job_name))
+            monkeypatch.undo()
+        result = run_job(spark, settings, settings.job(job_name))
+        assert result.outcome in ("succeeded", "up-to-date"), result.error
+        versions = _check(spark, lake, history)
+        assert {v["_batch_id"] for v in versions} >= {number}
+    # every change is a version: more versions than keys, a late one among them
+    keys = {v["_row_key"] for v in versions}
+    assert len(versions) > len(keys)
+    assert any(v["_batch_id"] > 1 and not v["_is_current"] and v["_closed_batch_id"] ==
+               v["_batch_id"] for v in versions)
