@@ -10,7 +10,10 @@ local mode runs them):
     profile: events=100 batches=5 median=<s> cpu_s=<s> ingest=<s> staging=<s> fork=<s> ...
 
     .venv/bin/python bench/batch_profile.py [--events 100 --batches 5 --format hudi]
-                                            [--cprofile out.prof]
+                                            [--cprofile out.prof] [--history]
+
+``--history``: the lake model keeps a history table; the line says ``history=1`` and the
+history's commit per batch (``history=<s>``).
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ STEPS = {"ingest": ("python_ingest.steps.pipeline", "ingest"),
          "status": ("python_ingest.steps.pipeline", "record_status"),
          "record": ("python_ingest.tables.runs.Run", "finish"),
          "dbt": ("python_ingest.steps.dbt.Dbt", "run"),
-         "validate": ("python_ingest.steps.fork", "_validate_fallback")}
+         "validate": ("python_ingest.steps.fork", "_validate_fallback"),
+         # --history: the history table's commit per batch (history/writer.py)
+         "history": ("python_ingest.history.writer", "write_batch")}
 
 
 def tree_cpu_s(root: int) -> float:
@@ -159,6 +164,17 @@ def phases(spark: Any, timer: Timer) -> None:
                   f"{t3 - t2:.2f}s; all at once {t4 - t3:.2f}s")
 
 
+def keep_history(work: Path, name: str) -> None:
+    """The job's lake model with ``history=true`` (python_ingest/history)."""
+    [model] = [p for p in (work / "models").rglob(f"{name}.sql") if "lake" in p.parts]
+    text = model.read_text()
+    if "config(" in text:
+        text = text.replace("config(", "config(history=true, ", 1)
+    else:
+        text = "{{ config(history=true) }}\n" + text
+    model.write_text(text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -168,6 +184,8 @@ def main() -> int:
     parser.add_argument("--cprofile", help="write a cProfile of the timed batches here")
     parser.add_argument("--phases", action="store_true",
                         help="then time the change set's analysis, planning and execution")
+    parser.add_argument("--history", action="store_true",
+                        help="the lake model keeps a history table (history=true): its cost")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting for the session (to try one), repeatable")
     args = parser.parse_args()
@@ -182,6 +200,8 @@ def main() -> int:
             extra = dict(c.split("=", 1) for c in args.conf)
             bench.settings = dataclasses.replace(bench.settings, spark=dataclasses.replace(
                 bench.settings.spark, conf={**bench.settings.spark.conf, **extra}))
+        if args.history:
+            keep_history(bench.work, name)
         spark = bench.session([name])
         gen = bench.generators[name]
         demo.produce(bench.bootstrap, topic_of(name), gen.events(1000))
@@ -253,11 +273,12 @@ def main() -> int:
         if args.phases:
             phases(spark, timer)
         print(f"profile: events={args.events} batches={args.batches} "
+              f"history={int(args.history)} "
               f"median={statistics.median(totals):.2f} cpu_s={statistics.median(cpus):.2f} "
               + " ".join(
                   f"{k}={per.get(k, 0.0):.2f}"
                   for k in ("ingest", "staging", "fork", "validate", "merge", "convert_fork",
-                            "apply", "dbt", "status", "record"))
+                            "apply", "history", "dbt", "status", "record"))
               + f" records_off={records_s:.2f} docs_off={docs_s:.2f}")
     finally:
         bench.close()

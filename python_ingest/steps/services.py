@@ -63,7 +63,7 @@ def maintain_job(spark: SparkSession, dbt: Dbt, job: JobConfig) -> dict[str, lis
                 before, after = compact_files(spark, table)
                 done[table].append(f"rewrote {before} data file(s) into {after}"
                                    if after != before else f"{before} data file(s): kept")
-            done[table] += maintain(spark, table, merged=table == tables.lake,
+            done[table] += maintain(spark, table, merged=table in (tables.lake, tables.history),
                                     keep_commits=job.services.keep_commits, orphans=True)
             log.info("maintained %s: %s", table, "; ".join(done[table]))
     return done
@@ -101,6 +101,13 @@ def due_services(spark: SparkSession, job: JobConfig, tables: JobTables,
         what = maintain(spark, lake, merged=True, keep_commits=job.services.keep_commits)
         done.append({"service": "compact", "table": lake, "done": what,
                      "duration_s": round(time.monotonic() - start, 3)})
+        history = tables.history  # merge-on-read too: compacted with the lake
+        if history and table_exists(spark, history):
+            start = time.monotonic()
+            what = maintain(spark, history, merged=True,
+                            keep_commits=job.services.keep_commits)
+            done.append({"service": "compact", "table": history, "done": what,
+                         "duration_s": round(time.monotonic() - start, 3)})
     return done
 
 

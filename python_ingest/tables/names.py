@@ -100,11 +100,12 @@ class JobTables:
             else None
 
     def all(self) -> tuple[str, ...]:
-        """Every table of the job that exists by name (lake only with a lake model)."""
+        """Every table the job may have (lake and history only with a lake model; callers check
+        which exist)."""
         names = [self.raw, self.raw_errors]
         if self.models is not None:
             names += [self.staging, self.valid, self.errors]
-            names += [self.lake] if self.lake else []
+            names += [self.lake, f"{self.lake}__history"] if self.lake else []
             names += [self.tombstones, self.index]
         return tuple(names)
 

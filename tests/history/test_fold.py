@@ -88,7 +88,7 @@ def with_clock(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**c, "_event_ts": at((c["_ref_key"] * 37) % 101)} for c in changes]
 
 
-@settings(max_examples=60, deadline=None, database=None, print_blob=True,
+@settings(max_examples=40, deadline=None, database=None, print_blob=True,
           phases=(Phase.explicit, Phase.generate),
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(example=examples())
