@@ -186,13 +186,13 @@ def catch_up(spark: SparkSession, dbt: Dbt, tables: JobTables, done: int | None 
         from python_ingest.steps.index import MERGE_STEP
 
         done = step_checkpoint(spark, tables.lake, MERGE_STEP)
+    if not table_exists(spark, tables.valid):
+        return  # nothing to catch up from (the batch path keeps no valid rows)
     if table_exists(spark, tables.history):
         start = step_checkpoint(spark, tables.history, HISTORY_STEP) + 1
-    elif table_exists(spark, tables.valid):  # turned on now: from the valid rows kept
+    else:  # turned on now: from the valid rows kept
         first = spark.sql(f"select min(_batch_id) from {tables.valid}").collect()[0][0]
         start = int(first) if first is not None else done + 1
-    else:
-        return
     for batch_id in range(start, done + 1):
         write_batch(spark, tables, opts, batch_id, None, tables.valid)
 
