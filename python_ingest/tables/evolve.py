@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 INTEGERS = ("tinyint", "smallint", "int", "bigint")
 FLOATS = ("float", "double")
 SCHEMA_ON_READ = "hoodie.schema.on.read.enable"
+COMMIT_PREFIX = "sluice."  # session settings Hudi writes into a commit's metadata (hudi.py)
 # Hudi's own columns (its delete flag, _hoodie_is_deleted, is the lake's and written)
 HUDI_META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
              "_hoodie_partition_path", "_hoodie_file_name")
@@ -150,11 +151,18 @@ def forget(table: str) -> None:
 def _alter(spark: SparkSession, table: str, changes: list[tuple[str, str, str]],
            fmt: str) -> None:
     if fmt == "hudi":
-        _settle_failed_write(spark, table)
-        _compact_logs(spark, table)
+        # a checkpoint the session carries for the step's own commit (formats.committing:
+        # the dbt merge) must not ride in these commits: a crash before the step's commit
+        # would leave its batch looking done
+        held = {str(r[0]): str(r[1]) for r in spark.sql("set").collect()
+                if str(r[0]).startswith(COMMIT_PREFIX)}
+        for key in held:
+            spark.conf.unset(key)
         before = spark.conf.get(SCHEMA_ON_READ, None)
-        spark.conf.set(SCHEMA_ON_READ, "true")
         try:
+            _settle_failed_write(spark, table)
+            _compact_logs(spark, table)
+            spark.conf.set(SCHEMA_ON_READ, "true")
             for name, old, new in changes:
                 spark.sql(f"alter table {table} alter column `{name}` type {new}")
                 log.warning("table %s: column %s widened from %s to %s", table, name, old, new)
@@ -163,6 +171,8 @@ def _alter(spark: SparkSession, table: str, changes: list[tuple[str, str, str]],
                 spark.conf.unset(SCHEMA_ON_READ)
             else:
                 spark.conf.set(SCHEMA_ON_READ, before)
+            for key, value in held.items():
+                spark.conf.set(key, value)
     else:
         for name, old, new in changes:
             spark.sql(f"alter table {table} alter column `{name}` type {new}")
