@@ -29,6 +29,14 @@
         {{ log("merged batch " ~ step.batch_id ~ " of job " ~ job ~ " into " ~ target ~ ": "
                ~ counts, info=true) }}
     {%- endfor -%}
+    {%- if config.get('history', false) -%}
+        {#- the history table (python_ingest/history): every merged batch it lacks -#}
+        {%- do adapter.sluice_history(job, {
+                'history': true, 'hard_deletes': config.get('hard_deletes', 'invalidate'),
+                'track_history_on': config.get('track_history_on', none),
+                'track_history_except': config.get('track_history_except', none),
+                'valid_to_current': config.get('valid_to_current', none)}) -%}
+    {%- endif -%}
     {%- set totals = adapter.sluice_finish(job) -%}
     {{ log(target ~ ": " ~ plan.batches | length ~ " batch(es) merged " ~ totals, info=true) }}
 {%- endmacro %}

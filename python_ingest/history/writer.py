@@ -51,21 +51,26 @@ def options(dbt: Dbt, tables: JobTables) -> Options | None:
     node = next((n for n in dbt.manifest().nodes.values()
                  if getattr(n, "resource_type", None) is not None and n.name == model
                  and n.config.materialized == "lake_merge"), None)
-    if node is None or not node.config.get("history", False):
+    if node is None:
         return None
-    where = f"lake model {model} ({node.original_file_path})"
-    hard_deletes = node.config.get("hard_deletes", "invalidate")
+    return options_of(node.config, f"lake model {model} ({node.original_file_path})")
+
+
+def options_of(config: Any, where: str) -> Options | None:
+    """History options from a lake model's config (anything with ``get``), checked."""
+    if not config.get("history", False):
+        return None
+    hard_deletes = config.get("hard_deletes", "invalidate")
     if hard_deletes not in ("invalidate", "new_record"):
         raise PipelineError(f"{where}: hard_deletes is {hard_deletes!r}; set it to "
                             "'invalidate' (a delete closes the current version) or "
                             "'new_record' (a delete opens a deleted version)")
-    tracked, untracked = node.config.get("track_history_on"), \
-        node.config.get("track_history_except")
+    tracked, untracked = config.get("track_history_on"), config.get("track_history_except")
     if tracked is not None and untracked is not None:
         raise PipelineError(f"{where}: set track_history_on or track_history_except, not both")
     track = frozenset(tracked) if tracked is not None else None
     try:
-        sentinel = as_time(node.config.get("valid_to_current"))
+        sentinel = as_time(config.get("valid_to_current"))
     except ValueError:
         raise PipelineError(f"{where}: valid_to_current is not a timestamp; write it as "
                             "'9999-12-31' or '9999-12-31T00:00:00', or leave it out for "
@@ -172,13 +177,13 @@ def _commit(spark: SparkSession, history: str, found: Shape, outcome: Outcome) -
                   f"when not matched and not s._drop then insert ({quoted}) values ({values})")
 
 
-def catch_up(spark: SparkSession, dbt: Dbt, tables: JobTables, done: int | None = None
-             ) -> None:
+def catch_up(spark: SparkSession, dbt: Dbt | None, tables: JobTables, done: int | None = None,
+             opts: Options | None = None) -> None:
     """Every batch up to ``done`` (the lake's merge checkpoint; read when None) the history
     lacks, from ``staging.<model>__valid``: the step tables' path writes the history after the
     lake, and a kill between them leaves it behind (a new history starts at the oldest batch
     that table keeps)."""
-    opts = options(dbt, tables)
+    opts = opts if dbt is None else options(dbt, tables)
     if opts is None or tables.history is None or tables.lake is None \
             or not table_exists(spark, tables.lake):
         return

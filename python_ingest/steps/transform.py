@@ -214,6 +214,20 @@ def commit_merge(statements: list[str]) -> dict[str, int]:
     return counts
 
 
+def history(job: str, config: dict[str, Any]) -> str:
+    """The lake model's history (``config``: its history settings) for every batch merged
+    and not yet in it (python_ingest/history/writer.py), after the model's merges."""
+    from python_ingest.history import writer
+
+    held = _jobs.get(job)
+    if held is None or held.tables is None:
+        return ""
+    opts = writer.options_of(config, f"the lake model of job {job}")
+    with _commit_lock:
+        writer.catch_up(_spark(), None, held.tables, opts=opts)
+    return ""
+
+
 def finish(job: str) -> dict[str, int]:
     """Record the job's run (meta.runs, the status file) and release its lease."""
     with _jobs_lock:
