@@ -61,10 +61,16 @@ Rules (``fold.py``, the reference; the merge's rules from macros/sluice_merge_ch
   exist (between a delete and a re-insert).
 
 Written in the same batch as the lake from the same valid changes (``staging.<model>__valid``
-rows of the batch), one commit per batch before the lake's, carrying the checkpoint
+rows of the batch; history/writer.py: the runner's batch path before the lake's commit, its
+step tables' path and a plain ``dbt run`` after it), one commit per batch carrying the
+checkpoint
 ``sluice.history.batch_id``: a batch whose history committed before a kill is not written again
 (and were it, the record key makes it the same rows). Keys whose history began before the table
-was turned on have no versions before their first change since. The current versions equal the
+was turned on have no versions before their first change since (turn it on with the lake).
+
+Left as they are: with ``track_history_on``, a change absorbed into the current version
+leaves no ref key of its own, so a later change older than it but newer than the version
+opens a version the lake did not apply. The current versions equal the
 lake's live rows after every batch (``sluice verify --history`` checks it).
 """
 
