@@ -1,6 +1,7 @@
--- The current state of the demo trips table: one row per trip, merged batch by batch.
+-- The current state of the demo trips table: one row per trip, merged batch by batch; and
+-- its history, lake.trips__history: every change of a trip a version (docs/history.md).
 -- depends_on: {{ ref('stg_demo__trips') }}
-{{ config(keep_tombstones=false) }}
+{{ config(keep_tombstones=false, history=true) }}
 
 {{ sluice_merge_changes(
     changes=source('fork', 'stg_demo__trips__valid'),
