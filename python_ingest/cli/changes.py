@@ -60,14 +60,14 @@ def print_table(changes: Iterable[Any], out: TextIO) -> dict[str, int]:
     header = False
     for change in changes:
         if not header:
-            print(f"{'op':<7} {'key':<20} {'ref_key':>12} {'batch':>6} {'event_ts':<26} change",
+            print(f"{'op':<7} {'key':<12} {'ref_key':>19} {'batch':>6} {'event_ts':<26} change",
                   file=out)
             header = True
         counts[change.op] = counts.get(change.op, 0) + 1
         when = "" if change.event_ts is None else change.event_ts.isoformat(sep=" ")
         ref = "" if change.ref_key is None else str(change.ref_key)
         batch = "" if change.batch_id is None else str(change.batch_id)
-        print(f"{change.op:<7} {_cut(change.key, 20):<20} {ref:>12} {batch:>6} {when:<26} "
+        print(f"{change.op:<7} {_cut(change.key, 12):<12} {ref:>19} {batch:>6} {when:<26} "
               f"{_cut(change.summary(), WIDTH)}", file=out)
     return counts
 
