@@ -114,13 +114,13 @@ def widen(spark: SparkSession, table: str, columns: Iterable[tuple[str, str]],
     """Widen the columns of ``table`` that ``columns`` (name, Spark type) bring wider; its
     ``schema`` when the caller has it (else the catalog's, a lookup, no Spark job). Returns
     what it changed."""
-    from python_ingest.tables.formats import table_format
+    from python_ingest.runtime.catalog import FORMAT_CONF
 
     columns = list(columns)
     if schema is None:
         schema = spark.table(table).schema
     current = {f.name.lower(): f.dataType.simpleString() for f in schema.fields}
-    fmt = table_format(spark).name
+    fmt = str(spark.conf.get(FORMAT_CONF, "iceberg"))  # as formats.table_format
     changes = plan(table, current, columns, fmt)
     if changes:
         _alter(spark, table, changes, fmt)
@@ -185,9 +185,8 @@ def _compact_logs(spark: SparkSession, table: str) -> None:
     with the block's own Avro schema resolved to the table's, and Avro cannot resolve a
     decimal's fixed bytes to a wider decimal (a base file's parquet it can). Copy-on-write
     tables have no log files."""
-    from python_ingest.tables.hudi import _meta_client
-
-    if str(_meta_client(spark, table).getTableType().name()) != "MERGE_ON_READ":
+    properties = {r[0]: r[1] for r in spark.sql(f"show tblproperties {table}").collect()}
+    if properties.get("type", "cow").lower() != "mor":  # Hudi's SQL tables say their type
         return
     spark.sql(f"call run_compaction(op => 'scheduleAndExecute', table => '{table}', "
               "options => 'hoodie.compact.inline.max.delta.commits=1')").collect()

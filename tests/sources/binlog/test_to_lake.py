@@ -61,12 +61,14 @@ def test_random_workload_through_the_pipeline_ends_equal(tap_env, format_spark,
         env.tap_until_end()
         tap = env.start_tap()
         try:
-            writers = [_writer(Workload(conn, seed=31).run, 300, 0.08),
+            orders = Workload(conn, seed=31)
+            writers = [_writer(orders.run, 300, 0.08),
                        _writer(DocsWorkload(env.server.root(env.database), seed=32).run, 300,
                                0.08)]
             first = run_pipeline(spark, env)  # while the workload goes on
             for writer in writers:
                 writer.join()
+            orders.run(10)  # the last run has some to merge, however fast the first one was
             env.wait_caught_up()
             env.stop_tap(tap)
         finally:
