@@ -49,8 +49,8 @@ STEPS = {"ingest": ("python_ingest.steps.pipeline", "ingest"),
          "record": ("python_ingest.tables.runs.Run", "finish"),
          "dbt": ("python_ingest.steps.dbt.Dbt", "run"),
          "validate": ("python_ingest.steps.fork", "_validate_fallback"),
-         # --history: the history table's commit per batch (history/writer.py)
-         "history": ("python_ingest.history.writer", "write_batch")}
+         # --history: the history table's commit per batch (steps/history_writer.py)
+         "history": ("python_ingest.steps.history_writer", "write_batch")}
 
 
 def tree_cpu_s(root: int) -> float:
@@ -165,7 +165,7 @@ def phases(spark: Any, timer: Timer) -> None:
 
 
 def keep_history(work: Path, name: str) -> None:
-    """The job's lake model with ``history=true`` (python_ingest/history)."""
+    """The job's lake model with ``history=true`` (python_ingest/steps/history.py)."""
     [model] = [p for p in (work / "models").rglob(f"{name}.sql") if "lake" in p.parts]
     text = model.read_text()
     if "config(" in text:

@@ -43,10 +43,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.exceptions import PipelineError
-from python_ingest.history import writer as history_writer
 from python_ingest.runtime.catalog import FORMAT_CONF, insert_operation_kept
 from python_ingest.runtime.faults import fault_point
-from python_ingest.steps import index_cache
+from python_ingest.steps import history_writer, index_cache
 from python_ingest.steps.changeset import Declined
 from python_ingest.steps.driver import ChangeSet, driver_changes, driver_rows, quoted
 from python_ingest.steps.fork import ERROR_COLUMNS, DocsJob, finish_fork, split

@@ -27,13 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import PipelineError, SluiceError
-from python_ingest.history import writer as history_writer
 from python_ingest.runtime.catalog import drop_scratch, insert_operation_kept
 from python_ingest.runtime.cost import Meter, metered
 from python_ingest.runtime.faults import fault_point
 from python_ingest.runtime.files import private_dir
 from python_ingest.runtime.session import active, for_job
-from python_ingest.steps import index_cache
+from python_ingest.steps import history_writer, index_cache
 from python_ingest.steps.batch import run_batches, why_not
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.fork import ERROR_COLUMNS, DocsJob, fork, suite_path

@@ -50,7 +50,7 @@ def _check(spark: Any, lake: str, history: str) -> list[dict[str, Any]]:
 def test_the_history_is_written_with_the_lake_and_exactly_once_under_a_kill(
         format_spark: Any, table_format: str, broker: str, make_settings: Any, project: Any,
         job_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from python_ingest.history import writer
+    from python_ingest.steps import history_writer as writer
 
     spark = format_spark
     root = project(job_name)

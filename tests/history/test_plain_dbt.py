@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from python_ingest.demo import trips as demo
-from python_ingest.history import HISTORY_STEP
 from python_ingest.kafka import broker as broker_mod
+from python_ingest.steps.history import HISTORY_STEP
 from python_ingest.steps.jobs import run_ingest
 from python_ingest.tables import formats
 from python_ingest.tables.checkpoints import step_checkpoint

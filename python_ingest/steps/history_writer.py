@@ -1,6 +1,6 @@
 """The history table's writer: one commit per batch, from the batch's valid changes.
 
-Called on both of the runner's paths (python_ingest/history/__init__.py says what is written):
+Called on both of the runner's paths (python_ingest/steps/history.py says what is written):
 
 * the batch path (steps/batch.py ``_merge``): after the index, before the lake's upsert, from
   the valid rows the fork holds for the batch;
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.exceptions import PipelineError
-from python_ingest.history import EXTRA_COLUMNS, HISTORY_STEP
-from python_ingest.history.fold import Options, Outcome, as_time, history_batch
 from python_ingest.runtime.catalog import FORMAT_CONF, insert_operation_kept, location
 from python_ingest.runtime.faults import fault_point
 from python_ingest.steps.changeset import FRAMEWORK
+from python_ingest.steps.history import EXTRA_COLUMNS, HISTORY_STEP
+from python_ingest.steps.history_fold import Options, Outcome, as_time, history_batch
 from python_ingest.tables.checkpoints import step_checkpoint, step_properties
 from python_ingest.tables.formats import committing, table_exists
 from python_ingest.tables.lease import check_held
