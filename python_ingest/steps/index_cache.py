@@ -140,14 +140,9 @@ def committed(spark: SparkSession, index: str, batch_id: int,
     held states take them, and the index's new position."""
     now = position(spark, index)
     with _lock:
-        held = _held.get(index)
-        if held is None or held.through_batch >= batch_id:
-            _held.pop(index, None)
-            return
-        for row_key, ref_key, is_deleted in entries:
-            held.states[row_key] = KeyState(ref_key, not is_deleted)
-        held.through_batch = batch_id
-        held.position = now
+        held = _took(index, batch_id, entries)
+        if held is not None:
+            held.position = now
 
 
 def lake_committed(index: str, batch_id: int, entries: Iterable[tuple[str, int, bool]]
@@ -156,14 +151,23 @@ def lake_committed(index: str, batch_id: int, entries: Iterable[tuple[str, int, 
     ``entries_property``), not to ``index``: the held states take them; the index table, and
     so the position, stay as they were until ``caught_up``."""
     with _lock:
-        held = _held.get(index)
-        if held is None or held.through_batch >= batch_id:
-            _held.pop(index, None)
-            return
-        for row_key, ref_key, is_deleted in entries:
-            held.states[row_key] = KeyState(ref_key, not is_deleted)
-        held.through_batch = batch_id
-        held.unindexed += 1
+        held = _took(index, batch_id, entries)
+        if held is not None:
+            held.unindexed += 1
+
+
+def _took(index: str, batch_id: int, entries: Iterable[tuple[str, int, bool]]
+          ) -> _Held | None:
+    """The held states of ``index`` with ``batch_id``'s entries (under ``_lock``); None, and
+    nothing held, when it is not held or already has that batch (a rerun)."""
+    held = _held.get(index)
+    if held is None or held.through_batch >= batch_id:
+        _held.pop(index, None)
+        return None
+    for row_key, ref_key, is_deleted in entries:
+        held.states[row_key] = KeyState(ref_key, not is_deleted)
+    held.through_batch = batch_id
+    return held
 
 
 def unindexed(index: str) -> int:

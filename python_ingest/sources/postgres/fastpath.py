@@ -38,6 +38,7 @@ from python_ingest.sources.binlog.columns import key_text
 from python_ingest.sources.postgres import native
 from python_ingest.sources.postgres.columns import to_money
 from python_ingest.sources.postgres.events import PgTable
+from python_ingest.sources.tap.encoder import NULL, PRESENT, PRESENT_SMALL, long_bytes, varint
 from python_ingest.sources.tap.errors import MAX_MESSAGE_BYTES
 from python_ingest.sources.tap.producer import decimal_bytes
 from python_ingest.sources.tap.registry import COLUMNS, PRIMARY, UNIQUE
@@ -56,33 +57,6 @@ _CODES = {"string": TEXT, "json": TEXT, "uuid": TEXT, "bigdecimal": TEXT, "long"
 _RAW_KEYS = (TEXT, LONG)  # kinds whose key text is the server's text as it is
 _NATIVE = (TEXT, LONG, DECIMAL, FLOAT, DOUBLE, BOOL, CONVERTED_LONG)  # tuplecodec.c's kinds
 _TWO_PIECES = (TEXT, DECIMAL, BYTES, MONEY)  # a prefix, then bytes (see _column)
-
-NULL = b"\x00"  # union branch 0: null
-PRESENT = b"\x02"  # union branch 1 (zigzag 1): the value follows
-_SMALL = [bytes([n]) for n in range(128)]
-_PRESENT_SMALL = [PRESENT + b for b in _SMALL]  # a value whose encoding is one byte
-
-
-def varint(n: int) -> bytes:
-    """Avro's variable-length encoding of a non-negative int (zigzag applied by the caller)."""
-    if n < 128:
-        return _SMALL[n]
-    if n < 16384:
-        return bytes(((n & 127) | 128, n >> 7))
-    if n < 2097152:
-        return bytes(((n & 127) | 128, ((n >> 7) & 127) | 128, n >> 14))
-    out = bytearray()
-    while n >= 128:
-        out.append((n & 127) | 128)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def long_bytes(value: int) -> bytes:
-    """An Avro long (or int): zigzag, then varint."""
-    return varint((value << 1) ^ (value >> 63))
-
 
 def _text(value: str) -> bytes:
     data = value.encode("utf-8")
@@ -164,7 +138,7 @@ class FastTable:
                   "    return key, message"]
         self.source = "\n".join(lines) + "\n"
         space: dict[str, Any] = {
-            "HEADER": header, "NULL": NULL, "PRESENT": PRESENT, "SMALL": _PRESENT_SMALL,
+            "HEADER": header, "NULL": NULL, "PRESENT": PRESENT, "SMALL": PRESENT_SMALL,
             "unpack16": _I16.unpack_from, "unpack": _I32.unpack_from, "varint": varint,
             "long_bytes": long_bytes, "decimal_bytes": decimal_bytes, "key_text": key_text,
             "pack_d": _DOUBLE.pack, "pack_f": _FLOAT.pack, "struct_error": struct.error,
