@@ -171,8 +171,10 @@ def test_failing_converter_fails_the_run_with_dbts_message_and_moves_nothing_aft
     valid = spark.table(tables.valid).count()
 
     model = root / "models" / "staging" / "test" / f"stg_test__{job_name}.sql"
-    model.write_text(model.read_text().replace("initcap(trim(city))",
-                                               "initcap(trim(no_such_column))"))
+    text = model.read_text()
+    assert "select * from converted" in text  # the demo's converter, as the test copied it
+    model.write_text(text.replace("select * from converted",
+                                  "select *, initcap(trim(no_such_column)) from converted"))
     demo.produce(broker, job.topic, generator.events(60))
     # the real CLI, in this process (its session is the test's: no second JVM)
     code = cli.main(["--config", str(tmp_path / "sluice.yml"), "run", job_name])
