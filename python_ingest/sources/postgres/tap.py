@@ -137,13 +137,14 @@ class PgTap(TapTables, TapCheckpoints):
                                f"after {lsn_text(self._saved)}: {exc}") from exc
             if payloads:
                 stats = self.stats
-                for payload in payloads:
+                for n, payload in enumerate(payloads, 1):
                     stats.events += 1
                     read(payload)
                     if self._commit_lsn == 0:
                         self._maybe_save()
                         if self.stop.is_set():  # at a transaction's end, not the batch's: the
-                            break  # rest comes again from the checkpoint
+                            self._unread = n < len(payloads)  # rest comes again from the
+                            break  # checkpoint, which must not pass it (_finish_idle)
                 continue
             self._idle()
             if target is not None and self._commit_lsn == 0 and \

@@ -95,7 +95,11 @@ class TapCheckpoints(TapState):
         return marks, row_log.base_lsn
 
     def _finish_idle(self) -> None:
-        """A clean stop (tap/core.py ``_finish``): the server's WAL end, when nothing is open."""
+        """A clean stop (tap/core.py ``_finish``): the server's WAL end, when nothing is open
+        and no message read was left unhandled (a stop inside a batch of messages: the WAL end
+        lies past them)."""
+        if self._unread:
+            return
         self._last_idle_save = 0.0
         self._idle()
 

@@ -55,6 +55,7 @@ class TapState(TapCore):
         self._reader = RowReader(lambda: server.connect(self.source))  # moves.py
         self._oids: dict[str, dict[str, Any]] = {}  # table → its relation oid (tables.py)
         self._slow: set[int] = set()  # tables off the fast path while they have gone keys
+        self._unread = False  # a stop left messages of the last batch read unhandled
         self._gone: dict[str, set[str]] = {}  # table → its gone keys (moves.py), checkpointed
         self._cursor: Any = None
         self._stream: ReplicationStream | None = None  # read and confirmed by the tap (wire.py)

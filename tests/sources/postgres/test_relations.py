@@ -297,9 +297,7 @@ def test_a_gone_key_outlives_a_restart_of_the_tap(pg_env) -> None:
     env.tap_until_end()  # the partial update and the delete
     assert _partial_updates_of_missing_rows(_events(env, "docs")) == []
     assert env.assert_equal("docs") == 2
-    if "gone" in env.checkpoint():  # known since 2026-11-28, the tap reading in batches:
-        pytest.xfail("the checkpoint still lists key 101 as gone after the stream deleted it "
-                     "(the lake is right; a later tap keeps the table off the fast path)")
+    assert "gone" not in env.checkpoint()
 
 
 def test_a_partition_the_tap_may_not_guard_is_a_warning_with_the_statements(
