@@ -210,7 +210,8 @@ def test_the_postgres_taps_key_of_an_empty_text_on_both_paths(key_kind: str) -> 
     """`riders (rider_id text primary key)` holding '': the general path's key is the
     marker; the fast path leaves such keys to it and keeps every other key's bytes."""
     from python_ingest.sources.postgres import events, pgoutput
-    from python_ingest.sources.postgres.fastpath import FastTable, envelope_tail
+    from python_ingest.sources.postgres.fastpath import FastTable
+    from python_ingest.sources.tap.encoder import envelope_tail
 
     table = _pg_table(key_kind)
     fast = FastTable.of(table)

@@ -58,18 +58,6 @@ _RAW_KEYS = (TEXT, LONG)  # kinds whose key text is the server's text as it is
 _NATIVE = (TEXT, LONG, DECIMAL, FLOAT, DOUBLE, BOOL, CONVERTED_LONG)  # tuplecodec.c's kinds
 _TWO_PIECES = (TEXT, DECIMAL, BYTES, MONEY)  # a prefix, then bytes (see _column)
 
-def _text(value: str) -> bytes:
-    data = value.encode("utf-8")
-    return varint(len(data) << 1) + data
-
-
-def envelope_tail(source: str, event_ts_ms: int, data_center: str | None,
-                  deleted: bool) -> bytes:
-    """The envelope fields after ``_ref_key`` (registry.ENVELOPE_FIELDS): _changed_columns
-    null, _source, _event_ts, _is_deleted, _force_update false, _data_center."""
-    return b"".join((NULL, _text(source), long_bytes(event_ts_ms), b"\x01" if deleted
-                     else b"\x00", b"\x00", NULL if data_center is None
-                     else PRESENT + _text(data_center)))
 
 
 class RefKeys:

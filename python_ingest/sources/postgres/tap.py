@@ -34,7 +34,6 @@ from typing import Any
 from python_ingest.exceptions import TapError
 from python_ingest.sources.postgres import events, partitions, pgoutput, server
 from python_ingest.sources.postgres.events import PgTable
-from python_ingest.sources.postgres.fastpath import envelope_tail
 from python_ingest.sources.postgres.position import (
     MAX_CHANGES,
     as_position,
@@ -50,6 +49,7 @@ from python_ingest.sources.postgres.wire import ReplicationStream
 from python_ingest.sources.tap import keys
 from python_ingest.sources.tap.changes import Envelope
 from python_ingest.sources.tap.core import TapStats
+from python_ingest.sources.tap.encoder import envelope_tail
 from python_ingest.sources.tap.producer import BarrierProducer
 from python_ingest.sources.tap.registry import CHANGELOG
 

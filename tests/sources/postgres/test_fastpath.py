@@ -12,9 +12,10 @@ from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.sources.postgres import events, pgoutput
 from python_ingest.sources.postgres.columns import PgType, converter, spec_of
 from python_ingest.sources.postgres.events import PgTable
-from python_ingest.sources.postgres.fastpath import FastTable, RefKeys, envelope_tail, long_bytes
+from python_ingest.sources.postgres.fastpath import FastTable, RefKeys
 from python_ingest.sources.postgres.position import MAX_CHANGES, ref_key
 from python_ingest.sources.tap.changes import Envelope
+from python_ingest.sources.tap.encoder import envelope_tail, long_bytes
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import PRIMARY, KeyChoice, TableShape
 

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from python_ingest.sources.postgres import native, pgoutput
-from python_ingest.sources.postgres.fastpath import FastTable, envelope_tail
+from python_ingest.sources.postgres.fastpath import FastTable
+from python_ingest.sources.tap.encoder import envelope_tail
 from tests.sources.postgres.test_fastpath import COLUMNS, _insert, _table, _tuple
 
 pytestmark = [pytest.mark.postgres_source, pytest.mark.reliability]
