@@ -103,7 +103,7 @@ class Timer:
         def timed(*args: Any, **kwargs: Any) -> Any:
             outer, t0 = timer.current, time.perf_counter()
             if label in ("ingest", "staging", "fork", "merge", "status", "record",
-                         "convert_fork", "apply"):
+                         "convert_fork", "apply", "history"):
                 timer.current = label
             try:
                 return original(*args, **kwargs)
@@ -217,9 +217,10 @@ def main() -> int:
         instrument(timer)
         import logging  # the batch path's own line per merge: where its seconds went
 
-        merges = logging.getLogger("python_ingest.steps.batch")
-        merges.setLevel(logging.INFO)
-        merges.addHandler(logging.StreamHandler(sys.stdout))
+        for logger in ("python_ingest.steps.batch", "python_ingest.steps.history_writer"):
+            merges = logging.getLogger(logger)  # the history's line: its seconds per part
+            merges.setLevel(logging.INFO)
+            merges.addHandler(logging.StreamHandler(sys.stdout))
         profiler = None
         if args.cprofile:
             import cProfile

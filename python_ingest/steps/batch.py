@@ -279,7 +279,8 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
         timings["index_s"] = time.perf_counter() - timer - timings["change_set_s"]
         fault_point("merge_after_index")
         if history is not None:  # every valid change a version, committed before the lake
-            history_writer.write_batch(spark, tables, history, batch_id, None, view)
+            history_writer.write_batch(spark, tables, history, batch_id, history_writer
+                                       .driver_valid(spark, view, small, batch_id), view)
         if figures["written"]:
             carried = entries_property(computed.entries or []) if deferred else {}
             _upsert(spark, changes, name, lake, batch_id, tables.job, present, carried)

@@ -12,23 +12,44 @@ batch at or below that checkpoint is skipped; were it written again (the record 
 (``_row_key``, ``_ref_key``) and the fold of the same changes over the same versions gives
 the same rows), nothing would change. A job whose lake model does not ask for a history pays
 nothing: ``options`` is None and no statement runs.
+
+What a batch costs (a small batch's history should cost about one commit, issue #52): the
+process holds, per history table, its checkpoint, its columns and, while it has at most
+``HELD_ROWS`` versions, every version, all valid only while the table's history ends where
+it ended after this process's last commit (its position, ``formats.position``: any other
+commit, a table service, another process, a restart, makes the next batch read the table
+again). A batch with the process's state in hand then reads nothing: not the checkpoint, not
+the table's schema, not the stored versions of its keys. Its commit is an upsert of the
+versions written (on Hudi: no join with the table, as the lake's upsert); a batch that
+removes versions (a forced change replacing them) commits one MERGE, removal and upsert
+together.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.exceptions import PipelineError
-from python_ingest.runtime.catalog import FORMAT_CONF, insert_operation_kept, location
+from python_ingest.runtime.catalog import (
+    FORMAT_CONF,
+    INSERT_OPERATION,
+    insert_operation_kept,
+    keep_write_settings,
+    location,
+)
 from python_ingest.runtime.faults import fault_point
 from python_ingest.steps.changeset import FRAMEWORK
 from python_ingest.steps.history import EXTRA_COLUMNS, HISTORY_STEP
 from python_ingest.steps.history_fold import Options, Outcome, as_time, history_batch
 from python_ingest.tables.checkpoints import step_checkpoint, step_properties
-from python_ingest.tables.formats import committing, table_exists
+from python_ingest.tables.evolve import widen, wider_columns
+from python_ingest.tables.formats import committing, position, table_exists
 from python_ingest.tables.lease import check_held
 
 if TYPE_CHECKING:
@@ -41,6 +62,29 @@ log = logging.getLogger(__name__)
 NOT_COPIED = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
               "_hoodie_partition_path", "_hoodie_file_name", "_hoodie_is_deleted", "_merged_at")
 BUCKETS = 4
+# a Hudi history's write settings, as a bucket-index lake's (macros/sluice_lake_index.sql): each
+# key's versions in its hash bucket, no index look-up and no metadata table (whose commit
+# beside each small commit cost more than the commit)
+BUCKET_WRITE = {"hoodie.index.type": "BUCKET", "hoodie.index.bucket.engine": "SIMPLE",
+                "hoodie.bucket.index.num.buckets": str(BUCKETS),
+                "hoodie.bucket.index.hash.field": "_row_key", "hoodie.metadata.enable": "false"}
+# a history of at most this many versions is held in memory between batches (its stored
+# versions are then not read per batch); more: each batch reads its keys' versions
+HELD_ROWS = int(os.environ.get("SLUICE_HISTORY_HELD_ROWS", "100000"))
+
+
+@dataclass
+class _Held:
+    """What this process knows of a history table while its position is ``position``."""
+
+    position: str | None
+    checkpoint: int
+    shape: Shape  # the columns it has (ensured)
+    versions: dict[str, list[dict[str, Any]]] | None  # every version by row key (None: many)
+
+
+_held: dict[str, _Held] = {}
+_lock = threading.Lock()
 
 
 def options(dbt: Dbt, tables: JobTables) -> Options | None:
@@ -86,18 +130,25 @@ class Shape:
     payload: tuple[str, ...]
 
 
-def shape(spark: SparkSession, lake: str) -> Shape:
-    lake_columns = [(f.name, f.dataType.simpleString()) for f in spark.table(lake).schema
-                    if f.name not in NOT_COPIED]
+def shape(spark: SparkSession, lake: str, incoming: Mapping[str, str] | None = None) -> Shape:
+    """The history's columns from the lake's, with the types the batch's valid rows
+    (``incoming``: {name: type}) widen: the batch path writes the history before the lake's
+    upsert widens the lake's (tables/evolve.py)."""
+    lake_columns = wider_columns([(f.name, f.dataType.simpleString())
+                                  for f in spark.table(lake).schema
+                                  if f.name not in NOT_COPIED], incoming or {},
+                                 str(spark.conf.get(FORMAT_CONF, "hudi")))
     payload = tuple(n for n, _ in lake_columns if n not in FRAMEWORK)
     return Shape((*lake_columns, *EXTRA_COLUMNS), payload)
 
 
 def ensure(spark: SparkSession, history: str, found: Shape) -> None:
     """Create the history table (merge-on-read, keyed (_row_key, _ref_key)), or add the
-    columns the lake gained since."""
+    columns the lake gained since and widen those whose type the lake's widened."""
     if table_exists(spark, history):
-        present = {c.lower() for c in spark.table(history).columns}
+        schema = spark.table(history).schema
+        present = {c.lower() for c in schema.names}
+        widen(spark, history, found.columns, schema)  # evolve.py: a wider type, or refused
         for name, kind in found.columns:
             if name.lower() not in present:
                 log.info("history %s gains column %s %s", history, name, kind)
@@ -105,14 +156,16 @@ def ensure(spark: SparkSession, history: str, found: Shape) -> None:
         return
     ddl = ", ".join(f"`{n}` {t}" for n, t in found.columns)
     if spark.conf.get(FORMAT_CONF, "hudi") == "hudi":
-        spark.sql(f"create table {history} ({ddl}) using hudi location "
-                  f"'{location(spark, history)}' tblproperties (type='mor', "
-                  "primaryKey='_row_key,_ref_key', preCombineField='_batch_id', "
+        where = location(spark, history)
+        settings = ", ".join(f"'{k}'='{v}'" for k, v in BUCKET_WRITE.items())
+        spark.sql(f"create table {history} ({ddl}) using hudi location '{where}' "
+                  "tblproperties (type='mor', primaryKey='_row_key,_ref_key', "
+                  "preCombineField='_batch_id', "
                   "'hoodie.record.merge.mode'='COMMIT_TIME_ORDERING', "
-                  "'hoodie.index.type'='BUCKET', "
-                  f"'hoodie.bucket.index.num.buckets'='{BUCKETS}', "
-                  "'hoodie.bucket.index.hash.field'='_row_key', "
-                  "'hoodie.compact.inline'='false')")
+                  f"{settings}, 'hoodie.compact.inline'='false')")
+        # every later process registers it with them (else: the record index's settings
+        # of a keyed table, runtime/catalog.py register), before its first commit
+        keep_write_settings(spark, where, BUCKET_WRITE)
     else:
         spark.sql(f"create table {history} ({ddl}) using iceberg tblproperties "
                   "('format-version'='2', 'write.delete.mode'='merge-on-read', "
@@ -126,28 +179,131 @@ def write_batch(spark: SparkSession, tables: JobTables, opts: Options, batch_id:
     caller holds them, else read from the table or view ``valid``); the rows written."""
     history, lake = tables.history, tables.lake
     assert history is not None and lake is not None
-    if step_checkpoint(spark, history, HISTORY_STEP) >= batch_id:
+    timer, seconds = time.perf_counter(), {}
+
+    def lap(name: str) -> None:
+        nonlocal timer
+        now = time.perf_counter()
+        seconds[name], timer = round(now - timer, 3), now
+
+    with _lock:
+        held = _held.get(history)
+    if held is not None and held.position != position(spark, history):
+        held = None  # another commit since this process's last: read the table again
+    done = held.checkpoint if held is not None else step_checkpoint(spark, history,
+                                                                   HISTORY_STEP)
+    if done >= batch_id:
         return 0  # committed before a kill: not again
+    lap("checkpoint")
     fault_point("before_history")  # the step tables' path: after the lake's commit
-    found = shape(spark, lake)
-    ensure(spark, history, found)
+    incoming = {f.name: f.dataType.simpleString() for f in spark.table(valid).schema}
+    found = shape(spark, lake, incoming)
+    if held is None or held.shape != found:
+        ensure(spark, history, found)
+    lap("shape")
     if changes is None:
         changes = [r.asDict() for r in spark.sql(
             f"select * from {valid} where _batch_id = {batch_id}").collect()]
-    stored: dict[str, list[dict[str, Any]]] = {}
+    lap("changes")
     keys = sorted({c["_row_key"] for c in changes if c.get("_row_key") is not None})
-    if keys:
-        spark.createDataFrame([(k,) for k in keys], "_row_key string") \
-            .createOrReplaceTempView("sluice_history_keys")
-        for row in spark.sql(f"select * from {history} where _row_key in "
-                             "(select _row_key from sluice_history_keys)").collect():
-            stored.setdefault(row["_row_key"], []).append(row.asDict())
+    versions = held.versions if held is not None and found == held.shape else None
+    if versions is None and (held is None or held.versions is not None):
+        versions = _read_all(spark, history)  # few versions: held from now on
+    if versions is not None:
+        stored = {k: versions[k] for k in keys if k in versions}
+    else:
+        stored = _read_keys(spark, history, keys)
+    lap("stored")
     outcome = history_batch(_complete(changes), stored, found.payload, batch_id, opts)
+    lap("fold")
     check_held(tables.job)
-    committing(spark, step_properties(HISTORY_STEP, batch_id),
-               lambda: _commit(spark, history, found, outcome))
+    with _lock:
+        _held.pop(history, None)  # until the commit is known to have happened
+    written = committing(spark, step_properties(HISTORY_STEP, batch_id),
+                         lambda: _commit(spark, history, found, outcome))
+    lap("commit")
+    if versions is not None:
+        _apply(versions, written, outcome.remove)
+        if sum(len(v) for v in versions.values()) > HELD_ROWS:
+            versions = None
+    with _lock:
+        _held[history] = _Held(position(spark, history), batch_id, found, versions)
+    lap("held")
+    log.info("history batch %d of %s: %d versions written, %d removed; seconds %s", batch_id,
+             history, len(outcome.write), len(outcome.remove), seconds)
     fault_point("after_history_commit")
     return len(outcome.write)
+
+
+def driver_valid(spark: SparkSession, valid: str,
+                 small: Mapping[int, Sequence[Mapping[str, Any]]] | None,
+                 batch_id: int) -> list[dict[str, Any]] | None:
+    """The batch's valid rows from those the batch path holds on the driver (``small``:
+    steps/driver.py ``driver_rows``, timestamps and dates as numbers), as ``collect`` gives
+    them; None when it holds none (the writer then reads the view)."""
+    if small is None:
+        return None
+    from pyspark.sql.types import DateType, TimestampType
+
+    from python_ingest.steps.driver import transport
+
+    travel = transport(spark.table(valid).schema)
+    if travel is None:
+        return None
+    back = {c: (TimestampType() if f == "timestamp_micros" else DateType())
+            for c, f in travel.back.items()}
+    return [{c: back[c].fromInternal(v) if c in back and v is not None else v
+             for c, v in row.items()} for row in small.get(batch_id, ())]
+
+
+def _read_all(spark: SparkSession, history: str) -> dict[str, list[dict[str, Any]]] | None:
+    """Every version of ``history`` by row key, when it has at most HELD_ROWS (else None)."""
+    if not table_exists(spark, history):
+        return {}
+    found = spark.sql(f"select * from {history} limit {HELD_ROWS + 1}").collect()
+    if len(found) > HELD_ROWS:
+        log.info("history %s has more than %d versions: not held in memory (each batch reads "
+                 "its keys' versions)", history, HELD_ROWS)
+        return None
+    versions: dict[str, list[dict[str, Any]]] = {}
+    for row in found:
+        versions.setdefault(row["_row_key"], []).append(_own(row.asDict()))
+    return versions
+
+
+def _read_keys(spark: SparkSession, history: str, keys: Sequence[str]
+               ) -> dict[str, list[dict[str, Any]]]:
+    """The stored versions of ``keys``, by row key."""
+    stored: dict[str, list[dict[str, Any]]] = {}
+    if not keys:
+        return stored
+    spark.createDataFrame([(k,) for k in keys], "_row_key string") \
+        .createOrReplaceTempView("sluice_history_keys")
+    for row in spark.sql(f"select * from {history} where _row_key in "
+                         "(select _row_key from sluice_history_keys)").collect():
+        stored.setdefault(row["_row_key"], []).append(_own(row.asDict()))
+    return stored
+
+
+def _own(row: dict[str, Any]) -> dict[str, Any]:
+    """A stored version without the format's bookkeeping columns."""
+    return {k: v for k, v in row.items() if not k.startswith("_hoodie_")}
+
+
+def _apply(versions: dict[str, list[dict[str, Any]]], written: list[dict[str, Any]],
+           removed: Sequence[tuple[str, int]]) -> None:
+    """The held versions after a commit: ``written`` upserted (as the table reads them
+    back), ``removed`` gone."""
+    gone = set(removed)
+    changed = {(r["_row_key"], r["_ref_key"]) for r in written}
+    for row_key in {k for k, _ in gone} | {k for k, _ in changed}:
+        kept = [v for v in versions.get(row_key, ())
+                if (row_key, v["_ref_key"]) not in gone | changed]
+        kept += [r for r in written if r["_row_key"] == row_key]
+        if kept:
+            versions[row_key] = kept
+        else:
+            versions.pop(row_key, None)
 
 
 def _complete(changes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -157,24 +313,37 @@ def _complete(changes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
             for c in changes if c.get("_row_key") is not None and c.get("_ref_key") is not None]
 
 
-def _commit(spark: SparkSession, history: str, found: Shape, outcome: Outcome) -> None:
-    """One MERGE: the written versions upserted, the replaced ones removed (an empty commit
-    when the batch changed nothing, so the checkpoint moves)."""
+def _commit(spark: SparkSession, history: str, found: Shape, outcome: Outcome
+            ) -> list[dict[str, Any]]:
+    """One commit: the written versions upserted, the replaced ones removed (an empty commit
+    when the batch changed nothing, so the checkpoint moves); the written versions as the
+    table holds them (Spark's types: a float column's 32 bits, a decimal's scale). On Hudi a
+    batch that removes nothing is an upsert (a MERGE joins the batch with the whole table
+    first); otherwise one MERGE."""
     names = [n for n, _ in found.columns]
     schema = ", ".join(f"`{n}` {t}" for n, t in found.columns) + ", `_drop` boolean"
     removed = [{"_row_key": key, "_ref_key": ref} for key, ref in outcome.remove]
     rows = [(*(r.get(n) for n in names), drop)
             for group, drop in ((outcome.write, False), (removed, True)) for r in group]
-    spark.createDataFrame(rows, schema).createOrReplaceTempView("sluice_history_batch")
+    batch = spark.createDataFrame(rows, schema)
+    batch.createOrReplaceTempView("sluice_history_batch")
     setters = ", ".join(f"t.`{n}` = s.`{n}`" for n in names)
     values = ", ".join(f"s.`{n}`" for n in names)
     quoted = ", ".join(f"`{n}`" for n in names)
     with insert_operation_kept(spark):
-        spark.sql(f"merge into {history} t using sluice_history_batch s "
-                  "on t._row_key = s._row_key and t._ref_key = s._ref_key "
-                  "when matched and s._drop then delete "
-                  f"when matched then update set {setters} "
-                  f"when not matched and not s._drop then insert ({quoted}) values ({values})")
+        if not removed and spark.conf.get(FORMAT_CONF, "hudi") == "hudi":
+            spark.conf.set(INSERT_OPERATION, "upsert")
+            spark.sql(f"insert into {history} ({quoted}) select {quoted} "
+                      "from sluice_history_batch")
+        else:
+            spark.sql(f"merge into {history} t using sluice_history_batch s "
+                      "on t._row_key = s._row_key and t._ref_key = s._ref_key "
+                      "when matched and s._drop then delete "
+                      f"when matched then update set {setters} "
+                      f"when not matched and not s._drop then insert ({quoted}) "
+                      f"values ({values})")
+    # a local relation: collected without a Spark job
+    return [{n: r[n] for n in names} for r in batch.collect() if not r["_drop"]]
 
 
 def catch_up(spark: SparkSession, dbt: Dbt | None, tables: JobTables, done: int | None = None,

@@ -6,7 +6,10 @@ A source column widened (``decimal(8,2)`` -> ``decimal(12,2)``, ``int`` -> ``big
 (formats.py), the batch path's lake upsert (steps/batch.py) and the dbt materializations
 (``adapter.sluice_widen``) call ``widen`` with the columns they are about to write; it
 compares them with the table's schema already in hand and changes a column's type only when
-they differ, so a batch whose schema did not change costs nothing more (no Spark job).
+they differ, so a batch whose schema did not change costs nothing more (no Spark job). The
+history (``lake.<model>__history``, steps/history_writer.py) takes its types from the lake's
+widened by the batch's valid rows (``wider_columns``: on the batch path it is written before
+the lake's upsert widens the lake) and is widened the same way before its commit.
 
 What widens (``widening``): integers upward (tinyint < smallint < int < bigint), float to
 double, a decimal to one with as many digits before the point and at least as many after
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from python_ingest.exceptions import ColumnTypeChangeError
@@ -107,6 +110,24 @@ def plan(table: str, current: dict[str, str], columns: Iterable[tuple[str, str]]
                 "the column in the job's converter (docs/write-a-converter.md)")
         changes.append((name, old, kind))
     return changes
+
+
+def wider_columns(columns: Iterable[tuple[str, str]], incoming: Mapping[str, str],
+                  table_format: str = "hudi") -> list[tuple[str, str]]:
+    """``columns`` (name, type) with the types ``incoming`` ({name: type}, any case) widen
+    them to: a table derived from another (the history from the lake, history_writer.py)
+    takes the wider type of the rows about to be written before the table it derives from
+    does (the batch path writes the history before the lake's upsert widens the lake). A
+    type ``incoming`` does not widen to is kept: the table the rows go to refuses it."""
+    wider = {n.lower(): t for n, t in incoming.items()}
+    out = []
+    for name, kind in columns:
+        new = wider.get(name.lower())
+        if new is not None and new.replace(" ", "") != kind.replace(" ", "") \
+                and widening(kind, new, table_format) is None:
+            kind = new
+        out.append((name, kind))
+    return out
 
 
 def widen(spark: SparkSession, table: str, columns: Iterable[tuple[str, str]],
