@@ -33,6 +33,10 @@ the lake's columns     the row's values after the change that opened the version
 ``_closed_ref_key``    the ref key of the change that closed the version (the next version's,
                        or an invalidating delete's); NULL while open
 ``_closed_batch_id``   the batch that closed it (last moved its end); NULL while open
+``_last_ref_key``      the ref key of the newest change whose values the version holds: its
+                       own, or (``track_history_on``) the newest change absorbed into it; NULL
+                       in rows written before the column existed (read as ``_ref_key``)
+``_last_event_ts``     that change's commit time at the source
 =====================  ========================================================================
 
 Rules (``fold.py``, the reference; the merge's rules from macros/sluice_merge_changes.sql):
@@ -53,7 +57,10 @@ Rules (``fold.py``, the reference; the merge's rules from macros/sluice_merge_ch
   a change after it opens a new version (re-insert); TRUNCATE reaches sluice as a delete of
   every live row with one ref key, so it closes every current version;
 * ``track_history_on``: a change that alters none of the tracked columns (against the version
-  before it) updates that version in place and opens none;
+  before it) opens none: it is absorbed into that version, which takes its values and its ref
+  key as ``_last_ref_key`` when it is newer than the version's ``_last_ref_key``, and is left
+  as it is otherwise (the version holds a newer change's values already, as the lake does);
+  the rule for changes older than what a version absorbed is below;
 * time tiles without gap or overlap: ``_valid_from`` is ``max(_event_ts, predecessor's
   _valid_from)``, so a backward source clock (or equal commit times) gives the predecessor an
   empty interval [t, t) instead of a negative one; each version's ``_valid_to`` is its
@@ -68,10 +75,30 @@ checkpoint
 (and were it, the record key makes it the same rows). Keys whose history began before the table
 was turned on have no versions before their first change since (turn it on with the lake).
 
-Left as they are: with ``track_history_on``, a change absorbed into the current version
-leaves no ref key of its own, so a later change older than it but newer than the version
-opens a version the lake did not apply. The current versions equal the
-lake's live rows after every batch (``sluice verify --history`` checks it).
+Absorbed changes (``track_history_on``): a version V opened by change ``r0`` that absorbed
+changes up to ``last`` (its ``_last_ref_key``) holds the values after ``last``, as the lake row
+does while V is current (the lake's ref key is then ``last``). A change ``r`` with
+``r0 < r < last`` (not forced) arriving later:
+
+* when ``r`` is a version's or a still absorbed change's ref key (``last``), it is a repeat and
+  changes nothing;
+* when it alters none of the tracked columns against V it changes nothing (V's values are a
+  newer change's; a repeat of an earlier absorbed change is such a change);
+* otherwise (it alters a tracked column, or it is a delete) it is spliced in as any late
+  change: V ends at ``r``, ``r``'s version (or delete) follows, and after it a version opened
+  by ``last`` (``_ref_key`` = ``_last_ref_key`` = ``last``, ``_event_ts`` = V's
+  ``_last_event_ts``, the batch's ``_batch_id``) carries V's values: the change does not
+  change what comes after it, and when V was current that version is current and equals the
+  lake's row. Which absorbed changes lay between ``r0`` and ``r`` is not kept, so V keeps its
+  values and ``_last_ref_key`` (now past its end: later changes in V's range that alter no
+  tracked column change nothing), and the version after ``r`` starts at ``last``, the first
+  absorbed change sluice knows of after ``r``.
+
+A forced change at or below a version's ``_last_ref_key`` replaces the versions from its ref
+key on, as above; the version before it keeps its values and ``_last_ref_key``, and a change
+later re-delivered with that ref key is no repeat (the merge applies it again after the
+forced one). The current versions equal the lake's live rows after every batch (``sluice
+verify --history`` checks it).
 """
 
 from __future__ import annotations
@@ -79,4 +106,5 @@ from __future__ import annotations
 HISTORY_STEP = "history"
 EXTRA_COLUMNS = (("_valid_from", "timestamp"), ("_valid_to", "timestamp"),
                  ("_is_current", "boolean"), ("_closed_ref_key", "bigint"),
-                 ("_closed_batch_id", "bigint"))
+                 ("_closed_batch_id", "bigint"), ("_last_ref_key", "bigint"),
+                 ("_last_event_ts", "timestamp"))

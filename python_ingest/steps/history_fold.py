@@ -22,6 +22,7 @@ from python_ingest.steps.changeset import group_changes
 OPENED = ("_row_key", "_ref_key", "_is_deleted", "_event_ts", "_source", "_data_center",
           "_batch_id")  # of the change that opened the version
 BOUNDS = ("_valid_from", "_valid_to", "_is_current", "_closed_ref_key", "_closed_batch_id")
+FOLDED = ("_last_ref_key", "_last_event_ts")  # the newest change whose values it holds
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,19 @@ class Entry:
     batch_id: int
     deleted: bool
     stored: dict[str, Any] | None = None  # the table's row, when it holds one
+    # the newest change whose values it holds (_last_ref_key): its own, or the newest change
+    # absorbed into it (track_history_on); None: its own
+    last_ref: int | None = None
+    last_ts: Any = None
+
+    def __post_init__(self) -> None:
+        if self.last_ref is None:
+            self.last_ref, self.last_ts = self.ref_key, self.event_ts
+
+    @property
+    def last(self) -> int:
+        assert self.last_ref is not None
+        return self.last_ref
 
 
 @dataclass
@@ -64,8 +78,10 @@ def timeline(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> list[
     ordered = sorted(rows, key=lambda r: r["_ref_key"])
     for i, row in enumerate(ordered):
         values = {c: row.get(c) for c in (*columns, "_source", "_data_center")}
+        last = row.get("_last_ref_key")  # NULL: written before the column, its own
         entries.append(Entry(row["_ref_key"], values, row.get("_event_ts"), row["_batch_id"],
-                             bool(row.get("_is_deleted")), dict(row)))
+                             bool(row.get("_is_deleted")), dict(row), last,
+                             row.get("_last_event_ts") if last is not None else None))
         closer = row.get("_closed_ref_key")
         following = ordered[i + 1]["_ref_key"] if i + 1 < len(ordered) else None
         if closer is not None and closer != following:  # closed by a delete of its own
@@ -90,6 +106,29 @@ def _tracked_same(before: Mapping[str, Any], after: Mapping[str, Any], options: 
     return all(before.get(c) == after.get(c) for c in tracked)
 
 
+def _in_range(entries: list[Entry], index: int) -> bool:
+    """Whether the newest change entry ``index`` holds lies in its range, before the next
+    entry (a late change or a forced one since may have opened a version at or before it)."""
+    entry = entries[index]
+    return entry.last > entry.ref_key and (index + 1 == len(entries)
+                                           or entry.last < entries[index + 1].ref_key)
+
+
+def _absorbed(entries: list[Entry]) -> set[int]:
+    """The ref keys of the changes the versions absorbed and still hold (their ``last``)."""
+    return {e.last for i, e in enumerate(entries) if _in_range(entries, i)}
+
+
+def _absorbed_after(entries: list[Entry], position: int, ref: int) -> Entry | None:
+    """The version a change at ``position`` (ref key ``ref``) lands inside of: the entry
+    before it when a change it absorbed (its ``last``) is newer than ``ref`` and lies in its
+    range (None: the change lands after everything that entry holds)."""
+    if position == 0 or entries[position - 1].deleted:
+        return None
+    before = entries[position - 1]
+    return before if before.last > ref and _in_range(entries, position - 1) else None
+
+
 def apply(entries: list[Entry], changes: Sequence[Mapping[str, Any]], columns: Sequence[str],
           batch_id: int, options: Options) -> list[Entry]:
     """One key's changes (ref-key order, one per ref key) applied to its timeline."""
@@ -97,14 +136,13 @@ def apply(entries: list[Entry], changes: Sequence[Mapping[str, Any]], columns: S
         ref = change["_ref_key"]
         forced = bool(change["_force_update"])
         refs = [e.ref_key for e in entries]
-        if ref in refs and not forced:
-            continue  # a repeated change
+        if not forced and (ref in refs or ref in _absorbed(entries)):
+            continue  # a repeated change (a version's, or one absorbed into a version)
         replacing = forced and bool(entries)
+        position = sum(1 for r in refs if r < ref)
         if replacing:  # as the merge: on the current row, replacing the versions from it on
             base = None if entries[-1].deleted else entries[-1]
-            position = sum(1 for r in refs if r < ref)
         else:
-            position = sum(1 for r in refs if r < ref)
             base = _live_before(entries, position)
         values: dict[str, Any] = {"_source": change.get("_source"),
                                   "_data_center": change.get("_data_center")}
@@ -119,15 +157,23 @@ def apply(entries: list[Entry], changes: Sequence[Mapping[str, Any]], columns: S
                            for c in columns})
         else:
             values.update({c: change.get(c) for c in columns})
-        if replacing:
+        if replacing:  # a version that absorbed changes from its ref key on keeps their
+            # values; its last (>= the forced version's ref key) no longer lies in its range
             entries = entries[:position]
-        newest = bool(entries) and base is entries[-1] and position == len(entries)
-        if (not change["_is_deleted"] and base is not None and newest
+        # the version right before it (a forced change's: the current one, when kept)
+        adjacent = position > 0 and base is entries[position - 1]
+        if (not change["_is_deleted"] and base is not None and adjacent
                 and _tracked_same(base.values, values, options, columns)):
-            base.values = values  # an untracked change: the current version in place
-            continue
+            if forced or ref > base.last:  # untracked columns only: the version in place
+                base.values, base.last_ref, base.last_ts = values, ref, change.get("_event_ts")
+            continue  # else it holds a newer change's values already (the lake's too)
+        inside = None if forced else _absorbed_after(entries, position, ref)
         entries.insert(position, Entry(ref, values, change.get("_event_ts"), batch_id,
                                        bool(change["_is_deleted"])))
+        if inside is not None:  # late inside what a version absorbed: after it, the values
+            # of the newest change absorbed (the lake's, when that version was current)
+            entries.insert(position + 1, Entry(inside.last, dict(inside.values),
+                                               inside.last_ts, batch_id, False))
     return entries
 
 
@@ -157,7 +203,8 @@ def rows(row_key: str, entries: list[Entry], columns: Sequence[str], batch_id: i
                "_valid_to": starts[i] if marker else starts[i + 1] if following
                else options.valid_to_current,
                "_is_current": following is None and not marker,
-               "_closed_ref_key": following.ref_key if following else None}
+               "_closed_ref_key": following.ref_key if following else None,
+               "_last_ref_key": entry.last, "_last_event_ts": entry.last_ts}
         stored = entry.stored
         moved = stored is None or stored.get("_closed_ref_key") != row["_closed_ref_key"] \
             or stored.get("_valid_to") != row["_valid_to"]

@@ -22,6 +22,8 @@ from tests.steps.test_merge_oracle import Change, examples
 pytestmark = pytest.mark.history
 T0 = dt.datetime(2026, 3, 1, 8)
 PAYLOAD = COLUMNS
+TRACKED = frozenset({"city", "status"})  # the oracle's other columns change in place
+UNTRACKED = frozenset({"rider_id", "fare", "distance_km"})
 
 
 def at(minute: int) -> dt.datetime:
@@ -88,6 +90,7 @@ def with_clock(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**c, "_event_ts": at((c["_ref_key"] * 37) % 101)} for c in changes]
 
 
+@pytest.mark.reliability
 @settings(max_examples=40, deadline=None, database=None, print_blob=True,
           phases=(Phase.explicit, Phase.generate),
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -97,7 +100,9 @@ def test_the_history_tiles_time_and_its_current_versions_are_the_lake(
     batches, _ = example
     lake: dict[str, dict[str, Any]] = {}
     states: dict[str, KeyState] = {}
-    histories = [History(Options()), History(Options(hard_deletes="new_record"))]
+    histories = [History(Options()), History(Options(hard_deletes="new_record")),
+                 History(Options(track=TRACKED)),
+                 History(Options(hard_deletes="new_record", untracked=UNTRACKED))]
     for number, batch in enumerate(batches, 1):
         changes = with_clock(as_changes(batch))
         try:
@@ -118,15 +123,33 @@ def test_the_history_tiles_time_and_its_current_versions_are_the_lake(
             assert_tiles(history)
             assert history.current() == lake
             for (key, ref), version in history.rows.items():
-                change = by_ref.get((key, ref))
-                if change is None or change["_is_deleted"]:
-                    continue
-                named = change["_changed_columns"] or COLUMNS
-                assert {c: version[c] for c in named} == {c: change[c] for c in named}
-                assert version["_event_ts"] == change["_event_ts"]
+                assert_values(history, version, by_ref.get((key, ref)),
+                              by_ref.get((key, version.get("_last_ref_key"))))
+            before = {k: dict(v) for k, v in history.rows.items()}
             history.apply(changes, number)  # a rerun of the batch: the same rows
             assert_tiles(history)
             assert history.current() == lake
+            if not any(c["_force_update"] for c in changes):  # a forced change applies again
+                assert history.rows == before
+
+
+def assert_values(history: History, version: dict[str, Any], opened: dict[str, Any] | None,
+                  last: dict[str, Any] | None) -> None:
+    """A version's values are the row after the change that opened it (with
+    ``track_history_on``: in the tracked columns; the others are the newest absorbed
+    change's, ``_last_ref_key``), its ``_event_ts`` that change's."""
+    options = history.options
+    tracked = [c for c in COLUMNS if (options.track is None or c in options.track)
+               and c not in options.untracked]
+    if opened is not None and not opened["_is_deleted"]:
+        named = [c for c in opened["_changed_columns"] or COLUMNS
+                 if c in tracked or version.get("_last_ref_key") == version["_ref_key"]]
+        assert {c: version[c] for c in named} == {c: opened[c] for c in named}
+        assert version["_event_ts"] == opened["_event_ts"]
+    if last is not None and not last["_is_deleted"] and not version["_is_deleted"]:
+        named = last["_changed_columns"] or COLUMNS
+        assert {c: version[c] for c in named} == {c: last[c] for c in named}
+        assert version["_last_event_ts"] == last["_event_ts"]
 
 
 def change(ref: int, minute: int, key: str = "k", deleted: bool = False,
@@ -226,3 +249,65 @@ def test_untracked_columns_update_the_current_version_in_place_and_a_sentinel_en
     history.apply([change(1, 1, a=1, b=1), change(2, 2, a=1, b=2), change(3, 3, a=3, b=2)], 1)
     assert [(r["_ref_key"], r["a"], r["b"], r["_valid_to"]) for r in history.versions("k")
             ] == [(1, 1, 2, at(3)), (3, 3, 2, forever)]
+
+
+@pytest.mark.reliability
+def test_a_late_change_inside_what_the_current_version_absorbed_keeps_it_the_lake_row(
+        ) -> None:
+    """track_history_on: 30 alters only b, so the version of 10 absorbs it (the lake row is
+    30's); 20, late, alters a: it is spliced between 10 and 30, and a version opened by 30
+    carries the lake's row after it (before the fix 20 became the current version)."""
+    history = small(Options(track=frozenset({"a"})))
+    history.apply([change(10, 10, a=1, b=1), change(30, 30, a=1, b=3)], 1)
+    assert [(r["_ref_key"], r["_last_ref_key"], r["_last_event_ts"], r["b"])
+            for r in history.versions("k")] == [(10, 30, at(30), 3)]
+    history.apply([change(20, 20, a=2, b=2)], 2)
+    assert [(r["_ref_key"], r["_batch_id"], r["_valid_from"], r["_valid_to"], r["a"], r["b"],
+             r["_is_current"]) for r in history.versions("k")] == [
+        (10, 1, at(10), at(20), 1, 3, False), (20, 2, at(20), at(30), 2, 2, False),
+        (30, 2, at(30), None, 1, 3, True)]
+    assert history.current() == {"k": {"a": 1, "b": 3}}  # the lake kept 30's row
+    before = {k: dict(v) for k, v in history.rows.items()}
+    history.apply([change(20, 20, a=2, b=2), change(30, 30, a=1, b=3),
+                   change(15, 15, a=1, b=9)], 3)  # repeats; 15 in 10's range, a unchanged
+    assert history.rows == before
+    deleted = small(Options(track=frozenset({"a"})))  # a late delete inside the range
+    deleted.apply([change(10, 10, a=1, b=1), change(30, 30, a=1, b=3)], 1)
+    deleted.apply([change(20, 20, deleted=True)], 2)
+    assert [(r["_ref_key"], r["_valid_to"], r["_closed_ref_key"], r["b"])
+            for r in deleted.versions("k")] == [(10, at(20), 20, 3), (30, None, None, 3)]
+    assert deleted.current() == {"k": {"a": 1, "b": 3}}
+
+
+@pytest.mark.reliability
+def test_a_repeat_of_an_absorbed_change_changes_nothing() -> None:
+    """track_history_except: 20 and 30 alter only b and are absorbed; a copy of 20 (or of 30)
+    in a later batch is a repeat: the version keeps 30's values, the lake's (before the fix
+    20's copy wrote its b into the current version)."""
+    history = small(Options(untracked=frozenset({"b"})))
+    history.apply([change(10, 10, a=1, b=1), change(20, 20, a=1, b=2),
+                   change(30, 30, a=1, b=3)], 1)
+    before = {k: dict(v) for k, v in history.rows.items()}
+    assert [(r["_ref_key"], r["_last_ref_key"], r["b"]) for r in before.values()] == [
+        (10, 30, 3)]
+    for repeat in (change(20, 20, a=1, b=2), change(30, 30, a=1, b=3),
+                   change(20, 20, changed=["b"], b=2)):
+        history.apply([repeat], 2)
+        assert history.rows == before
+    assert history.current() == {"k": {"a": 1, "b": 3}}
+    history.apply([change(40, 40, a=1, b=4)], 3)  # newer: absorbed
+    assert [(r["_ref_key"], r["_last_ref_key"], r["b"], r["_valid_to"])
+            for r in history.versions("k")] == [(10, 40, 4, None)]
+
+
+def test_versions_written_before_the_last_ref_key_column_read_as_their_own() -> None:
+    """A history written before ``_last_ref_key`` existed (the writer adds the column: NULL
+    in its rows): each version holds its own change; a change touching the key writes the
+    column."""
+    history = small(Options(track=frozenset({"a"})))
+    history.apply([change(10, 10, a=1, b=1)], 1)
+    for row in history.rows.values():
+        row["_last_ref_key"] = row["_last_event_ts"] = None
+    history.apply([change(5, 5, a=0, b=0), change(20, 20, a=1, b=2)], 2)
+    assert [(r["_ref_key"], r["_last_ref_key"], r["b"], r["_is_current"])
+            for r in history.versions("k")] == [(5, 5, 0, False), (10, 20, 2, True)]
