@@ -53,7 +53,7 @@ from python_ingest.tables.formats import committing, position, table_exists
 from python_ingest.tables.lease import check_held
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from python_ingest.steps.dbt import Dbt
     from python_ingest.tables.names import JobTables
@@ -84,6 +84,7 @@ class _Held:
 
 
 _held: dict[str, _Held] = {}
+_many: set[str] = set()  # histories found to hold more than HELD_ROWS versions
 _lock = threading.Lock()
 
 
@@ -207,7 +208,7 @@ def write_batch(spark: SparkSession, tables: JobTables, opts: Options, batch_id:
     lap("changes")
     keys = sorted({c["_row_key"] for c in changes if c.get("_row_key") is not None})
     versions = held.versions if held is not None and found == held.shape else None
-    if versions is None and (held is None or held.versions is not None):
+    if versions is None and history not in _many:
         versions = _read_all(spark, history)  # few versions: held from now on
     if versions is not None:
         stored = {k: versions[k] for k in keys if k in versions}
@@ -219,13 +220,17 @@ def write_batch(spark: SparkSession, tables: JobTables, opts: Options, batch_id:
     check_held(tables.job)
     with _lock:
         _held.pop(history, None)  # until the commit is known to have happened
-    written = committing(spark, step_properties(HISTORY_STEP, batch_id),
-                         lambda: _commit(spark, history, found, outcome))
+    batch = committing(spark, step_properties(HISTORY_STEP, batch_id),
+                       lambda: _commit(spark, history, found, outcome))
     lap("commit")
-    if versions is not None:
-        _apply(versions, written, outcome.remove)
+    if versions is not None:  # as the table holds them (Spark's types: a float's 32 bits)
+        names = [n for n, _ in found.columns]
+        _apply(versions, [{n: r[n] for n in names} for r in batch.collect() if not r["_drop"]],
+               outcome.remove)
+        lap("read_back")
         if sum(len(v) for v in versions.values()) > HELD_ROWS:
             versions = None
+            _many.add(history)
     with _lock:
         _held[history] = _Held(position(spark, history), batch_id, found, versions)
     lap("held")
@@ -262,6 +267,7 @@ def _read_all(spark: SparkSession, history: str) -> dict[str, list[dict[str, Any
         return {}
     found = spark.sql(f"select * from {history} limit {HELD_ROWS + 1}").collect()
     if len(found) > HELD_ROWS:
+        _many.add(history)  # not read whole again by this process (histories grow)
         log.info("history %s has more than %d versions: not held in memory (each batch reads "
                  "its keys' versions)", history, HELD_ROWS)
         return None
@@ -313,13 +319,11 @@ def _complete(changes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
             for c in changes if c.get("_row_key") is not None and c.get("_ref_key") is not None]
 
 
-def _commit(spark: SparkSession, history: str, found: Shape, outcome: Outcome
-            ) -> list[dict[str, Any]]:
+def _commit(spark: SparkSession, history: str, found: Shape, outcome: Outcome) -> DataFrame:
     """One commit: the written versions upserted, the replaced ones removed (an empty commit
-    when the batch changed nothing, so the checkpoint moves); the written versions as the
-    table holds them (Spark's types: a float column's 32 bits, a decimal's scale). On Hudi a
-    batch that removes nothing is an upsert (a MERGE joins the batch with the whole table
-    first); otherwise one MERGE."""
+    when the batch changed nothing, so the checkpoint moves); the rows it wrote, a frame
+    flagging the removed ones (``_drop``). On Hudi a batch that removes nothing is an upsert
+    (a MERGE joins the batch with the whole table first); otherwise one MERGE."""
     names = [n for n, _ in found.columns]
     schema = ", ".join(f"`{n}` {t}" for n, t in found.columns) + ", `_drop` boolean"
     removed = [{"_row_key": key, "_ref_key": ref} for key, ref in outcome.remove]
@@ -342,8 +346,7 @@ def _commit(spark: SparkSession, history: str, found: Shape, outcome: Outcome
                       f"when matched then update set {setters} "
                       f"when not matched and not s._drop then insert ({quoted}) "
                       f"values ({values})")
-    # a local relation: collected without a Spark job
-    return [{n: r[n] for n in names} for r in batch.collect() if not r["_drop"]]
+    return batch
 
 
 def catch_up(spark: SparkSession, dbt: Dbt | None, tables: JobTables, done: int | None = None,
