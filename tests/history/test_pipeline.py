@@ -2,24 +2,26 @@
 the first batch; Iceberg: the step tables' path): the demo's events (creates, updates, partial
 updates, deletes, duplicates, late events) through a lake model with ``history=true``; after
 every batch the current versions equal the lake row for row, every key's versions tile time,
-and a kill between the history's commit and the lake's neither doubles nor loses a version."""
+and a kill -9 of a `sluice run` between the history's commit and the lake's neither doubles
+nor loses a version."""
 
 from __future__ import annotations
 
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from python_ingest.demo import trips as demo
 from python_ingest.kafka import broker as broker_mod
+from python_ingest.steps.history import HISTORY_STEP
+from python_ingest.steps.index import MERGE_STEP
 from python_ingest.steps.pipeline import run_job
-from tests.conftest import REPO, trips_job
+from python_ingest.tables.checkpoints import step_checkpoint
+from tests.conftest import REPO, sluice_cmd, trips_job
 
 pytestmark = [pytest.mark.history, pytest.mark.e2e]
-
-
-class Killed(Exception):
-    """A kill -9 at a fault point, in process."""
 
 
 def _payload(row: dict[str, Any]) -> dict[str, Any]:
@@ -47,11 +49,15 @@ def _check(spark: Any, lake: str, history: str) -> list[dict[str, Any]]:
     return versions
 
 
+@pytest.mark.reliability
 def test_the_history_is_written_with_the_lake_and_exactly_once_under_a_kill(
         format_spark: Any, table_format: str, broker: str, make_settings: Any, project: Any,
-        job_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from python_ingest.steps import history_writer as writer
-
+        job_name: str, tmp_path: Path) -> None:
+    """The second batch's `sluice run` (its own process) is killed -9 between the history's
+    commit and the lake's (Hudi, the batch path: after the history's) or between the lake's
+    and the history's (Iceberg, the step tables' path: before the history's); the rerun
+    (in this process) finishes the batch: each change is one version, the current versions
+    are the lake's rows."""
     spark = format_spark
     root = project(job_name)
     model = root / "models" / "lake" / f"{job_name}.sql"
@@ -69,19 +75,18 @@ def test_the_history_is_written_with_the_lake_and_exactly_once_under_a_kill(
         if number == 2:  # killed between the history's commit and the lake's (batch path),
             # or between the lake's and the history's (step tables' path)
             point = "after_history_commit" if table_format == "hudi" else "before_history"
-
-            def kill(name: str, point: str = point) -> None:
-                if name == point:
-                    raise Killed(name)
-
-            monkeypatch.setattr(writer, "fault_point", kill)
-            with pytest.raises(Killed):
-                run_job(spark, settings, settings.job(job_name))
-            monkeypatch.undo()
+            killed = sluice_cmd(tmp_path / "sluice.yml", "run", job_name,
+                                env={"SLUICE_FAULT": point})
+            assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+            assert f"killing the process at '{point}'" in killed.stderr
+            done = (step_checkpoint(spark, lake, MERGE_STEP),
+                    step_checkpoint(spark, history, HISTORY_STEP))
+            assert done == ((1, 2) if point == "after_history_commit" else (2, 1))
         result = run_job(spark, settings, settings.job(job_name))
         assert result.outcome in ("succeeded", "up-to-date"), result.error
         versions = _check(spark, lake, history)
         assert {v["_batch_id"] for v in versions} >= {number}
+        assert step_checkpoint(spark, history, HISTORY_STEP) == number
     # every change is a version: more versions than keys, a late one among them
     keys = {v["_row_key"] for v in versions}
     assert len(versions) > len(keys)
