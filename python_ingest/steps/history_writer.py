@@ -69,8 +69,11 @@ BUCKET_WRITE = {"hoodie.index.type": "BUCKET", "hoodie.index.bucket.engine": "SI
                 "hoodie.bucket.index.num.buckets": str(BUCKETS),
                 "hoodie.bucket.index.hash.field": "_row_key", "hoodie.metadata.enable": "false"}
 # a history of at most this many versions is held in memory between batches (its stored
-# versions are then not read per batch); more: each batch reads its keys' versions
-HELD_ROWS = int(os.environ.get("SLUICE_HISTORY_HELD_ROWS", "100000"))
+# versions are then not read per batch); more: each batch reads its keys' versions. The
+# histories one process holds keep at most HELD_TOTAL versions together (about 1 KB each):
+# past it the least recently written are dropped, and read by key from then on
+HELD_ROWS = int(os.environ.get("SLUICE_HISTORY_HELD_ROWS", "50000"))
+HELD_TOTAL = int(os.environ.get("SLUICE_HISTORY_HELD_TOTAL", "200000"))
 
 
 @dataclass
@@ -81,6 +84,8 @@ class _Held:
     checkpoint: int
     shape: Shape  # the columns it has (ensured)
     versions: dict[str, list[dict[str, Any]]] | None  # every version by row key (None: many)
+    count: int = 0  # how many versions
+    used: float = 0.0  # when a batch last wrote it (time.monotonic)
 
 
 _held: dict[str, _Held] = {}
@@ -221,23 +226,41 @@ def write_batch(spark: SparkSession, tables: JobTables, opts: Options, batch_id:
     with _lock:
         _held.pop(history, None)  # until the commit is known to have happened
     batch = committing(spark, step_properties(HISTORY_STEP, batch_id),
-                       lambda: _commit(spark, history, found, outcome))
+                       lambda: _commit(spark, history, found, outcome, batch_id))
     lap("commit")
     if versions is not None:  # as the table holds them (Spark's types: a float's 32 bits)
         names = [n for n, _ in found.columns]
         _apply(versions, [{n: r[n] for n in names} for r in batch.collect() if not r["_drop"]],
                outcome.remove)
         lap("read_back")
-        if sum(len(v) for v in versions.values()) > HELD_ROWS:
-            versions = None
-            _many.add(history)
+    count = sum(len(v) for v in versions.values()) if versions is not None else 0
+    if count > HELD_ROWS:
+        versions, count = None, 0
+        _many.add(history)
     with _lock:
-        _held[history] = _Held(position(spark, history), batch_id, found, versions)
+        _held[history] = _Held(position(spark, history), batch_id, found, versions, count,
+                               time.monotonic())
+        _evict(history)
     lap("held")
     log.info("history batch %d of %s: %d versions written, %d removed; seconds %s", batch_id,
              history, len(outcome.write), len(outcome.remove), seconds)
     fault_point("after_history_commit")
     return len(outcome.write)
+
+
+def _evict(keep: str) -> None:
+    """Drop the versions of the least recently written histories but ``keep`` while all held
+    hold more than HELD_TOTAL (under ``_lock``); those read their keys' versions from then on."""
+    total = sum(h.count for h in _held.values())
+    for history, held in sorted(_held.items(), key=lambda item: item[1].used):
+        if total <= HELD_TOTAL:
+            break
+        if history != keep and held.versions is not None:
+            total -= held.count
+            held.versions, held.count = None, 0
+            _many.add(history)
+            log.info("history %s: its versions no longer held in memory (the histories held "
+                     "exceed %d versions, SLUICE_HISTORY_HELD_TOTAL)", history, HELD_TOTAL)
 
 
 def driver_valid(spark: SparkSession, valid: str,
@@ -319,14 +342,18 @@ def _complete(changes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
             for c in changes if c.get("_row_key") is not None and c.get("_ref_key") is not None]
 
 
-def _commit(spark: SparkSession, history: str, found: Shape, outcome: Outcome) -> DataFrame:
+def _commit(spark: SparkSession, history: str, found: Shape, outcome: Outcome,
+            batch_id: int) -> DataFrame:
     """One commit: the written versions upserted, the replaced ones removed (an empty commit
     when the batch changed nothing, so the checkpoint moves); the rows it wrote, a frame
     flagging the removed ones (``_drop``). On Hudi a batch that removes nothing is an upsert
     (a MERGE joins the batch with the whole table first); otherwise one MERGE."""
     names = [n for n, _ in found.columns]
     schema = ", ".join(f"`{n}` {t}" for n, t in found.columns) + ", `_drop` boolean"
-    removed = [{"_row_key": key, "_ref_key": ref} for key, ref in outcome.remove]
+    # a removed version's ordering value (_batch_id): Hudi refuses a NULL one, and its log
+    # merge drops a delete ordered below the record it removes, whatever the merge mode
+    removed = [{"_row_key": key, "_ref_key": ref, "_batch_id": batch_id}
+               for key, ref in outcome.remove]
     rows = [(*(r.get(n) for n in names), drop)
             for group, drop in ((outcome.write, False), (removed, True)) for r in group]
     batch = spark.createDataFrame(rows, schema)

@@ -52,7 +52,7 @@ def table(monkeypatch: pytest.MonkeyPatch) -> _Table:
     shape = writer.Shape((*PAYLOAD, *EXTRA_COLUMNS), ("v",))
     batch_of: dict[str, int] = {}
 
-    def commit(spark: Any, history: str, shape_: Any, outcome: Any) -> _Frame:
+    def commit(spark: Any, history: str, shape_: Any, outcome: Any, batch_id: int) -> _Frame:
         found.commit(outcome, batch_of["now"])
         return _Frame([{**r, "_drop": False} for r in outcome.write])
 

@@ -15,6 +15,7 @@ of disjoint keys is the union of each stream's).
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,9 @@ from tests.steps.helpers import (
 )
 
 KEYS_PER_STREAM = 5
+# the parametrization whose lake model keeps a history (issue #52 item 6): checked too
+HISTORY_FORMAT = "hudi"
+T0_MS = 1_772_352_000_000  # 2026-03-01 08:00 UTC: the source's commit times, from here
 STREAMS_PER_EXAMPLE = 5
 _stream = itertools.count(1)
 _ref = itertools.count(1_000)
@@ -149,12 +153,19 @@ def oracle(batches: list[list[Change]]) -> tuple[dict[int, dict[str, Any]], int]
     return rows, rejected
 
 
+def event_ms(ref: int) -> int:
+    """A change's commit time at the source: seconds apart, sometimes backwards against
+    ref-key order (as two sources' clocks, or a clock set back)."""
+    return T0_MS + (ref * 37 % 101) * 1000
+
+
 def to_event(parsed: Any, change: Change) -> Event:
     full = {"rider_id": None, "driver_id": None, "city": None, "status": None, "fare": None,
             "distance_km": None, **change.values}
     record = {"trip_id": change.trip_id, **full, "requested_at": None, "_ref_key": change.ref,
               "_changed_columns": list(change.changed) if change.changed else None,
-              "_source": "oracle", "_event_ts": None, "_is_deleted": change.kind == "delete",
+              "_source": "oracle", "_event_ts": event_ms(change.ref),
+              "_is_deleted": change.kind == "delete",
               "_force_update": change.force, "_data_center": "dc1"}
     return Event(str(change.trip_id).encode(), encode(parsed, record), change.kind, record)
 
@@ -162,7 +173,10 @@ def to_event(parsed: Any, change: Change) -> Event:
 @pytest.fixture
 def oracle_job(broker: str, make_settings: Any, project: Any, job_name: str,
                table_format: str) -> tuple[Any, Any, Dbt]:
-    project(job_name)
+    root = project(job_name)
+    if table_format == HISTORY_FORMAT:  # deletes as versions: the versions tile time
+        configure_lake(root / "models" / "lake" / f"{job_name}.sql",
+                       ", history=true, hard_deletes='new_record'")
     settings = make_settings({job_name: trips_job(job_name)}, table_format=table_format)
     broker_mod.ensure_topic(broker, job_name, 2)
     return settings, settings.job(job_name), Dbt(settings)
@@ -221,8 +235,44 @@ def test_lake_equals_oracle(format_spark: Any, broker: str, oracle_job: Any,
                             example: tuple[list[list[Change]], list[int]]) -> None:
     """On both table formats (the table_format fixture)."""
     batches, bases = example
-    assert_lake_equals_oracle(format_spark, broker, oracle_job, batches, bases,
-                              (len(batches) + 1) // 2 if len(batches) > 1 else None)
+    tables = assert_lake_equals_oracle(format_spark, broker, oracle_job, batches, bases,
+                                       (len(batches) + 1) // 2 if len(batches) > 1 else None)
+    if tables.history is not None and format_spark.catalog.tableExists(tables.history):
+        assert_history_holds_oracle(format_spark, tables, batches, bases)
+
+
+def assert_history_holds_oracle(spark: Any, tables: Any, batches: list[list[Change]],
+                                bases: list[int]) -> None:
+    """The history (issue #52) after the oracle's batches: every key's versions tile time
+    without gap or overlap and its current versions are the lake's rows (the history tests'
+    check); every version is one of the stream's changes, at its commit time at the source,
+    with the values that change set (all of a full row's, a partial update's named ones)."""
+    from python_ingest.runtime.catalog import kept_write_settings, location
+    from tests.history.test_pipeline import _check
+
+    # every later process registers it as created: the bucket index, no metadata table
+    kept = kept_write_settings(spark, location(spark, tables.history))
+    assert (kept["hoodie.index.type"], kept["hoodie.metadata.enable"]) == ("BUCKET", "false")
+    versions = _check(spark, tables.lake, tables.history)
+    changes = {(c.trip_id, c.ref): c for batch in batches for c in batch}
+    mine = [v for v in versions
+            if any(base < v["trip_id"] <= base + KEYS_PER_STREAM for base in bases)]
+    assert {v["trip_id"] for v in mine} == {trip_id for trip_id, _ in changes}  # each a full
+    for version in mine:
+        change = changes[(version["trip_id"], version["_ref_key"])]  # no version of its own
+        assert version["_is_deleted"] == (change.kind == "delete")
+        assert version["_event_ts"] == dt.datetime.fromtimestamp(event_ms(change.ref) / 1000)
+        if change.kind == "delete":
+            continue  # the row as it was
+        row = {"trip_id": version["trip_id"], "rider_id": version["rider_id"],
+               "driver_id": version["driver_id"], "city": version["city_name"],
+               "status": version["trip_status"], "fare": version["fare_amount"],
+               "distance_km": version["distance_km"]}
+        row = {k: float(v) if k in ("fare", "distance_km") and v is not None else v
+               for k, v in row.items()}
+        expected = as_lake({"trip_id": change.trip_id, **change.values})
+        named = change.changed or tuple(expected)
+        assert {c: row[c] for c in named} == {c: expected[c] for c in named}, (version, change)
 
 
 def _full(trip_id: int, ref: int, value: int, force: bool = False) -> Change:
