@@ -369,8 +369,10 @@ def _commit(spark: SparkSession, history: str, found: Shape, outcome: Outcome,
         else:
             spark.sql(f"merge into {history} t using sluice_history_batch s "
                       "on t._row_key = s._row_key and t._ref_key = s._ref_key "
+                      # the update's own condition: Hudi 1.0.2 applied an unconditioned
+                      # update clause to a row the delete clause matched (a row of NULLs)
                       "when matched and s._drop then delete "
-                      f"when matched then update set {setters} "
+                      f"when matched and not s._drop then update set {setters} "
                       f"when not matched and not s._drop then insert ({quoted}) "
                       f"values ({values})")
     return batch
