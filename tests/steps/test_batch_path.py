@@ -16,7 +16,7 @@ from python_ingest.kafka import broker as broker_mod
 from python_ingest.steps import index_cache
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.pipeline import merge_progress, run_job
-from python_ingest.tables.checkpoints import step_checkpoint
+from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
 from python_ingest.tables.formats import table_exists
 from python_ingest.tables.names import JobTables
 from tests.conftest import REPO, sluice_cmd, trips_job
@@ -110,9 +110,11 @@ def dbt_path(spark: Any, run_id: str) -> str:
 def test_the_batch_path_killed_between_its_commits_then_rerun(
         spark: Any, broker: str, make_settings: Any, project: Any, job_name: str,
         tmp_path: Path) -> None:
-    """kill -9 after the fork's error commit, before the lake commit and after it (the index
-    entries then only in the lake's commit), new events arriving in between: each rerun
-    finishes the batch and the index takes the entries, nothing lost or doubled."""
+    """kill -9 after the fork's error commit, between the index's commit and the lake's (the
+    lake model's SQL writes the index first; the driver's fold defers its entries to the lake
+    commit) and after the lake commit (the index entries then only in the lake's commit), new
+    events arriving in between: each rerun finishes the batch and the index takes the entries
+    once, nothing lost or doubled."""
     project(job_name)
     settings = make_settings({job_name: trips_job(job_name)})
     job = settings.job(job_name)
@@ -128,17 +130,27 @@ def test_the_batch_path_killed_between_its_commits_then_rerun(
                           ("after_lake_commit", lambda: list(generator.changes(80)))):
         demo.produce(broker, job.topic, iter(events()))
         before = merge_progress(spark, tables)[0]
+        sql = {"SLUICE_DRIVER_ROWS": "0"} if fault == "merge_after_index" else {}
         killed = sluice_cmd(tmp_path / "sluice.yml", "run", job_name,
-                            env={"SLUICE_FAULT": fault})
+                            env={"SLUICE_FAULT": fault, **sql})
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
         assert f"killing the process at '{fault}'" in killed.stderr
         if fault == "after_lake_commit":  # the lake has it, the index table does not
             assert merge_progress(spark, tables)[0] == before + 1
             assert step_checkpoint(spark, tables.index, "merge") < before + 1
+        elif fault == "merge_after_index":  # the index table has it, the lake does not
+            assert step_checkpoint(spark, tables.index, "merge") == before + 1
+            assert merge_progress(spark, tables)[0] == before
+            # the rerun skips the index's commit and merges every batch landed (so the next
+            # kill's batch is a fresh one)
+            rerun = run_job(spark, settings, job, dbt=dbt)
+            assert rerun.outcome == "succeeded", rerun.error
+            landed = read_checkpoint(spark, tables.raw)
+            assert landed is not None and merge_progress(spark, tables)[0] == landed.batch_id
         else:
             assert merge_progress(spark, tables)[0] == before  # the lake does not have it
-    result = run_job(spark, settings, job, dbt=dbt)
-    assert result.outcome == "succeeded", result.error
+    result = run_job(spark, settings, job, dbt=dbt)  # (the lake had the last killed batch)
+    assert result.outcome == "up-to-date", result.error
     assert tables.lake is not None
     assert merge_progress(spark, tables)[0] == 4
     assert lake_rows(spark, tables.lake) == {t: as_lake(r) for t, r in generator.rows.items()}

@@ -4,8 +4,6 @@ keeps each key's newest entry and drops delete markers only past the retention."
 
 from __future__ import annotations
 
-import signal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,11 +15,11 @@ from python_ingest.exceptions import ConfigError
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.index import build_index, compact_index
-from python_ingest.steps.pipeline import JobTables, merge_progress, run_job
+from python_ingest.steps.pipeline import JobTables, run_job
 from python_ingest.steps.services import maintain_job
 from python_ingest.tables.checkpoints import step_checkpoint, step_properties
 from python_ingest.tables.formats import append, ensure_table, table_exists
-from tests.conftest import REPO, sluice_cmd, trips_job
+from tests.conftest import REPO, trips_job
 from tests.steps.helpers import as_lake, assert_index_agrees, index_state, lake_rows
 
 
@@ -37,39 +35,6 @@ def _job(broker: str, make_settings: Any, project: Any, job_name: str) -> tuple[
     broker_mod.ensure_topic(broker, job.topic, 2)
     dbt = Dbt(settings)
     return settings, job, dbt, JobTables(job_name, dbt.job_models(job_name))
-
-
-@pytest.mark.e2e
-@pytest.mark.reliability
-def test_kill_between_the_index_and_the_lake_commit_then_rerun(
-        spark: Any, broker: str, make_settings: Any, project: Any, job_name: str,
-        tmp_path: Path) -> None:
-    settings, job, dbt, tables = _job(broker, make_settings, project, job_name)
-    generator = _generator(seed=83)
-    demo.produce(broker, job.topic, generator.events(300))
-    run_job(spark, settings, job, dbt=dbt)
-    assert tables.lake is not None
-    demo.produce(broker, job.topic, iter([*generator.late_events(20), *generator.events(200)]))
-
-    # the lake model's SQL (not the driver's fold, which defers the entries to the lake
-    # commit) writes the index before the lake
-    killed = sluice_cmd(tmp_path / "sluice.yml", "run", job_name,
-                        env={"SLUICE_FAULT": "merge_after_index", "SLUICE_DRIVER_ROWS": "0"})
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    assert "killing the process at 'merge_after_index'" in killed.stderr
-    assert step_checkpoint(spark, tables.index, "merge") == 2  # the index has batch 2,
-    assert merge_progress(spark, tables)[0] == 1  # the lake does not
-
-    run_job(spark, settings, job, dbt=dbt)
-    assert merge_progress(spark, tables)[0] == 2
-    expected = {trip_id: as_lake(row) for trip_id, row in generator.rows.items()}
-    assert lake_rows(spark, tables.lake) == expected
-    state = assert_index_agrees(spark, tables)
-    assert any(deleted for _, deleted in state.values())  # the stream deleted rows
-    # batch 2's entries were written once, not again by the rerun
-    twice = spark.sql(f"select _row_key from {tables.index} where _batch_id = 2 "
-                      "group by _row_key having count(*) > 1").collect()
-    assert not twice
 
 
 def _stream(spark: Any, broker: str, setup: tuple[Any, Any, Dbt, JobTables], seed: int,

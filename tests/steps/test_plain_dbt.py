@@ -1,6 +1,8 @@
 """A plain `dbt run` in its own process (not the runner's in-process dbt), as a user types it
 in a sluice project: dbt's plugin manager loads dbt_sluice, which opens sluice's session, so
-the converter reads the raw table another process wrote, whatever the table format."""
+the converter reads the raw table another process wrote, whatever the table format. Its lake
+model keeps a history (``history=true``): the plain run writes it too (macros/materializations/
+sluice_merge_pending.sql calls the history's writer through adapter.sluice_history)."""
 
 from __future__ import annotations
 
@@ -16,12 +18,14 @@ import pytest
 from python_ingest.demo import trips as demo
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.steps.dbt import Dbt
+from python_ingest.steps.history import HISTORY_STEP
 from python_ingest.steps.jobs import run_ingest
 from python_ingest.steps.pipeline import MERGE_STEP, run_job
 from python_ingest.tables import formats
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
 from python_ingest.tables.lease import job_lease
 from tests.conftest import REPO, trips_job
+from tests.history.test_pipeline import _check
 
 
 def _mart(spark: Any, table: str) -> dict[int, tuple[str, float]]:
@@ -47,12 +51,18 @@ def plain_dbt(root: Path, settings: Any, *args: str) -> subprocess.CompletedProc
 
 
 @pytest.mark.e2e
+@pytest.mark.history
 def test_plain_dbt_run_builds_the_lake_and_never_beside_a_runner(
         spark: Any, broker: str, make_settings: Any, job_name: str,
         project: Callable[..., Path]) -> None:
     """`dbt run` does the transform half of a job (converter, fork, merge) with the runner's
-    checkpoints; while another run holds the job it leaves the job alone."""
+    checkpoints, and the lake's history; while another run holds the job it leaves the job
+    alone."""
     root = project(job_name, mart=True)
+    model = root / "models" / "lake" / f"{job_name}.sql"
+    model.write_text(model.read_text().replace(
+        "config(keep_tombstones=false)",
+        "config(keep_tombstones=false, history=true, hard_deletes='new_record')"))
     settings = make_settings({job_name: trips_job(job_name)})
     job = settings.job(job_name)
     broker_mod.ensure_topic(broker, job.topic, 1)
@@ -81,6 +91,11 @@ def test_plain_dbt_run_builds_the_lake_and_never_beside_a_runner(
     raw_batch = read_checkpoint(spark, f"raw.{job_name}")
     assert raw_batch is not None and raw_batch.batch_id == 2
     assert step_checkpoint(spark, lake, MERGE_STEP) == 2  # the runner's own checkpoint
+    # the history of both batches merged, its current versions the lake
+    history = f"lake.{job_name}__history"
+    assert formats.table_exists(spark, history)
+    assert {v["_batch_id"] for v in _check(spark, lake, history)} == {1, 2}
+    assert step_checkpoint(spark, history, HISTORY_STEP) == 2
 
     mart = f"marts.{job_name}_completed"
     assert _mart(spark, mart) == _completed(events.rows)  # built after the lake, in one run
@@ -96,6 +111,7 @@ def test_plain_dbt_run_builds_the_lake_and_never_beside_a_runner(
     demo.produce(broker, job.topic, events.events(80))
     merged = run_job(spark, settings, job, dbt=Dbt(settings, project=root))
     assert merged.counts["deleted"] > 0 and merged.counts["updated"] > 0, merged.counts
+    assert {v["_batch_id"] for v in _check(spark, lake, history)} == {1, 2, 3}
     again = plain_dbt(root, settings, "run", "--select", f"{job_name}_completed")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     assert _mart(spark, mart) == _completed(events.rows)
