@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.exceptions import PipelineError
+from python_ingest.runtime.budget import over_budget
 from python_ingest.runtime.catalog import (
     FORMAT_CONF,
     INSERT_OPERATION,
@@ -251,16 +252,13 @@ def write_batch(spark: SparkSession, tables: JobTables, opts: Options, batch_id:
 def _evict(keep: str) -> None:
     """Drop the versions of the least recently written histories but ``keep`` while all held
     hold more than HELD_TOTAL (under ``_lock``); those read their keys' versions from then on."""
-    total = sum(h.count for h in _held.values())
-    for history, held in sorted(_held.items(), key=lambda item: item[1].used):
-        if total <= HELD_TOTAL:
-            break
-        if history != keep and held.versions is not None:
-            total -= held.count
-            held.versions, held.count = None, 0
-            _many.add(history)
-            log.info("history %s: its versions no longer held in memory (the histories held "
-                     "exceed %d versions, SLUICE_HISTORY_HELD_TOTAL)", history, HELD_TOTAL)
+    holding = {name: h for name, h in _held.items() if h.versions is not None}
+    for history in over_budget(holding, lambda h: h.count, lambda h: h.used, HELD_TOTAL, keep):
+        held = _held[history]
+        held.versions, held.count = None, 0
+        _many.add(history)
+        log.info("history %s: its versions no longer held in memory (the histories held "
+                 "exceed %d versions, SLUICE_HISTORY_HELD_TOTAL)", history, HELD_TOTAL)
 
 
 def driver_valid(spark: SparkSession, valid: str,

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from python_ingest.runtime.budget import over_budget
 from python_ingest.steps.changeset import KeyState
 from python_ingest.steps.index import catch_up
 from python_ingest.tables.formats import position
@@ -92,16 +93,12 @@ def _evict(keep: str) -> None:
     ``TOTAL_KEYS`` keys. Safe whenever: what was held is in the index table or in the lake's
     commits (``bring_up`` writes those before the index is read again)."""
     with _lock:
-        total = sum(len(h.states) for h in _held.values())
-        for index, held in sorted(_held.items(), key=lambda item: item[1].used):
-            if total <= TOTAL_KEYS:
-                break
-            if index != keep:
-                total -= len(held.states)
-                del _held[index]
-                log.info("index %s no longer held in memory (%d keys): the indexes held "
-                         "exceed %d keys (SLUICE_INDEX_CACHE_TOTAL_KEYS)", index,
-                         len(held.states), TOTAL_KEYS)
+        for index in over_budget(_held, lambda h: len(h.states), lambda h: h.used, TOTAL_KEYS,
+                                 keep):
+            held = _held.pop(index)
+            log.info("index %s no longer held in memory (%d keys): the indexes held "
+                     "exceed %d keys (SLUICE_INDEX_CACHE_TOTAL_KEYS)", index,
+                     len(held.states), TOTAL_KEYS)
 
 
 def _load(spark: SparkSession, index: str, now: str | None) -> _Held | None:

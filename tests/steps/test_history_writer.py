@@ -117,3 +117,19 @@ def test_held_versions_are_used_until_another_commit_then_the_table_is_read_agai
     # a batch committed before (a rerun after a kill between the history and the lake)
     assert _write(table, 3, _change(3, "c")) == 0
     assert table.commits == 4
+
+
+def test_past_the_total_the_least_recently_written_histories_let_their_versions_go(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SLUICE_HISTORY_HELD_TOTAL: the oldest histories but the one just written drop their
+    versions (read by key from then on) until the rest fit; one already dropped stays so."""
+    shape = writer.Shape(PAYLOAD, ("v",))
+    held = {name: writer._Held("p", 1, shape, {"k": [{}]} if count else None, count, used)
+            for name, count, used in (("old", 4, 1.0), ("dropped", 0, 0.5), ("mid", 4, 2.0),
+                                      ("new", 4, 3.0))}
+    monkeypatch.setattr(writer, "_held", held)
+    monkeypatch.setattr(writer, "_many", set())
+    monkeypatch.setattr(writer, "HELD_TOTAL", 8)
+    writer._evict(keep="old")  # the one a batch just wrote stays, whatever its age
+    assert [n for n, h in held.items() if h.versions is not None] == ["old", "new"]
+    assert held["mid"].count == 0 and writer._many == {"mid"}
