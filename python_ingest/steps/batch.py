@@ -278,9 +278,13 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
                 index_cache.committed(spark, tables.index, batch_id, entries)
         timings["index_s"] = time.perf_counter() - timer - timings["change_set_s"]
         fault_point("merge_after_index")
-        if history is not None:  # every valid change a version, committed before the lake
+        if history is not None:  # every valid change a version, committed before the lake:
+            # with the columns the lake gains in this batch's upsert (the converter and the
+            # lake model added them), so its versions hold their values from this batch on
+            added = [(f.name, f.dataType.simpleString()) for f in changes.schema
+                     if f.name not in LAKE_BOOKKEEPING and f.name.lower() not in present]
             history_writer.write_batch(spark, tables, history, batch_id, history_writer
-                                       .driver_valid(spark, view, small, batch_id), view)
+                                       .driver_valid(spark, view, small, batch_id), view, added)
         if figures["written"]:
             carried = entries_property(computed.entries or []) if deferred else {}
             _upsert(spark, changes, name, lake, batch_id, tables.job, present, carried)

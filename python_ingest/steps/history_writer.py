@@ -137,14 +137,18 @@ class Shape:
     payload: tuple[str, ...]
 
 
-def shape(spark: SparkSession, lake: str, incoming: Mapping[str, str] | None = None) -> Shape:
+def shape(spark: SparkSession, lake: str, incoming: Mapping[str, str] | None = None,
+          added: Sequence[tuple[str, str]] = ()) -> Shape:
     """The history's columns from the lake's, with the types the batch's valid rows
-    (``incoming``: {name: type}) widen: the batch path writes the history before the lake's
-    upsert widens the lake's (tables/evolve.py)."""
+    (``incoming``: {name: type}) widen and the columns (name, type) the lake is about to gain
+    (``added``) after them: the batch path writes the history before the lake's upsert widens
+    the lake's columns (tables/evolve.py) and adds its new ones, at its end, as here."""
     lake_columns = wider_columns([(f.name, f.dataType.simpleString())
                                   for f in spark.table(lake).schema
                                   if f.name not in NOT_COPIED], incoming or {},
                                  str(spark.conf.get(FORMAT_CONF, "hudi")))
+    have = {n.lower() for n, _ in lake_columns}
+    lake_columns += [(n, t) for n, t in added if n.lower() not in have and n not in NOT_COPIED]
     payload = tuple(n for n, _ in lake_columns if n not in FRAMEWORK)
     return Shape((*lake_columns, *EXTRA_COLUMNS), payload)
 
@@ -181,9 +185,11 @@ def ensure(spark: SparkSession, history: str, found: Shape) -> None:
 
 
 def write_batch(spark: SparkSession, tables: JobTables, opts: Options, batch_id: int,
-                changes: Sequence[Mapping[str, Any]] | None, valid: str) -> int:
+                changes: Sequence[Mapping[str, Any]] | None, valid: str,
+                added: Sequence[tuple[str, str]] = ()) -> int:
     """The batch's versions committed to the history (``changes``: its valid rows when the
-    caller holds them, else read from the table or view ``valid``); the rows written."""
+    caller holds them, else read from the table or view ``valid``; ``added``: the columns the
+    lake gains after this commit, ``shape``); the rows written."""
     history, lake = tables.history, tables.lake
     assert history is not None and lake is not None
     timer, seconds = time.perf_counter(), {}
@@ -204,7 +210,7 @@ def write_batch(spark: SparkSession, tables: JobTables, opts: Options, batch_id:
     lap("checkpoint")
     fault_point("before_history")  # the step tables' path: after the lake's commit
     incoming = {f.name: f.dataType.simpleString() for f in spark.table(valid).schema}
-    found = shape(spark, lake, incoming)
+    found = shape(spark, lake, incoming, added)
     if held is None or held.shape != found:
         ensure(spark, history, found)
     lap("shape")

@@ -10,6 +10,7 @@ from python_ingest.exceptions import SluiceError
 from python_ingest.kafka import client as kafka_client
 from python_ingest.steps.ingest import IngestResult, ingest
 from python_ingest.tables.checkpoints import read_checkpoint
+from python_ingest.tables.formats import refresh_schemas
 from python_ingest.tables.lease import job_lease
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run, last_runs
@@ -26,7 +27,9 @@ def run_ingest(spark: SparkSession, settings: Settings, job: JobConfig,
     run = Run(job=job.name)
     run.details["steps"] = ["ingest"]
     try:
-        with job_lease(spark, job.name):  # one run of a job at a time (tables/lease.py)
+        with job_lease(spark, job.name) as lease:  # one run of a job at a time (lease.py)
+            if not lease.untouched:  # another process ran it since: its raw table may differ
+                refresh_schemas(spark, [JobTables(job.name).raw])
             result = ingest(spark, settings, job, run, accept_data_loss)
     except Exception as exc:
         run.finish(spark, "failed", f"{type(exc).__name__}: {exc}")

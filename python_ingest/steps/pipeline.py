@@ -45,7 +45,13 @@ from python_ingest.tables.checkpoints import (
     step_checkpoint,
     step_properties,
 )
-from python_ingest.tables.formats import committing, ensure_table, name_tables, table_exists
+from python_ingest.tables.formats import (
+    committing,
+    ensure_table,
+    name_tables,
+    refresh_schemas,
+    table_exists,
+)
 from python_ingest.tables.lease import check_held, job_lease
 from python_ingest.tables.names import JobTables
 from python_ingest.tables.runs import Run
@@ -132,7 +138,9 @@ def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_dat
     try:
         tables = JobTables(job.name, dbt.job_models(job.name))
         name_tables(spark, tables.all())  # another process's tables, before dbt lists them
-        with job_lease(spark, job.name):  # one run of a job at a time (tables/lease.py)
+        with job_lease(spark, job.name) as lease:  # one run of a job at a time (lease.py)
+            if not lease.untouched:  # another process ran it since: its tables may differ
+                refresh_schemas(spark, tables.all())
             checkpoint = lander(run)
             fault_point(f"after_{first}")
             why = why_not(spark, job, tables)

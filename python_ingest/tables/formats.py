@@ -99,6 +99,19 @@ def name_tables(spark: SparkSession, tables: Iterable[str]) -> None:
         table_exists(spark, table)
 
 
+def refresh_schemas(spark: SparkSession, tables: Iterable[str]) -> None:
+    """This process's catalog entries of ``tables`` brought up to their schemas on disk: called
+    when a job's lease was held by another process since this one last released it (a Hudi
+    table's entry is this process's own, tables/hudi.py ``refresh_schema``; an Iceberg
+    catalog reads each table's metadata from the warehouse)."""
+    if table_format(spark).name != "hudi":
+        return
+    from python_ingest.tables.hudi import refresh_schema
+
+    for table in tables:
+        refresh_schema(spark, table)
+
+
 def ensure_table(spark: SparkSession, table: str, columns: Iterable[tuple[str, str]]) -> None:
     """Create the table, or add the columns it gained since (never drops any)."""
     table_format(spark).ensure_table(spark, table, columns)

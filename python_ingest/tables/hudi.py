@@ -12,6 +12,7 @@ inflight instant that readers ignore and the next writer rolls back.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -31,7 +32,7 @@ from python_ingest.runtime.catalog import (
     shared_table,
     split_name,
 )
-from python_ingest.tables.evolve import widen
+from python_ingest.tables.evolve import forget, widen
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -276,6 +277,43 @@ def _meta_client(spark: SparkSession, table: str) -> Any:
         spark._jsc.hadoopConfiguration())
     return (jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder().setConf(conf)
             .setBasePath(location(spark, table)).build())
+
+
+def refresh_schema(spark: SparkSession, table: str) -> bool:
+    """Give this process's catalog entry of ``table`` the schema its newest commit has on disk,
+    when they differ; whether they did. The session catalog is in memory: a table's entry
+    keeps the schema it had when this process named it or last altered it, and a column
+    another process added since (a plain `dbt run`, a `sluice run`, another runner) is
+    missing from it: its SQL then cannot name the column, and adding it again fails
+    ("already exists"). A table this process has not named yet is named from disk when first
+    used (``exists``): nothing to do."""
+    if not spark.catalog.tableExists(table):
+        return False
+    jvm, session = spark._jvm, spark._jsparkSession
+    assert jvm is not None
+    found = jvm.org.apache.spark.sql.hudi.HoodieSqlCommonUtils.getTableSqlSchema(
+        _meta_client(spark, table), True)
+    if found.isEmpty():
+        return False  # no commit yet: the entry is what created it
+    from pyspark.sql.types import StructType
+
+    catalog = session.sessionState().catalog()
+    ident = session.sessionState().sqlParser().parseTableIdentifier(table)
+    partitions = set(catalog.getTableMetadata(ident).partitionColumnNames().mkString(",")
+                     .split(",")) - {""}
+    disk = StructType([f for f in StructType.fromJson(json.loads(found.get().json())).fields
+                       if f.name not in partitions])  # the entry's data schema: no partitions
+    current = [f for f in spark.table(table).schema.fields if f.name not in partitions]
+    if [(f.name.lower(), f.dataType.simpleString()) for f in disk.fields] == \
+            [(f.name.lower(), f.dataType.simpleString()) for f in current]:
+        return False
+    catalog.alterTableDataSchema(ident, jvm.org.apache.spark.sql.types.DataType.fromJson(
+        disk.json()))
+    spark.catalog.refreshTable(table)
+    forget(table)  # the types tables/evolve.py last saw of it
+    log.info("table %s: this process's catalog entry took the schema on disk (another process "
+             "changed it): %s", table, ", ".join(disk.fieldNames()))
+    return True
 
 
 def _commits(spark: SparkSession, table: str) -> Any:

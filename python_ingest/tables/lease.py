@@ -69,6 +69,10 @@ _PUBLISHING = ".pub-"  # a generation's temporary file, before it is published
 _held: dict[str, Lease] = {}  # the job leases this process holds, by job
 _held_lock = threading.Lock()
 _live_runs: set[str] = set()  # the runs of every lease this process holds (claims too)
+# the generation of each lease (by its folder's path) this process released last: a take from
+# it means nobody else held the lease between, so nobody else wrote the job's tables
+# (``Lease.untouched``)
+_released: dict[str, int] = {}
 
 
 class LeaseHeldError(SluiceError):
@@ -107,6 +111,9 @@ class Lease:
     fs: Any  # its FileSystem
     holder: dict[str, Any]
     gen: int = 0
+    # taken from this process's own release: nobody held it since, so this process's view of
+    # the job's tables (a Hudi table's schema in its catalog, tables/hudi.py) is still true
+    untouched: bool = False
     lost: threading.Event = field(default_factory=threading.Event)
     stopped: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -313,6 +320,7 @@ def acquire(spark: SparkSession, job: str, ttl_s: float = TTL_S,
         _live_runs.add(run)
     current: dict[str, Any] | None = None
     taken: int | None = None
+    gen = -1
     try:
         for _ in range(5):
             gen, current = _top(fs, path)
@@ -330,7 +338,9 @@ def acquire(spark: SparkSession, job: str, ttl_s: float = TTL_S,
         raise LeaseHeldError(job, current if current and not current.get("released") else {})
     if current is not None and not current.get("released"):
         log.warning("job %s: took over the expired lease of %s", job, _who(current))
-    return Lease(job, path, fs, holder, taken)
+    with _held_lock:
+        untouched = _released.get(str(path)) == gen
+    return Lease(job, path, fs, holder, taken, untouched)
 
 
 def _keep_renewed(lease: Lease, ttl_s: float, every_s: float) -> None:
@@ -350,8 +360,11 @@ def release(lease: Lease) -> None:
     with lease.lock:
         try:
             lease._confirm()
-            _advance(lease.fs, lease.path, lease.gen, {
+            released = _advance(lease.fs, lease.path, lease.gen, {
                 **lease.holder, "released": True, "released_at": time.time(), "expires": 0})
+            if released is not None:
+                with _held_lock:
+                    _released[str(lease.path)] = released
         except LeaseLostError:
             pass  # another run holds it now
         finally:

@@ -72,6 +72,22 @@ def test_a_run_that_lost_its_lease_commits_nothing_more(spark: Any, job_name: st
     assert holder is not None and holder["host"] == "elsewhere"  # left alone on release
 
 
+def test_a_lease_taken_from_this_process_s_own_release_is_untouched(
+        spark: Any, job_name: str) -> None:
+    """``Lease.untouched``: whether nobody held the job since this process released it (the
+    run then trusts its catalog's view of the job's tables, pipeline.py); a first take and a
+    take after another process's are not."""
+    with job_lease(spark, job_name) as held:
+        assert not held.untouched  # this process never held it
+    with job_lease(spark, job_name) as held:
+        assert held.untouched
+    write_lease(spark, job_name, host="elsewhere", pid=1, expires=time.time() - 1)
+    with job_lease(spark, job_name) as held:  # taken over from another process's
+        assert not held.untouched
+    with job_lease(spark, job_name) as held:
+        assert held.untouched
+
+
 GATED_CLI = """
 import os, sys, time
 from pathlib import Path
