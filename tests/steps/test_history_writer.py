@@ -77,7 +77,7 @@ def table(monkeypatch: pytest.MonkeyPatch) -> _Table:
 
     monkeypatch.setattr(writer, "position", lambda spark, history: str(found.commits))
     monkeypatch.setattr(writer, "step_checkpoint", checkpoint)
-    monkeypatch.setattr(writer, "shape", lambda spark, lake, incoming=None: shape)
+    monkeypatch.setattr(writer, "shape", lambda spark, lake, incoming=None, added=(): shape)
     monkeypatch.setattr(writer, "ensure", lambda spark, history, shape_: None)
     monkeypatch.setattr(writer, "_read_all", read_all)
     monkeypatch.setattr(writer, "_commit", commit)
