@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,17 @@ class Transport:
 
     select: list[str]
     back: dict[str, str]  # column -> the SQL function that turns its number back
+
+    def as_collected(self, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Transported ``rows`` as ``collect`` gives the relation's rows: each timestamp and
+        date number back to the ``datetime`` (local wall-clock time) or ``date`` pyspark
+        makes of it."""
+        from pyspark.sql.types import DateType, TimestampType
+
+        kinds = {c: (TimestampType() if f == "timestamp_micros" else DateType())
+                 for c, f in self.back.items()}
+        return [{c: kinds[c].fromInternal(v) if c in kinds and v is not None else v
+                 for c, v in row.items()} for row in rows]
 
 
 def transport(schema: Any) -> Transport | None:

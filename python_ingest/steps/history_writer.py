@@ -8,10 +8,12 @@ Called on both of the runner's paths (python_ingest/steps/history.py says what i
   lake merged and the history has not, from ``staging.<model>__valid``.
 
 Either way a batch is written once: its commit carries ``sluice.history.batch_id``, and a
-batch at or below that checkpoint is skipped; were it written again (the record key is
-(``_row_key``, ``_ref_key``) and the fold of the same changes over the same versions gives
-the same rows), nothing would change. A job whose lake model does not ask for a history pays
-nothing: ``options`` is None and no statement runs.
+batch at or below that checkpoint is skipped. That checkpoint, not the fold, is what makes it
+exactly once: the record key (``_row_key``, ``_ref_key``) makes most of a batch written again
+the same rows, but not a forced change under ``hard_deletes='new_record'``, whose delete
+version takes its values from the current version, which after the batch is the batch's own
+later change. A job whose lake model does not ask for a history pays nothing: ``options`` is
+None and no statement runs.
 
 What a batch costs (a small batch's history should cost about one commit, issue #52): the
 process holds, per history table, its checkpoint, its columns and, while it has at most
@@ -275,17 +277,10 @@ def driver_valid(spark: SparkSession, valid: str,
     them; None when it holds none (the writer then reads the view)."""
     if small is None:
         return None
-    from pyspark.sql.types import DateType, TimestampType
-
     from python_ingest.steps.driver import transport
 
     travel = transport(spark.table(valid).schema)
-    if travel is None:
-        return None
-    back = {c: (TimestampType() if f == "timestamp_micros" else DateType())
-            for c, f in travel.back.items()}
-    return [{c: back[c].fromInternal(v) if c in back and v is not None else v
-             for c, v in row.items()} for row in small.get(batch_id, ())]
+    return None if travel is None else travel.as_collected(small.get(batch_id, ()))
 
 
 def _read_all(spark: SparkSession, history: str) -> dict[str, list[dict[str, Any]]] | None:

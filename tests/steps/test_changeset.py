@@ -122,3 +122,25 @@ def test_only_the_macros_own_change_set_is_folded_on_the_driver() -> None:
     derived = T.StructType([*schema.fields[:2], T.StructField("doubled", T.DoubleType()),
                             *framework])
     assert not is_the_macros(macro, derived, ["_row_key", "fare"])
+
+
+def test_transported_rows_come_back_as_collect_gives_them() -> None:
+    """The driver's valid rows travel with timestamps and dates as numbers; the history writer
+    takes them back as ``collect`` gives a relation's rows (``Transport.as_collected``)."""
+    import datetime as dt
+
+    from pyspark.sql import types as T
+
+    from python_ingest.steps.driver import transport
+
+    schema = T.StructType([T.StructField("k", T.StringType()),
+                           T.StructField("at", T.TimestampType()),
+                           T.StructField("on", T.DateType())])
+    travel = transport(schema)
+    assert travel is not None and set(travel.back) == {"at", "on"}
+    at = dt.datetime(2026, 3, 1, 8, 30, 15, 123456)
+    micros = T.TimestampType().toInternal(at)
+    days = (dt.date(1970, 1, 10) - dt.date(1970, 1, 1)).days
+    assert travel.as_collected([{"k": "a", "at": micros, "on": days},
+                                {"k": "b", "at": None, "on": None}]) == [
+        {"k": "a", "at": at, "on": dt.date(1970, 1, 10)}, {"k": "b", "at": None, "on": None}]
