@@ -137,10 +137,10 @@ def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_dat
     checkpoint = None
     try:
         tables = JobTables(job.name, dbt.job_models(job.name))
-        name_tables(spark, tables.all())  # another process's tables, before dbt lists them
         with job_lease(spark, job.name) as lease:  # one run of a job at a time (lease.py)
-            if not lease.untouched:  # another process ran it since: its tables may differ
-                refresh_schemas(spark, tables.all())
+            if not lease.untouched:  # another process ran it since: the tables this one
+                refresh_schemas(spark, tables.all())  # named before may have changed
+            name_tables(spark, tables.all())  # another process's tables, before dbt lists them
             checkpoint = lander(run)
             fault_point(f"after_{first}")
             why = why_not(spark, job, tables)
