@@ -402,6 +402,8 @@ def _cycle_times(bench: Bench, names: list[str]) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--log", metavar="LEVEL",
+                        help="python_ingest's log level (INFO: every run's steps and merges)")
     sub = parser.add_subparsers(dest="which", required=True)
     p = sub.add_parser("e2e")
     p.add_argument("--events", type=int, default=500_000)
@@ -421,6 +423,8 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="  %(asctime)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
     logging.getLogger("python_ingest.runner").setLevel(logging.INFO)
+    if args.log:
+        logging.getLogger("python_ingest").setLevel(args.log.upper())
     print(f"started {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC", flush=True)
     if args.which == "e2e":
         e2e(args)

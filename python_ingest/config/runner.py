@@ -6,6 +6,9 @@
       retry_initial_s: 5       # a failing job waits this long before its first retry,
       retry_max_s: 300         #   doubling per failure up to this
       maintain_every: 50       # table services of a job every N of its batches (0: never)
+      services_quiet_s: 5      # a job's due table services wait until its topic has had
+                               #   nothing new this long after its batch (0: right after it)
+      services_max_deferred: 5 #   but run before its Nth further batch at the latest
 
 A job's own ``priority`` (an integer, default 0; higher first) orders it against the others
 and weights its Spark FAIR pool.
@@ -21,7 +24,7 @@ from typing import Any
 from python_ingest.exceptions import ConfigError
 
 RUNNER_KEYS = {"max_parallel_jobs", "poll_interval_s", "retry_initial_s", "retry_max_s",
-               "maintain_every"}
+               "maintain_every", "services_quiet_s", "services_max_deferred"}
 
 
 def _cores() -> int:
@@ -38,6 +41,11 @@ class RunnerConfig:
     retry_initial_s: float = 5.0
     retry_max_s: float = 300.0
     maintain_every: int = 50
+    # a job's table services (a lake compaction: seconds) hold its next batch back (one writer
+    # at a time), so they wait for a quiet moment: no new message for services_quiet_s after
+    # its batch; a job never quiet runs them before its services_max_deferred-th batch after
+    services_quiet_s: float = 5.0
+    services_max_deferred: int = 5
 
 
 def _number(raw: Mapping[str, Any], key: str, default: float, minimum: float) -> float:
@@ -60,6 +68,9 @@ def parse_runner(raw: Mapping[str, Any]) -> RunnerConfig:
         retry_initial_s=_number(raw, "retry_initial_s", d.retry_initial_s, 0),
         retry_max_s=_number(raw, "retry_max_s", d.retry_max_s, 0),
         maintain_every=int(_number(raw, "maintain_every", d.maintain_every, 0)),
+        services_quiet_s=_number(raw, "services_quiet_s", d.services_quiet_s, 0),
+        services_max_deferred=int(_number(raw, "services_max_deferred",
+                                          d.services_max_deferred, 0)),
     )
     if config.retry_max_s < config.retry_initial_s:
         raise ConfigError("runner.retry_max_s", "must be at least retry_initial_s")

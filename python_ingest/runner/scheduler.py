@@ -12,8 +12,11 @@ Table services run apart from the batches: when a batch makes a job's services d
 ``services:`` settings, or every ``runner.maintain_every`` batches), its run ends without
 them and the services thread runs them next, in the FAIR pool ``sluice_services`` (weight 1),
 recorded as a run of their own (outcome ``maintained``). A batch's lake commit, its run record
-and the batch slot are never held up by a compaction; the job's own next batch waits for its
-services (a job's tables have one writer at a time), the other jobs do not.
+and the batch slot are never held up by a compaction. The job's own next batch waits for its
+services (a job's tables have one writer at a time), so they wait for a quiet moment: they are
+queued once the job's topic has had nothing new for ``runner.services_quiet_s`` after its
+batch, or, for a job that is never quiet, before its ``runner.services_max_deferred``-th batch
+after they fell due (a batch arriving right behind a batch no longer waits for a compaction).
 
 Several runners on one warehouse (one host or several) split the jobs: each runs only the
 jobs it claims (runner/claims.py), its fair share, and takes over a dead runner's.
@@ -75,7 +78,9 @@ class JobSlot:
     batches: int = 0
     running: bool = False
     servicing: bool = False  # its table services are queued or running
-    services: Services | None = None  # due after its last batch, not yet queued
+    services: Services | None = None  # due after its batches, not yet queued
+    deferred: int = 0  # batches merged since its services fell due (while not queued)
+    finished_at: float = 0.0  # when its last batch ended (monotonic)
     results: list[PipelineResult] = field(default_factory=list)
 
     def due(self, now: float) -> bool:
@@ -94,6 +99,13 @@ class Services:
     tables: JobTables | None
     merged: list[int]
     maintain: bool
+
+    def joined(self, later: Services | None) -> Services:
+        """These services and those a later batch made due, run together."""
+        if later is None:
+            return self
+        return Services(later.tables or self.tables, [*self.merged, *later.merged],
+                        self.maintain or later.maintain)
 
 
 def fair_scheduler_conf(settings: Settings, jobs: list[JobConfig]) -> dict[str, str]:
@@ -188,6 +200,10 @@ class Runner:
                 self._claims_changed(self.claims.refresh(self._busy))
                 self._poll(offsets)
                 now = time.monotonic()
+                for slot in self.slots.values():  # deferred services, in a quiet moment
+                    if self._quiet(slot, now):
+                        slot.servicing = True
+                        self._queue_services(slot, services, servicing)
                 due = sorted((s for s in self.slots.values()
                               if s.due(now) and self._claimed(s.job.name)),
                              key=lambda s: (-s.job.priority,
@@ -235,8 +251,16 @@ class Runner:
 
     def _idle(self) -> bool:
         return all(s.checkpoint is not None and not s.backlog and not s.failures
-                   and not s.servicing
+                   and not s.servicing and s.services is None
                    for s in self.slots.values() if self._claimed(s.job.name))
+
+    def _quiet(self, slot: JobSlot, now: float) -> bool:
+        """Whether ``slot``'s deferred services should be queued now: its topic has had
+        nothing new since its batch for ``services_quiet_s`` (at once when running until
+        idle: nothing more is coming)."""
+        if slot.services is None or slot.servicing or slot.running or slot.backlog:
+            return False
+        return self.until_idle or now - slot.finished_at >= self.config.services_quiet_s
 
     # -- claims: which jobs this runner runs beside others on the warehouse ----------------
 
@@ -337,6 +361,7 @@ class Runner:
                                    next_retry_at=_in(wait_s), failures=slot.failures)
             return
         finally:
+            slot.finished_at = time.monotonic()  # before running: _quiet reads both
             slot.running = False
         slot.failures, slot.retry_at = 0, 0.0
         if result.checkpoint is not None:
@@ -362,22 +387,34 @@ class Runner:
     # -- table services, apart from the batches --------------------------------------------
 
     def _services_due(self, slot: JobSlot, result: PipelineResult) -> None:
-        """Note the services ``result``'s batch made due; the job stays busy (``servicing``)
-        from before its batch ends until they ran, so its next batch never overlaps them."""
+        """Note the services ``result``'s batch made due, joined to those deferred before.
+        They wait for a quiet moment (``_quiet``) unless they may wait no longer
+        (``services_quiet_s`` 0, or ``services_max_deferred`` batches since they fell due):
+        then the job stays busy (``servicing``) from before its batch ends until they ran, so
+        its next batch never overlaps them."""
         from python_ingest.steps.services import services_due
 
         every = self.config.maintain_every
         maintain = bool(every) and slot.batches % every == 0
-        if maintain or services_due(slot.job, result.merged):
-            slot.services = Services(result.tables, result.merged, maintain)
+        due = Services(result.tables, result.merged, maintain) \
+            if maintain or services_due(slot.job, result.merged) else None
+        if slot.services is not None:
+            slot.services, slot.deferred = slot.services.joined(due), slot.deferred + 1
+        elif due is not None:
+            slot.services, slot.deferred = due, 0
+        else:
+            return
+        if self.config.services_quiet_s <= 0 \
+                or slot.deferred >= self.config.services_max_deferred:
             slot.servicing = True
 
     def _queue_services(self, slot: JobSlot, executor: ThreadPoolExecutor,
                         servicing: dict[Future[None], JobSlot]) -> None:
-        """Hand the services ``slot``'s finished batch made due to the services thread."""
-        due, slot.services = slot.services, None
-        if due is None:
+        """Hand the services due of ``slot`` to the services thread when they may wait no
+        longer (``servicing``); else they stay deferred."""
+        if slot.services is None or not slot.servicing:
             return
+        due, slot.services, slot.deferred = slot.services, None, 0
         if self.stop.is_set():  # stopping: due again after a later batch
             slot.servicing = False
             return

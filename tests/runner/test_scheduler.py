@@ -3,6 +3,8 @@ end-to-end proof is tests/runner/test_runner.py)."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
 from typing import Any
 
 from python_ingest.config import JobConfig
@@ -21,8 +23,12 @@ def _job(**services: Any) -> JobConfig:
 class _Bare(Runner):
     """The runner's services bookkeeping without a session or a loop."""
 
-    def __init__(self, maintain_every: int) -> None:
-        self.config = RunnerConfig(max_parallel_jobs=1, maintain_every=maintain_every)
+    def __init__(self, maintain_every: int, quiet_s: float = 0.0, max_deferred: int = 5,
+                 until_idle: bool = False) -> None:
+        self.config = RunnerConfig(max_parallel_jobs=1, maintain_every=maintain_every,
+                                   services_quiet_s=quiet_s, services_max_deferred=max_deferred)
+        self.until_idle = until_idle
+        self.stop = threading.Event()
 
 
 def test_services_fall_due_after_every_nth_merged_batch() -> None:
@@ -54,6 +60,47 @@ def test_a_job_with_services_due_is_not_run_again_until_they_ran() -> None:
         slot.services, slot.servicing = None, False
 
 
+def test_due_services_wait_for_a_quiet_moment_or_for_max_deferred_batches() -> None:
+    """With ``services_quiet_s``, services a batch made due do not hold the job's next batch
+    back: they are queued once the job has had nothing new that long after its batch (at once
+    when running until idle), joined with those later batches made due; a job never quiet
+    runs them before its ``services_max_deferred``-th batch after they fell due."""
+    runner = _Bare(maintain_every=0, quiet_s=5.0, max_deferred=2)
+    slot = JobSlot(_job(compact_every=2, index_compact_every=0), checkpoint={}, backlog=10)
+    submitted: list[Services] = []
+
+    class _Executor:
+        def submit(self, fn: Any, slot_: JobSlot, due: Services) -> Future[None]:
+            submitted.append(due)
+            return Future()
+
+    def batch(number: int) -> None:
+        slot.batches = number
+        runner._services_due(slot, PipelineResult("trips", "r", "succeeded", number,
+                                                  merged=[number]))
+        slot.finished_at = 100.0 + number
+        runner._queue_services(slot, _Executor(), {})  # the batch's future completed
+
+    batch(2)  # compaction due: deferred, the job may take its next batch at once
+    assert slot.services == Services(None, [2], False) and not slot.servicing
+    assert slot.due(0.0) and submitted == []
+    assert not runner._quiet(slot, 200.0)  # messages are waiting
+    batch(3)  # a batch right behind: the services wait on
+    assert slot.services == Services(None, [2], False) and not slot.servicing
+    batch(4)  # the 2nd batch since they fell due: they may wait no longer (joined with
+    assert slot.servicing and not slot.due(0.0)  # those it made due)
+    assert submitted == [Services(None, [2, 4], False)] and slot.services is None
+    slot.servicing = False
+
+    batch(6)  # due again; then the topic stays quiet
+    slot.backlog = 0
+    assert not runner._quiet(slot, 106.0 + 4.9)
+    assert runner._quiet(slot, 106.0 + 5.0)
+    assert _Bare(0, quiet_s=5.0, until_idle=True)._quiet(slot, 106.5)
+    slot.running = True
+    assert not runner._quiet(slot, 200.0)  # never beside its own batch
+
+
 class _Polled(Runner):
     """The runner's poll over jobs without a session, a broker or a status file."""
 
@@ -82,3 +129,16 @@ def test_a_job_whose_topic_never_held_a_message_costs_no_run_until_its_first() -
     ends.ends["idle"] = {0: 2, 1: 0}  # its first messages
     runner._poll(ends)  # type: ignore[arg-type]
     assert runner.slots["idle"].due(0.0) and runner.slots["idle"].backlog == 2
+
+
+def test_the_services_deferral_is_configured_and_checked() -> None:
+    import pytest
+
+    from python_ingest.config.runner import parse_runner
+    from python_ingest.exceptions import ConfigError
+
+    assert (RunnerConfig().services_quiet_s, RunnerConfig().services_max_deferred) == (5.0, 5)
+    config = parse_runner({"services_quiet_s": 0, "services_max_deferred": 3})
+    assert (config.services_quiet_s, config.services_max_deferred) == (0.0, 3)
+    with pytest.raises(ConfigError, match="runner.services_quiet_s"):
+        parse_runner({"services_quiet_s": -1})
