@@ -69,9 +69,7 @@ _PUBLISHING = ".pub-"  # a generation's temporary file, before it is published
 _held: dict[str, Lease] = {}  # the job leases this process holds, by job
 _held_lock = threading.Lock()
 _live_runs: set[str] = set()  # the runs of every lease this process holds (claims too)
-# the generation of each lease (by its folder's path) this process released last: a take from
-# it means nobody else held the lease between, so nobody else wrote the job's tables
-# (``Lease.untouched``)
+# each lease's (folder path's) generation this process released last (``Lease.untouched``)
 _released: dict[str, int] = {}
 
 
@@ -111,8 +109,7 @@ class Lease:
     fs: Any  # its FileSystem
     holder: dict[str, Any]
     gen: int = 0
-    # taken from this process's own release: nobody held it since, so this process's view of
-    # the job's tables (a Hudi table's schema in its catalog, tables/hudi.py) is still true
+    # taken from this process's own release: nobody else held it (or wrote the job's tables)
     untouched: bool = False
     lost: threading.Event = field(default_factory=threading.Event)
     stopped: threading.Event = field(default_factory=threading.Event)
