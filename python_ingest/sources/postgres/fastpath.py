@@ -97,15 +97,18 @@ class FastTable:
         key_at = {names.index(c): n for n, c in enumerate(table.shape.key.columns)}
         self.raw_key = len(key_at) == 1 and codes[next(iter(key_at))] in _RAW_KEYS
         lines = ["def encode(buf, at, ref, tail):",
-                 f"    if unpack16(buf, at)[0] != {len(specs)}:",
-                 "        return None",
-                 "    at += 2",
-                 "    try:"]
+                 "    size = len(buf)",
+                 "    try:",
+                 f"        if unpack16(buf, at)[0] != {len(specs)}:",
+                 "            return None",
+                 "        at += 2"]
         pieces = ["HEADER"]  # the message's parts, in order: locals the columns set
         for i, code in enumerate(codes):
             lines += _column(i, code, specs[i].scale, key_at.get(i), self.raw_key)
             pieces += [f"a{i}", f"b{i}"] if code in _TWO_PIECES else [f"a{i}"]
-        lines += ["    except (ValueError, TypeError, OverflowError, IndexError, struct_error):",
+        # ArithmeticError: decimal.InvalidOperation (a numeric or money text Decimal cannot
+        # read); malformed bytes (a length past the message, a negative one) are ValueError
+        lines += ["    except (ValueError, TypeError, ArithmeticError, IndexError, struct_error):",
                   "        return None  # the general path converts it again and reports it",
                   f'    message = b"".join(({", ".join(pieces)}, varint(ref << 1), tail))']
         if self.raw_key:
@@ -131,6 +134,7 @@ class FastTable:
             "long_bytes": long_bytes, "decimal_bytes": decimal_bytes, "key_text": key_text,
             "pack_d": _DOUBLE.pack, "pack_f": _FLOAT.pack, "struct_error": struct.error,
             "SEPARATOR": KEY_SEPARATOR, "MAX_BYTES": MAX_MESSAGE_BYTES,
+            "LONG_MIN": -(1 << 63), "LONG_MAX": (1 << 63) - 1, "ZIGZAG_END": 1 << 64,
             "EMPTY_KEY": EMPTY_KEY_BYTES}
         for i, spec in enumerate(specs):
             space[f"conv{i}"] = table.converters[i]
@@ -188,6 +192,8 @@ def _column(i: int, code: int, scale: int, key: int | None, raw_key: bool) -> li
                "b{i} = raw"],
         LONG: ["v = int(raw)",
                "v = (v << 1) ^ (v >> 63)",
+               "if not 0 <= v < ZIGZAG_END:  # past a 64-bit long: the general path says so",
+               "    raise OverflowError",
                "if v < 128:",
                "    a{i} = SMALL[v]",
                "elif v < 16384:  # varint's two and three bytes, without its call",
@@ -198,7 +204,11 @@ def _column(i: int, code: int, scale: int, key: int | None, raw_key: bool) -> li
                "    a{i} = PRESENT + varint(v)"],
         DECIMAL: _decimal(scale),
         CONVERTED_LONG: ["if raw != last{i}[0]:",
-                         "    v = PRESENT + long_bytes(conv{i}(raw.decode()))",
+                         "    v = conv{i}(raw.decode())",
+                         "    if not LONG_MIN <= v <= LONG_MAX:  # e.g. a timestamp past "
+                         "294247-01-10",
+                         "        raise OverflowError  # (an Avro long cannot hold it)",
+                         "    v = PRESENT + long_bytes(v)",
                          "    last{i}[1] = v",
                          "    last{i}[0] = raw",
                          "a{i} = last{i}[1]"],
@@ -221,6 +231,8 @@ def _column(i: int, code: int, scale: int, key: int | None, raw_key: bool) -> li
              "if kind == 116:  # 't': the value's text",
              "    n = unpack(buf, at + 1)[0]",
              "    at += 5",
+             "    if n < 0 or at + n > size:  # malformed: the general path raises",
+             "        raise ValueError",
              "    raw = buf[at:at + n]",
              "    at += n",
              *("    " + line for line in value),

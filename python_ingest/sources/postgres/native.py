@@ -21,6 +21,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 NATIVE_ENV = "SLUICE_NATIVE"  # "0": the Python encoder alone
 NATIVE_DIR_ENV = "SLUICE_NATIVE_DIR"
+BUILD_TIMEOUT_ENV = "SLUICE_NATIVE_BUILD_TIMEOUT_S"
 SOURCE = Path(__file__).with_name("tuplecodec.c")
 # read once, with the Python modules: a process that imported this code builds and loads the C
 # of the same checkout, even when the file changes on disk while it runs
@@ -49,9 +51,19 @@ def target() -> Path:
     return root / digest / (_NAME + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
 
 
+def build_timeout_s() -> float:
+    """How long the compiler may take (``$SLUICE_NATIVE_BUILD_TIMEOUT_S``, default 120 s): a
+    compiler that hangs (a wrapper waiting on a network licence, a stuck ccache) must not hold
+    the tap's start; past it the compiler is killed and the tap runs on Python."""
+    try:
+        return float(os.environ.get(BUILD_TIMEOUT_ENV, "") or 120.0)
+    except ValueError:
+        return 120.0
+
+
 def build() -> Path:
-    """Compile tuplecodec.c (nothing when it is built already); raises OSError or
-    subprocess.CalledProcessError saying why it cannot."""
+    """Compile tuplecodec.c (nothing when it is built already); raises OSError,
+    subprocess.CalledProcessError or subprocess.TimeoutExpired saying why it cannot."""
     out = target()
     if out.exists():
         return out
@@ -64,11 +76,26 @@ def build() -> Path:
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         built, source = Path(tmp) / out.name, Path(tmp) / SOURCE.name
         source.write_bytes(_TEXT)
-        subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-Wall",
-                        f"-I{sysconfig.get_paths()['include']}", str(source), "-o", str(built)],
-                       check=True, capture_output=True, text=True)
+        _compile([compiler, "-O2", "-shared", "-fPIC", "-Wall",
+                  f"-I{sysconfig.get_paths()['include']}", str(source), "-o", str(built)])
         os.replace(built, out)  # whole or not at all, when two processes build at once
     return out
+
+
+def _compile(command: list[str]) -> None:
+    """Run the compiler in its own process group, all of it killed past the timeout (cc's
+    own children too, which would outlive a kill of cc alone)."""
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as process:
+        timeout = build_timeout_s()
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise subprocess.TimeoutExpired(command[0], timeout) from None
+    if process.returncode != 0:
+        raise subprocess.CalledProcessError(process.returncode, command, out, err)
 
 
 def codec() -> ModuleType | None:
@@ -85,7 +112,7 @@ def codec() -> ModuleType | None:
             assert spec is not None
             module = importlib.util.module_from_spec(spec)
             loader.exec_module(module)
-        except (OSError, ImportError, subprocess.CalledProcessError) as exc:
+        except (OSError, ImportError, subprocess.SubprocessError) as exc:
             detail = getattr(exc, "stderr", None) or exc
             log.info("the PostgreSQL tap's C encoder is not available (%s); it reads and "
                      "encodes in Python (slower, the same bytes)", str(detail).strip()[:500])

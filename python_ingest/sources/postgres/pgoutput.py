@@ -166,12 +166,16 @@ def tuple_data(buf: bytes, at: int) -> tuple[list[Any], int]:
     at += 2
     values: list[Any] = []
     append = values.append
+    size = len(buf)
     for _ in range(count):
         kind = buf[at]
         at += 1
         if kind == 116:  # 't'
             (length,) = _I32.unpack_from(buf, at)
             at += 4
+            if length < 0 or at + length > size:
+                raise ValueError(f"pgoutput: a column value of {length} bytes at offset {at} "
+                                 f"of a {size}-byte message")
             append(buf[at:at + length].decode("utf-8"))
             at += length
         elif kind == 110:  # 'n'
@@ -181,6 +185,9 @@ def tuple_data(buf: bytes, at: int) -> tuple[list[Any], int]:
         elif kind == 98:  # 'b': binary (only with the 'binary' option, which sluice never sets)
             (length,) = _I32.unpack_from(buf, at)
             at += 4
+            if length < 0 or at + length > size:
+                raise ValueError(f"pgoutput: a column value of {length} bytes at offset {at} "
+                                 f"of a {size}-byte message")
             append(bytes(buf[at:at + length]))
             at += length
         else:
@@ -272,5 +279,8 @@ def decode(buf: bytes) -> Any:
         (lsn,) = _I64.unpack_from(buf, 2)
         prefix, at = _string(buf, 10)
         (length,) = _I32.unpack_from(buf, at)
+        if length < 0 or at + 4 + length > len(buf):
+            raise ValueError(f"pgoutput: a logical message of {length} bytes in a "
+                             f"{len(buf)}-byte message")
         return Message(transactional, lsn, prefix, bytes(buf[at + 4:at + 4 + length]))
     raise ValueError(f"pgoutput: unknown message type {chr(tag)!r} (protocol version 1 expected)")

@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 _U32 = struct.Struct(">I")
 _DELETE, _NEW = 68, 78  # 'D'; 'N': a new tuple follows
 _ROW_CHANGES = frozenset(b"IUD")  # Insert, Update, Delete
+# what a malformed message raises in pgoutput.py (UnicodeDecodeError is a ValueError)
+_MALFORMED = (ValueError, IndexError, struct.error)
 
 
 class PgTap(TapTables, TapCheckpoints):
@@ -164,7 +166,7 @@ class PgTap(TapTables, TapCheckpoints):
     def _message(self, payload: bytes) -> None:
         """One message of protocol version 1: a row change by fastpath.py when it can, else
         decoded and handled in full."""
-        tag = payload[0]
+        tag = payload[0] if len(payload) > 6 else 0  # (shorter: decode says why)
         if tag in _ROW_CHANGES and self._commit_lsn:
             fast = self._fast.get(_U32.unpack_from(payload, 1)[0])
             # an update with an old tuple ('K': its key changed; 'O': REPLICA IDENTITY FULL)
@@ -184,12 +186,32 @@ class PgTap(TapTables, TapCheckpoints):
                     except BufferError:  # the client's queue is full: wait for room
                         self.producer.send(fast.topic, *found)  # type: ignore[union-attr]
                     return
-        self._handle(pgoutput.decode(payload))
+        try:
+            msg = pgoutput.decode(payload)
+        except _MALFORMED as exc:
+            raise self._malformed(payload, exc) from exc
+        self._handle(msg)
 
     def _streamed(self, payload: bytes) -> None:
         """Protocol 2: large transactions held until they commit (streams.py)."""
-        for msg in self.streams.read(payload):
+        try:
+            found = self.streams.read(payload)
+        except _MALFORMED as exc:
+            raise self._malformed(payload, exc) from exc
+        for msg in found:
             self._handle(msg)
+
+    def _malformed(self, payload: bytes, exc: Exception) -> TapError:
+        """A message pgoutput.py cannot read (no server sends one): the tap stops, saying
+        where, before anything of it is published or confirmed."""
+        where = f"in the transaction committed at {lsn_text(self._commit_lsn)}" \
+            if self._commit_lsn else f"after {lsn_text(self._seen_end())}"
+        return TapError(
+            f"source {self.source.name}: a replication message {where} cannot be read "
+            f"({type(exc).__name__}: {exc}; {len(payload)} bytes, starting "
+            f"{payload[:24].hex()}). Nothing of it was published and the checkpoint stays at "
+            f"{lsn_text(self._saved)}: report it with the tap's log "
+            "(docs/postgres-source.md, \"What each failure looks like\")")
 
     def _handle(self, msg: Any) -> None:
         kind = type(msg)

@@ -33,6 +33,7 @@ _KEEPALIVE = struct.Struct(">Qq?")  # WAL end, send time, reply requested
 _STATUS = struct.Struct(">cQQQq?")  # 'r', write, flush, apply, client time, reply requested
 _PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 in Unix microseconds
 _XLOG_DATA, _PRIMARY_KEEPALIVE = 119, 107  # 'w', 'k'
+_XLOG_HEADER = 25  # 'w', its start and WAL end LSNs, the send time; the payload follows
 _WAL_END = struct.Struct(">Q").unpack_from
 _string_at = ctypes.CFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_int)(
     ctypes._string_at_addr)  # type: ignore[attr-defined]  # string_at, minus its wrapper
@@ -123,7 +124,7 @@ class ReplicationStream:
                 data = _string_at(buffer, size)
                 free(buffer)
                 consumed = True
-                if data[0] == _XLOG_DATA:
+                if data[0] == _XLOG_DATA and len(data) >= _XLOG_HEADER:
                     append(data[25:])
                     last = data
                     continue
@@ -160,6 +161,12 @@ class ReplicationStream:
     def _other(self, data: bytes) -> bool:
         """A message that is not XLogData: a keepalive is taken (True), anything else fails
         the stream (False)."""
+        if data[0] == _XLOG_DATA or data[0] == _PRIMARY_KEEPALIVE and \
+                len(data) < 1 + _KEEPALIVE.size:  # (a whole XLogData is read before this)
+            self._failed = (f"a replication message {chr(data[0])!r} of {len(data)} bytes, "
+                            "shorter than its header (the stream is damaged: nothing of it "
+                            "was published; the checkpoint stays where it was)")
+            return False
         if data[0] == _PRIMARY_KEEPALIVE:
             wal_end, _at, reply = _KEEPALIVE.unpack_from(data, 1)
             self.wal_end = max(self.wal_end, wal_end)
