@@ -142,6 +142,11 @@ class ColumnTypeChangeError(IncompatibleSchemaChange):
     (tables/evolve.py): the job stops before writing, its checkpoint unchanged."""
 
 
+class PartialRowImage(SluiceError):
+    """A rows event leaves out columns the tap cannot do without (a session's
+    ``binlog_row_image=MINIMAL`` or ``NOBLOB``): the table stops, naming the setting."""
+
+
 class UnsupportedColumn(SluiceError):
     """A column the tap cannot represent; stops that table with this message."""
 

@@ -22,7 +22,7 @@ from collections import deque
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
-from python_ingest.exceptions import IncompatibleSchemaChange
+from python_ingest.exceptions import IncompatibleSchemaChange, PartialRowImage
 from python_ingest.sources.binlog import (
     decoding,
     fastpath,
@@ -34,7 +34,7 @@ from python_ingest.sources.binlog import (
     tap_tables,
 )
 from python_ingest.sources.binlog.charsets import Charsets
-from python_ingest.sources.binlog.events import TappedTable, changes
+from python_ingest.sources.binlog.events import TappedTable, changes, present
 from python_ingest.sources.binlog.existence import Existence
 from python_ingest.sources.binlog.position import (
     BinlogCheckpoint,
@@ -264,8 +264,10 @@ class Tap(TapCore):
         self.stats.row_changes += len(rows)
         try:
             found = changes(table, kind, rows,
-                            ref_file_index(end.file_index, self._generation), end.pos, env)
-        except IncompatibleSchemaChange as exc:  # a '|' in a joined composite key (#9.7)
+                            ref_file_index(end.file_index, self._generation), end.pos, env,
+                            present(event))
+        except (IncompatibleSchemaChange, PartialRowImage) as exc:  # a '|' in a joined
+            # composite key (#9.7); a session's binlog_row_image=MINIMAL/NOBLOB (events.py)
             self._stop_table(db, name, str(exc))
             return
         self._publish_changes(table, found, (end.file, end.pos), env)
