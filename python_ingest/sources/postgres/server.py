@@ -108,6 +108,16 @@ def check_server(conn: Any, source: SourceConfig) -> None:
                        f"attribute: run ALTER ROLE {source.user} REPLICATION as a superuser "
                        f"(on Amazon RDS or Aurora: GRANT rds_replication TO {source.user}) "
                        "(docs/postgres-source.md)")
+    encoding = rows(conn, "SELECT pg_encoding_to_char(encoding) FROM pg_database "
+                          "WHERE datname = current_database()")[0][0]
+    if encoding == "SQL_ASCII":
+        raise TapError(
+            f"source {source.name}: database {source.database} has the encoding SQL_ASCII: "
+            "the server neither checks nor converts its text, so a value that is not UTF-8 "
+            "cannot be published (it would stop the tap at every start). Move the data into a "
+            "UTF8 database (createdb -E UTF8 -T template0 NEW, then pg_dump -E <the bytes' real "
+            "encoding, e.g. LATIN1> OLD | psql NEW: the server converts them to UTF-8) and "
+            "point the source at it (docs/postgres-source.md, \"Setting the server up\")")
 
 
 def included(source: SourceConfig, schema: str, table: str) -> bool:

@@ -80,3 +80,26 @@ def test_a_latin1_database_is_tapped(pg_env) -> None:
     env.tap_until_end()
     assert env.assert_equal("cafes") == 2
     assert {r["name"] for r in env.oracle("cafes").values()} == {"Café Noir", "naïve"}
+
+
+def test_a_sql_ascii_database_is_refused_at_start_saying_what_to_do(pg_env) -> None:
+    """#58.4: SQL_ASCII stores bytes unchecked and unconverted, so a value that is not UTF-8
+    reached the decoder and crash-looped the tap (a UnicodeDecodeError at every start). The tap
+    and the bootstrap refuse such a database at start, saying how to move it to UTF8."""
+    from python_ingest.exceptions import TapError
+    from tests.sources.postgres.support import admin
+
+    env = pg_env
+    with admin(env.server) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE {env.database}")
+        cur.execute(f"CREATE DATABASE {env.database} ENCODING 'SQL_ASCII' LC_COLLATE 'C' "
+                    "LC_CTYPE 'C' TEMPLATE template0")
+    env.sql("CREATE TABLE notes (id int PRIMARY KEY, body text)")
+    env.add_jobs()
+    with pytest.raises(TapError, match="encoding SQL_ASCII") as info:
+        env.tap_until_end()
+        env.sql("INSERT INTO notes VALUES (1, convert_from('\\x636166e9', 'SQL_ASCII'))")
+        env.tap_until_end()  # (before: UnicodeDecodeError, at this start and every next one)
+    assert "createdb -E UTF8" in str(info.value) and "pg_dump -E" in str(info.value)
+    with pytest.raises(TapError, match="encoding SQL_ASCII"):
+        env.bootstrap_all()
