@@ -16,10 +16,14 @@ the commit order for PostgreSQL, else the change's time. The column types and th
 conversions are in debezium_types.py, the reader schema and ``DebeziumFormat`` in
 debezium_schema.py; this module re-exports their public names, its callers' one door.
 
-JSON values are decoded by the job's schema, never guessed from their text: a Decimal's text
-is the base64 of its unscaled bytes, a BYTES value's the base64 of its bytes. A column the
-events carry but the schema lacks stops the batch (``ReadError``): the scaffold's ``.avsc`` is
-a starting point, ``sluice debezium scaffold`` adds the new columns to it.
+JSON values are decoded by a schema, never guessed from their text: a Decimal's text is the
+base64 of its unscaled bytes, a BYTES value's the base64 of its bytes. ``JsonReader`` reads a
+message with schemas (``schemas.enable=true``) by the schema it carries, checked once per
+distinct schema against the job's (changelog/debezium_json.py): a column added or widened at
+the source stops the read with a ``ReadError`` the ingest step follows (it widens the job's
+``.avsc`` and reads the batch again, sources/debezium/follow.py); a change no lake can follow
+stops the batch naming the column. A message without its schema is read by the job's: a
+column the job's ``.avsc`` lacks stops the batch (``ReadError``; add it to the ``.avsc``).
 
 PostgreSQL with REPLICA IDENTITY DEFAULT: an update that leaves a TOASTed column unchanged
 carries Debezium's ``__debezium_unavailable_value`` placeholder for it (text, or its bytes):
@@ -32,6 +36,7 @@ import base64
 import json
 from typing import Any
 
+from python_ingest.changelog.debezium_json import message_format
 from python_ingest.changelog.debezium_ordering import ORDERINGS, PG_MAX_LSN, PG_SHIFT, ref_key
 from python_ingest.changelog.debezium_schema import (
     REF_KEY,
@@ -45,8 +50,8 @@ from python_ingest.changelog.debezium_types import convert
 from python_ingest.exceptions import DecodeError, ReadError
 
 __all__ = ["ORDERINGS", "PG_MAX_LSN", "PG_SHIFT", "REF_KEY", "UNAVAILABLE", "DebeziumFormat",
-           "check_writer", "convert", "flat_schema", "flatten", "parse_json", "ref_key",
-           "row_schema", "strip_logical"]
+           "JsonReader", "check_writer", "convert", "flat_schema", "flatten", "parse_json",
+           "ref_key", "row_schema", "strip_logical"]
 
 # Debezium's default ``unavailable.value.placeholder``: an unchanged TOASTed value (PostgreSQL)
 UNAVAILABLE = "__debezium_unavailable_value"
@@ -56,38 +61,82 @@ _UNAVAILABLE_BASE64 = base64.b64encode(_UNAVAILABLE_BYTES).decode()  # a bytes c
 _PAYLOAD = b',"payload":'
 
 
-def _payload_only(value: bytes) -> Any:
-    """The payload of a JsonConverter message ``{"schema":...,"payload":...}`` without parsing
-    its schema (most of the message, the same in every one): the last top-level key's value.
-    Going back from the end, the first ``,"payload":`` whose rest parses whole is that key (one
-    inside the payload leaves closing braces over; inside a string the quote is escaped).
-    None when the message is not in that shape."""
+def _split(value: bytes) -> tuple[bytes | None, Any]:
+    """A JsonConverter message ``{"schema":...,"payload":...}`` as its schema part (the bytes
+    ``{"schema":...`` before the payload, unparsed: the same in every message of one version
+    of the table) and its parsed payload, the last top-level key's value. Going back from the
+    end, the first ``,"payload":`` whose rest parses whole is that key (one inside the payload
+    leaves closing braces over; inside a string the quote is escaped). (None, None) when the
+    message is not in that shape."""
     if not value.startswith(b'{"schema":') or not value.endswith(b"}"):
-        return None
+        return None, None
     end = len(value) - 1
     at = value.rfind(_PAYLOAD, 0, end)
     while at > 0:
         try:
-            return json.loads(value[at + len(_PAYLOAD):end])
+            return value[:at], json.loads(value[at + len(_PAYLOAD):end])
         except ValueError:
             at = value.rfind(_PAYLOAD, 0, at)
-    return None
+    return None, None
 
 
-def parse_json(value: bytes) -> dict[str, Any]:
-    """A JsonConverter message: the payload, with or without the schema envelope."""
-    event = _payload_only(value)
-    if isinstance(event, dict):
-        return event
+def _parsed(value: bytes) -> tuple[Any, dict[str, Any]]:
+    """(the message's parsed schema or None, its change event)."""
     try:
         event = json.loads(value)
     except (UnicodeDecodeError, ValueError) as exc:
         raise DecodeError(f"not JSON: {type(exc).__name__}: {exc}") from None
+    schema = None
     if isinstance(event, dict) and "payload" in event and "schema" in event:
-        event = event["payload"]
+        schema, event = event["schema"], event["payload"]
     if not isinstance(event, dict):
         raise DecodeError("not a Debezium change event: the JSON value is not an object")
-    return event
+    return schema, event
+
+
+def parse_json(value: bytes) -> dict[str, Any]:
+    """A JsonConverter message: the payload, with or without the schema envelope."""
+    _, event = _split(value)
+    if isinstance(event, dict):
+        return event
+    return _parsed(value)[1]
+
+
+class JsonReader:
+    """A JSON job's messages as flat records, each read by the schema it carries (its
+    ``DebeziumFormat`` made once per distinct schema: ``message_format``); a message without
+    one by the job's ``fmt``. ``reader``: the job's flat schema."""
+
+    LIMIT = 256  # distinct schemas kept (a table has one per version)
+
+    def __init__(self, fmt: DebeziumFormat, reader: dict[str, Any]) -> None:
+        self.fmt = fmt
+        self.reader = reader
+        self.forms: dict[bytes, DebeziumFormat] = {}
+
+    def record(self, value: bytes) -> dict[str, Any]:
+        part, event = _split(value)
+        schema = None
+        if part is None or not isinstance(event, dict):
+            schema, event = _parsed(value)
+            if schema is None:
+                return flatten(event, self.fmt)
+            part = json.dumps(schema, sort_keys=True).encode()
+        form = self.forms.get(part)
+        if form is None:
+            if schema is None:
+                try:
+                    schema = json.loads(part + b"}")["schema"]
+                except (ValueError, KeyError, TypeError):
+                    schema = _parsed(value)[0]
+            if not isinstance(schema, dict):
+                raise DecodeError("a Debezium JSON event whose schema is not an object")
+            form = message_format(schema, self.fmt, self.reader)
+            if len(self.forms) >= self.LIMIT:
+                self.forms.clear()
+            self.forms[part] = form
+        return flatten(event, form)
+
 
 def flatten(event: dict[str, Any], fmt: DebeziumFormat) -> dict[str, Any]:
     """One decoded Debezium envelope as a flat changelog record (raises DecodeError)."""
@@ -116,7 +165,8 @@ def flatten(event: dict[str, Any], fmt: DebeziumFormat) -> dict[str, Any]:
         if name in unchanged:
             continue
         try:
-            record[name] = convert(record[name], conversion, scales.get(name, 0))
+            record[name] = record[name] * 1000 if conversion == "ms_to_us" and isinstance(
+                record[name], int) else convert(record[name], conversion, scales.get(name, 0))
         except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
             raise DecodeError(f"column '{name}': {record[name]!r:.80} is not a valid "
                               f"{conversion} value: {type(exc).__name__}: {exc}") from None

@@ -166,6 +166,8 @@ class Decoder:
         self.debezium = schema.debezium  # Debezium envelopes, flattened after decoding
         # a Debezium job decodes its envelopes, read with the newest one (changelog/debezium.py)
         self._strip = _strip_logical if schema.envelope is None else debezium.strip_logical
+        self._json = debezium.JsonReader(schema.debezium, schema.avro) if (
+            schema.debezium is not None and schema.debezium.encoding == "json") else None
         reader = _strip_logical(schema.avro) if schema.envelope is None else schema.envelope
         self._reader_schema = reader
         self.reader = fastavro.parse_schema(reader)
@@ -193,8 +195,8 @@ class Decoder:
         """Decode one message value to its Avro record (raises DecodeError). The hot path."""
         if not value:
             raise DecodeError("empty message value (tombstone or null)")
-        if self.debezium is not None and self.debezium.encoding == "json":
-            return debezium.flatten(debezium.parse_json(value), self.debezium)
+        if self._json is not None:  # each message read by its own schema (debezium_json.py)
+            return self._json.record(value)
         buffer = io.BytesIO(value)
         if self.schema.confluent:
             writer, reader = self._writer_of(value)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import fastavro
 
 from python_ingest.changelog import debezium
+from python_ingest.changelog.debezium_json import keep_older
 from python_ingest.changelog.registry import RegistryClient, subject_of
 from python_ingest.config import DEBEZIUM, ROW_KEY_ENCODINGS, JobConfig, Settings
 from python_ingest.exceptions import ConfigError, SchemaRegistryError
@@ -183,6 +184,7 @@ class ChangelogSchema:
             raise ConfigError(f"jobs.{job.name}.schema", str(exc)) from None
         encoding = "json" if job.value_format == "json" else "avro"
         avro, fmt = debezium.flat_schema(row, job.name, encoding, job.ordering)
+        avro = keep_older(avro, row)  # types of columns it widened (changelog/debezium_json.py)
         stripped = None if envelope is None else debezium.strip_logical(envelope)
         return replace(cls._checked(replace(job, ref_key=debezium.REF_KEY), root, avro,
                                     writers, http), debezium=fmt, envelope=stripped)

@@ -34,6 +34,7 @@ from python_ingest.exceptions import (
 )
 from python_ingest.kafka import client as kafka_client
 from python_ingest.runtime.faults import fault_point
+from python_ingest.sources.debezium.follow import MAX_FOLLOWS, follow
 from python_ingest.sources.kafka.reader import (
     ERROR_BUDGET_BYTES,
     ReadSpec,
@@ -222,7 +223,20 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
                                 work.topic_id, schema.row_key_encoding)
     fault_point("before_raw_commit")
     check_held(job.name)
-    _commit_raw(spark, _read(spark, spec, work.units, report), job, new_checkpoint)
+    for follows in range(MAX_FOLLOWS + 1):
+        try:
+            _commit_raw(spark, _read(spark, spec, work.units, report), job, new_checkpoint)
+            break
+        except ReadError as exc:  # a JSON Debezium job follows a column added at the source
+            changes = follow(settings, job, exc) if follows < MAX_FOLLOWS else []
+            if not changes:
+                raise
+        run.details.setdefault("schema_followed", []).extend(changes)
+        spec = replace(spec, schema=ChangelogSchema.of(settings, job))
+        ensure_table(spark, tables.raw, spec.schema.raw_columns())
+        report = spark.sparkContext.accumulator(TaskReport(), TaskReportParam())
+        check_held(job.name)
+    schema = spec.schema
     totals: TaskReport = report.value
     if totals.read:
         new_checkpoint = replace(new_checkpoint, bytes_per_message=totals.bytes / totals.read)

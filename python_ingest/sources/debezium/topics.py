@@ -21,18 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from python_ingest.changelog import debezium
+from python_ingest.changelog.debezium_json import connect_to_avro
 from python_ingest.changelog.registry import RegistryClient, subject_of
 from python_ingest.config import RegistryConfig
 from python_ingest.exceptions import SluiceError
 from python_ingest.kafka.client import partition_offsets, read_range
 
 SAMPLE_MESSAGES = 1000  # read at most this many messages looking for a change event
-# Connect's schema types as JsonConverter names them (Kafka's JsonSchema: int8 .. int64,
-# float, double, boolean, string, bytes, array, map, struct); float32/float64 are
-# Connect's Schema.Type names, accepted as well
-_AVRO = {"int8": "int", "int16": "int", "int32": "int", "int64": "long", "float": "float",
-         "double": "double", "float32": "float", "float64": "double", "boolean": "boolean",
-         "string": "string", "bytes": "bytes"}
 
 
 @dataclass(frozen=True)
@@ -49,41 +44,6 @@ def job_name(topic: str) -> str:
     parts = topic.split(".")
     name = re.sub(r"[^a-z0-9_]", "_", "_".join(parts[-2:] if len(parts) > 1 else parts).lower())
     return name if name[:1].isalpha() else f"t_{name}"
-
-
-def connect_to_avro(schema: dict[str, Any], name: str = "Value") -> Any:
-    """A Connect schema (JsonConverter's form) as the AvroConverter writes it."""
-    kind = schema.get("type")
-    logical = schema.get("name")
-    if kind == "struct":
-        fields = []
-        for field in schema.get("fields", []):
-            avro = connect_to_avro(field, field["field"])
-            if field.get("optional", True):
-                fields.append({"name": field["field"], "type": ["null", avro], "default": None})
-            else:
-                fields.append({"name": field["field"], "type": avro})
-        record: dict[str, Any] = {"type": "record",
-                                  "name": (logical or name).rsplit(".", 1)[-1], "fields": fields}
-        if logical:
-            record["connect.name"] = logical
-        return record
-    if kind == "array":
-        return {"type": "array", "items": connect_to_avro(schema["items"], name)}
-    if kind not in _AVRO:
-        raise SluiceError(f"Connect type {kind!r} of field '{name}' has no Avro form sluice reads")
-    out: dict[str, Any] = {"type": _AVRO[kind]}
-    if logical:
-        out["connect.name"] = logical
-    params = schema.get("parameters")
-    if params:
-        out["connect.parameters"] = params
-    if logical == "org.apache.kafka.connect.data.Decimal" and params:
-        out["logicalType"] = "decimal"
-        out["scale"] = int(params.get("scale", 0))
-        if "connect.decimal.precision" in params:
-            out["precision"] = int(params["connect.decimal.precision"])
-    return out
 
 
 def from_registry(topic: str, registry: RegistryConfig, key: Sequence[str] = ()
