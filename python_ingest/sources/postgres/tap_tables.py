@@ -160,6 +160,9 @@ class TapTables(TapState):
         self.stats.messages += published
         if table.rows is not None:
             self.rows.clear(qualified)
+        if table.gone:  # every key is gone now, and the lake has none of them: nothing to
+            table.gone.clear()  # drop any more (moves.py), and the fast path is back
+            self._fast_path(oid, table)
         log.info("source %s: TRUNCATE %s at %s: published %d deletes", self.source.name,
                  qualified, lsn_text(self._commit_lsn), published)
 
