@@ -10,6 +10,7 @@ ASSETS_STAMP := .sluice/report-assets/.vendored
 APICURIO_STAMP := .sluice/jars/.apicurio
 CONNECT_STAMP := .sluice/jars/.connect
 LOCALFS_STAMP := .sluice/jars/.localfs
+S3PROXY_STAMP := .sluice/jars/.s3proxy
 LOCALFS_SRC := jvm/localfs/src/sluice/hadoop/NioLocalFileSystem.java
 PYTEST_ARGS ?=
 
@@ -92,7 +93,13 @@ $(LOCALFS_STAMP): $(STAMP) $(LOCALFS_SRC)
 	$(BIN)/python -m python_ingest.runtime.localfs build
 	touch $(LOCALFS_STAMP)
 
-setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) $(CONNECT_STAMP) $(LOCALFS_STAMP) ## everything a fresh machine needs (idempotent)
+# S3Proxy (jvm/s3proxy/pom.xml), the private S3 server of the S3 tests and bench-cluster, into
+# .sluice/jars (once per pom; atomic)
+$(S3PROXY_STAMP): $(STAMP) jvm/s3proxy/pom.xml
+	$(BIN)/python -m python_ingest.runtime.s3proxy resolve
+	touch $(S3PROXY_STAMP)
+
+setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) $(CONNECT_STAMP) $(LOCALFS_STAMP) $(S3PROXY_STAMP) ## everything a fresh machine needs (idempotent)
 	@# the Spark driver's class-data-sharing archive (python_ingest/runtime/cds.py): a training
 	@# run of about a minute, once per class path and JDK; without it Spark starts slower
 	@$(BIN)/python -m python_ingest.runtime.cds build || \

@@ -22,6 +22,8 @@ from typing import Any
 
 from python_ingest import credentials
 from python_ingest.config.checks import NAME, check_keys, choice, mapping
+from python_ingest.config.s3 import S3Config, parse_s3
+from python_ingest.config.s3 import with_env as _s3_with_env
 from python_ingest.config.secrets import masked_repr, redact
 from python_ingest.exceptions import ConfigError
 
@@ -43,6 +45,7 @@ class CatalogConfig:
     password: str | None = field(default=None, repr=False)  # credentials.py: never shown
     password_env: str | None = None
     password_file: str | None = None
+    s3: S3Config = field(default_factory=S3Config)  # a warehouse on S3 (config/s3.py)
 
     def __repr__(self) -> str:
         return masked_repr(self)
@@ -62,7 +65,8 @@ class CatalogConfig:
 
 def parse_catalog(raw_value: Any, root: Path) -> CatalogConfig:
     raw = mapping(raw_value, "catalog")
-    check_keys(raw, {"name", "type", "warehouse", "uri", "user", *credentials.FIELDS}, "catalog")
+    check_keys(raw, {"name", "type", "warehouse", "uri", "user", "s3", *credentials.FIELDS},
+               "catalog")
     kind = choice(raw.get("type", CatalogConfig.type), CATALOG_TYPES, "catalog.type")
     uri = raw.get("uri")
     if kind in ("jdbc", "hive", "rest") and not uri:
@@ -81,6 +85,7 @@ def parse_catalog(raw_value: Any, root: Path) -> CatalogConfig:
         password=raw.get("password"),
         password_env=raw.get("password_env"),
         password_file=credentials.check("catalog", raw, root),
+        s3=parse_s3(raw.get("s3"), root),
     )
     if not NAME.match(config.name):
         raise ConfigError("catalog.name", "use lowercase letters, digits and underscores")
@@ -109,6 +114,8 @@ def with_env(raw: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
              "SLUICE_CATALOG_URI": "uri", "SLUICE_CATALOG_USER": "user",
              "SLUICE_WAREHOUSE": "warehouse"}
     merged = {**raw, **{key: env[var] for var, key in names.items() if env.get(var)}}
+    if raw.get("s3") is None or isinstance(raw["s3"], Mapping):  # else parse_s3 refuses it
+        merged["s3"] = _s3_with_env(raw.get("s3") or {}, env)
     if env.get(PASSWORD_ENV) is not None:
         for key in credentials.FIELDS:
             merged.pop(key, None)

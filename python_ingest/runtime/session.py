@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from python_ingest.config import JobConfig, Settings
+from python_ingest.config.s3 import warehouse_location
 from python_ingest.config.secrets import redact
 from python_ingest.exceptions import ConfigError
 from python_ingest.runtime.catalog import (
@@ -36,6 +37,7 @@ from python_ingest.runtime.catalog import (
     restrict_namespace,
 )
 from python_ingest.runtime.pydaemon import MODULE as PYDAEMON
+from python_ingest.runtime.s3 import s3_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,7 +56,7 @@ POOL_PREFIX = "sluice_job_"  # each job's Spark FAIR pool: sluice_job_<job> (run
 
 def spark_conf(settings: Settings) -> dict[str, str]:
     """The full Spark conf for these settings (also what dbt's profile passes on)."""
-    from python_ingest.runtime import cds  # lazy: table names need no classpath
+    from python_ingest.runtime import cds, jvm_logs  # lazy: table names need no classpath
     from python_ingest.runtime.jars import spark_jars
     from python_ingest.runtime.localfs import FS_CLASS, JAR_NAME, driver_classpath
 
@@ -96,7 +98,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
         "spark.sql.avro.datetimeRebaseModeInWrite": "CORRECTED",
         "spark.sql.avro.datetimeRebaseModeInRead": "CORRECTED",
-        WAREHOUSE_CONF: str(settings.path(cat.warehouse)),
+        WAREHOUSE_CONF: warehouse_location(cat.warehouse, settings.root),  # or s3a://...
         PERMISSIONS_CONF: settings.table_permissions,
         "hoodie.datasource.write.commitmeta.key.prefix": HUDI_COMMIT_PREFIX,
         "spark.sql.session.timeZone": "UTC",
@@ -115,8 +117,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.pyspark.driver.python": sys.executable,
         "spark.sql.warehouse.dir": str(settings.path(settings.state_dir) / "spark-warehouse"),
         # (and the class-data-sharing archive `make setup` built, if any: runtime/cds.py)
+        # (and the driver's log settings: errors only, on stderr: runtime/jvm_logs.py)
         "spark.driver.extraJavaOptions":
             f"-Dderby.system.home={settings.path(settings.state_dir)} "
+            f"{jvm_logs.java_options(settings.path(settings.state_dir))} "
             f"{cds.java_options(driver_jars)}".strip(),
     }
     if settings.spark.master.startswith("local"):
@@ -130,6 +134,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
             # cluster's executors may lack the jar and keep Hadoop's own
             conf["spark.hadoop.fs.file.impl"] = FS_CLASS
     conf.update(_catalog_conf(settings, prefix))
+    conf.update(s3_conf(cat, conf[WAREHOUSE_CONF]))  # a warehouse on S3 (runtime/s3.py)
     # Hudi's write settings only touch Hudi writes: always there, so that a job whose own
     # table_format is hudi in an Iceberg project writes as a Hudi project's jobs do
     conf.update(HUDI_WRITE_CONF)
@@ -187,7 +192,7 @@ def _catalog_conf(settings: Settings, prefix: str) -> dict[str, str]:
     """The Iceberg catalog's own keys (config/catalog.py)."""
     cat = settings.catalog
     if cat.type in ("hadoop", "jdbc"):  # a folder sluice manages: relative to sluice.yml
-        conf = {f"{prefix}.warehouse": str(settings.path(cat.warehouse))}
+        conf = {f"{prefix}.warehouse": warehouse_location(cat.warehouse, settings.root)}
     else:
         conf = {f"{prefix}.warehouse": cat.warehouse} if cat.warehouse else {}
     if cat.type == "jdbc":
@@ -215,16 +220,22 @@ def build_session(settings: Settings, every_table: bool = False) -> SparkSession
     active = thread_session()
     if active is not None:
         return active
+    from python_ingest.runtime import jvm_logs
+
+    conf = spark_conf(settings)
     builder = SparkSession.builder
-    for key, value in spark_conf(settings).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     log.info("starting Spark (%s), catalog %s at %s", redact(settings.spark.master),
              settings.catalog.name, redact(settings.catalog.warehouse))
+    jvm_logs.write_config(settings.path(settings.state_dir))
+    jvm_logs.launch_jvm(conf)  # spark.* keys only: no warning per hoodie.* key
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     # the JVM's own prints (a library's warnings) go to stderr: stdout is sluice's (--json)
     jvm = session._jvm
     assert jvm is not None
+    jvm_logs.quiet_jol(jvm)
     jvm.java.lang.System.setOut(jvm.java.lang.System.err)
     prepare_catalog(session, every_table)
     return session

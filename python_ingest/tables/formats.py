@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from python_ingest.config.services import ServicesConfig
 from python_ingest.runtime.catalog import FORMAT_CONF
+from python_ingest.tables.shared import shared_write
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -118,8 +119,10 @@ def ensure_table(spark: SparkSession, table: str, columns: Iterable[tuple[str, s
 
 
 def append(df: DataFrame, table: str, properties: Mapping[str, str] | None = None) -> None:
-    """Append ``df`` to ``table`` with ``properties`` in the same commit."""
-    table_format(df.sparkSession).append(df, table, properties or {})
+    """Append ``df`` to ``table`` with ``properties`` in the same commit (a shared table on
+    S3 under sluice's lock: tables/shared.py)."""
+    with shared_write(df.sparkSession, table):
+        table_format(df.sparkSession).append(df, table, properties or {})
 
 
 def committing(spark: SparkSession, properties: Mapping[str, str], action: Callable[[], T]) -> T:

@@ -33,6 +33,7 @@ from python_ingest.runtime.catalog import (
     split_name,
 )
 from python_ingest.tables.evolve import forget, widen
+from python_ingest.tables.shared import locked_on_s3
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -151,7 +152,8 @@ class HudiFormat:
 
     def append(self, df: DataFrame, table: str, properties: Mapping[str, str]) -> None:
         spark = df.sparkSession
-        options = {**APPEND_OPTIONS, **(SHARED_WRITE_CONF if shared_table(table) else {}),
+        shared = shared_table(table) and not locked_on_s3(spark, table)  # tables/shared.py
+        options = {**APPEND_OPTIONS, **(SHARED_WRITE_CONF if shared else {}),
                    "hoodie.table.name": split_name(table)[1],
                    # cleaning after one append in CLEAN_EVERY, not after each: it costs about
                    # 0.3 s of a small commit's 1.3 s (append-only tables keep every file)

@@ -18,7 +18,7 @@ from the generation the process read, ``g``, to ``g + 1`` (``_advance``):
    atomic; Hadoop's ``create(path, overwrite=false)`` is not on a local disk (it checks, then
    opens: two processes can both pass, and the second truncates the first's file). Of all the
    processes that read ``g``, exactly one publishes ``g + 1``; the others learn that their read
-   is stale and read again.
+   is stale and read again. On S3 it is a conditional put (``If-None-Match: *``: runtime/s3.py).
 2. List the folder: a generation above ``g + 1`` means ``g + 1`` could be published only
    because it had been cleaned away, the lease having moved on while this process was paused
    after its read. The process withdraws its file: it has nothing.
@@ -31,8 +31,7 @@ highest), and a renewal, being the same swap, cannot overwrite a lease taken ove
 paused: its publish fails and its holder knows it lost. A check that finds its own lease past
 half its TTL (its renewals stalled) renews it first, so no take-over can start from a read made
 before the check. A listing is taken as a snapshot: a job's folder holds a file or two, listed
-in one call (one ``getdents`` on a local disk, one NameNode call on HDFS), which is why every
-job has a folder. S3 has neither atomic step (docs/reliability.md).
+in one call (``getdents``, a NameNode call, an S3 LIST), which is why every job has a folder.
 """
 
 from __future__ import annotations
@@ -53,6 +52,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from python_ingest.exceptions import SluiceError
 from python_ingest.runtime.catalog import WAREHOUSE_CONF
 from python_ingest.runtime.processes import gone_from_this_host
+from python_ingest.runtime.s3 import is_s3, put_if_absent
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -242,6 +242,8 @@ def _publish(fs: Any, target: Any, holder: dict[str, Any]) -> bool:
             return False
         finally:
             os.unlink(temporary)
+    if is_s3(fs):  # S3A's rename is a copy: S3's conditional put instead
+        return put_if_absent(fs, target, json.dumps(holder).encode())
     temporary_path = target.suffix(temporary_name)
     _write(fs, temporary_path, holder)
     try:
@@ -250,8 +252,7 @@ def _publish(fs: Any, target: Any, holder: dict[str, Any]) -> bool:
         if not fs.exists(target):
             raise SluiceError(
                 f"could not create the lease file {target} (the rename of {temporary_path} "
-                "was refused): check that its folder is writable, on a file system with an "
-                "atomic rename (HDFS; not S3)")
+                "was refused): check that its folder is writable (HDFS, local disk, S3)")
         return False
     finally:
         fs.delete(temporary_path, False)
