@@ -319,9 +319,12 @@ def test_a_partition_the_tap_may_not_guard_is_a_warning_with_the_statements(
     env.add_jobs()
     with caplog.at_level(logging.WARNING, logger="python_ingest.sources.postgres.partitions"):
         env.tap_until_end()
-    warned = [r.getMessage() for r in caplog.records if "sluice_truncate_partition" in
-              r.getMessage()]
+    warned = [r.getMessage() for r in caplog.records if "cannot put the trigger "
+              "sluice_truncate_partition" in r.getMessage()]
     assert len(warned) == 1, warned
+    # nor create the event trigger guarding new partitions (#58.4): a superuser must
+    assert [r for r in caplog.records if "cannot create the event trigger "
+            "sluice_guard_partitions" in r.getMessage()]
     assert 'partition "public"."ev_2024"' in warned[0]
     assert ('CREATE TRIGGER sluice_truncate_partition AFTER TRUNCATE ON "public"."ev_2024"'
             in warned[0])
