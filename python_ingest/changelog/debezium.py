@@ -165,8 +165,9 @@ def flatten(event: dict[str, Any], fmt: DebeziumFormat) -> dict[str, Any]:
         if name in unchanged:
             continue
         try:
-            record[name] = record[name] * 1000 if conversion == "ms_to_us" and isinstance(
-                record[name], int) else convert(record[name], conversion, scales.get(name, 0))
+            value = record[name]
+            record[name] = value * 1000 if conversion == "ms_to_us" and isinstance(
+                value, int) else convert(value, conversion, scales.get(name, 0))
         except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
             raise DecodeError(f"column '{name}': {record[name]!r:.80} is not a valid "
                               f"{conversion} value: {type(exc).__name__}: {exc}") from None

@@ -7,8 +7,8 @@ jobs from those first events; then, while the connector streams, the tables chan
 - ``grow``, whose lake already holds the snapshot, gains a column (``tip``), widens a
   decimal (``price`` DECIMAL(8,2) to (12,2)) and a DATETIME(3) to DATETIME(6) (Debezium's
   ``Timestamp`` in ms becomes ``MicroTimestamp``), with rows changed before, between and after
-  the ALTERs: the next run, without the scaffold run again, lands a lake equal to the MariaDB
-  table, the new column and the wider types included (its batch mixes events of four
+  the two ALTERs: the next run, without the scaffold run again, lands a lake equal to the
+  MariaDB table, the new column and the wider types included (its batch mixes events of three
   schemas);
 - ``scaled`` changes a decimal's scale, ``narrowed`` narrows one: each job stops loudly,
   naming the column and why, nothing committed.
@@ -25,11 +25,12 @@ from typing import Any
 
 import pytest
 
+from python_ingest.exceptions import ReadError
 from tests.sources.binlog.conftest import mariadb  # noqa: F401  # the private server fixture
 from tests.sources.binlog.lake import make_project
 from tests.sources.debezium.test_connect import wait_for
 
-pytestmark = [pytest.mark.debezium, pytest.mark.e2e, pytest.mark.reliability]
+pytestmark = [pytest.mark.debezium, pytest.mark.reliability]
 TABLES = {
     "grow": "CREATE TABLE {db}.grow (id INT PRIMARY KEY, name VARCHAR(20), "
             "price DECIMAL(8,2), at DATETIME(3))",
@@ -41,10 +42,9 @@ STREAM = [
     "ALTER TABLE grow ADD tip DECIMAL(10,2)",
     "UPDATE grow SET tip = 0.75 WHERE id = 2",
     "INSERT INTO grow VALUES (100, 'with tip', 99.99, '2024-05-06 07:08:09.123', 12.50)",
-    "ALTER TABLE grow MODIFY price DECIMAL(12,2)",
+    "ALTER TABLE grow MODIFY price DECIMAL(12,2), MODIFY at DATETIME(6)",
     "INSERT INTO grow VALUES (101, 'big', 1234567890.12, '2024-05-06 07:08:09.5', NULL)",
     "UPDATE grow SET price = 9876543210.98 WHERE id = 3",
-    "ALTER TABLE grow MODIFY at DATETIME(6)",
     "INSERT INTO grow VALUES (102, 'micro', 3.00, '2024-05-06 07:08:09.123456', -1.00)",
     "UPDATE grow SET at = '1999-12-31 23:59:59.999999', tip = 5.55 WHERE id = 4",
     "DELETE FROM grow WHERE id = 5",
@@ -119,11 +119,12 @@ def evolved(spark: Any, broker: str, mariadb: Any,  # noqa: F811
     results = run_all(spark, settings, list(jobs.values()), keep_going=True, max_parallel=1)
     with mariadb.root(database) as conn, conn.cursor() as cur:
         cur.execute("SELECT id, name, price, at, tip FROM grow")
-        table = {r[0]: tuple(r[1:]) for r in cur.fetchall()}
+        source = {r[0]: tuple(r[1:]) for r in cur.fetchall()}
     return {"jobs": jobs, "results": dict(zip(TABLES, results, strict=True)),
-            "table": table, "settings": settings, "first": first[0]}
+            "table": source, "settings": settings, "first": first[0]}
 
 
+@pytest.mark.e2e
 def test_an_added_and_widened_column_lands_in_the_same_run(evolved: dict[str, Any],
                                                            spark: Any) -> None:
     result = evolved["results"]["grow"]
@@ -133,10 +134,10 @@ def test_an_added_and_widened_column_lands_in_the_same_run(evolved: dict[str, An
     lake = {r["id"]: (r["name"], r["price"], r["at"].replace(tzinfo=None), r["tip"])
             for r in spark.table(f"lake.{job}").collect()}
     assert len(evolved["table"]) == 23 and lake == evolved["table"]
-    for table in (f"raw.{job}", f"lake.{job}"):  # widened and grown in the same run
-        types = dict(spark.table(table).dtypes)
+    for name in (f"raw.{job}", f"lake.{job}"):  # widened and grown in the same run
+        types = dict(spark.table(name).dtypes)
         assert (types["price"], types["tip"], types["at"]) == (
-            "decimal(12,2)", "decimal(10,2)", "timestamp"), (table, types)
+            "decimal(12,2)", "decimal(10,2)", "timestamp"), (name, types)
     # the .avsc follows what the events carry: the new column, the wider types, and the
     # former types older events of the column still read with
     settings = evolved["settings"]
@@ -148,6 +149,7 @@ def test_an_added_and_widened_column_lands_in_the_same_run(evolved: dict[str, An
     assert evolved["first"].counts["read"] == 20 and result.batch_id == 2
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("table", "why"), [
     ("scaled", r"column amount is decimal\(10,3\) in a Debezium event but decimal\(10,2\) in "
                r"the job's schema \(a decimal scale change"),
@@ -167,3 +169,93 @@ def test_a_change_no_lake_can_follow_stops_the_job_naming_the_column(
                      .read_text())
     assert [f["name"] for f in row["fields"]] == ["id", "amount"]
     assert "sluice.older_types" not in row["fields"][1]
+
+
+# Unit level (no Spark): JsonConverter messages shaped as above, through a job's decoder and
+# ``follow`` one schema change after another.
+
+def _message(fields: list[tuple[str, str, str | None, dict[str, str]]], after: dict[str, Any],
+             pos: int) -> bytes:
+    from tests.sources.debezium.test_debezium_reliability import (
+        binlog,
+        connect_row,
+        json_message,
+    )
+
+    return json_message(connect_row(fields), "c", after, binlog(pos))
+
+
+def test_a_decoder_reads_each_message_by_its_own_schema_and_follows_step_by_step(
+        make_settings: Any, tmp_path: Path) -> None:
+    """Three versions of a row: v2 adds ``tip``, v3 widens ``price`` and turns ``at`` from
+    ``Timestamp`` (ms) into ``MicroTimestamp``. Each change stops the decoder with a ReadError
+    ``follow`` widens the .avsc with; then every version's message reads right: v1's ``at``
+    in milliseconds lands as the same instant in the microsecond column."""
+    from python_ingest.sources.debezium.follow import follow
+    from python_ingest.sources.debezium.topics import connect_to_avro
+    from tests.sources.debezium import events as ev
+    from tests.sources.debezium.test_debezium_reliability import connect_row, json_decoder
+
+    def decimal(precision: int, scale: int) -> dict[str, str]:
+        return {"scale": str(scale), "connect.decimal.precision": str(precision)}
+
+    v1 = [("id", "int32", None, {}), ("price", "bytes", ev.DECIMAL, decimal(8, 2)),
+          ("at", "int64", "io.debezium.time.Timestamp", {})]
+    v2 = [*v1, ("tip", "bytes", ev.DECIMAL, decimal(10, 2))]
+    v3 = [v2[0], ("price", "bytes", ev.DECIMAL, decimal(12, 2)),
+          ("at", "int64", "io.debezium.time.MicroTimestamp", {}), v2[3]]
+    price = Decimal("1234567890.12")
+    messages = [
+        _message(v1, {"id": 1, "price": ev.to_json(Decimal("1.25"), 2), "at": 1_500}, 100),
+        _message(v2, {"id": 2, "price": ev.to_json(Decimal("2.50"), 2), "at": 2_000,
+                      "tip": ev.to_json(Decimal("0.75"), 2)}, 200),
+        _message(v3, {"id": 3, "price": ev.to_json(price, 2), "at": 3_000_001,
+                      "tip": None}, 300)]
+    decoder = json_decoder(make_settings, tmp_path, connect_to_avro(connect_row(v1)))
+    settings = make_settings({"j": {"source": "debezium", "topic": "t", "value_format": "json",
+                                    "schema": str(tmp_path / "row.avsc"), "row_key": ["id"]}})
+    job = settings.job("j")
+    followed: list[list[str]] = []
+    for _ in range(3):
+        try:
+            rows = [decoder.decode(m) for m in messages]
+            break
+        except ReadError as exc:
+            assert " follow=" in str(exc)
+            followed.append(follow(settings, job, exc))
+            decoder = json_decoder(make_settings, tmp_path,
+                                   json.loads((tmp_path / "row.avsc").read_text()))
+    assert followed == [["added tip decimal(10,2)"],
+                        ["widened price from decimal(8,2) to decimal(12,2)",
+                         "widened at from timestamp-millis to timestamp-micros"]]
+    assert dict(decoder.schema.payload) == {"id": "bigint", "price": "decimal(12,2)",
+                                            "at": "timestamp", "tip": "decimal(10,2)"}
+    assert [(r["id"], r["price"], r["tip"]) for r in rows] == [
+        (1, Decimal("1.25"), None), (2, Decimal("2.50"), Decimal("0.75")), (3, price, None)]
+    assert [r["at"].timestamp() for r in rows] == [1.5, 2.0, 3.000001]
+    # nothing more to follow: the same error again changes nothing (the run then stops)
+    assert follow(settings, job, ReadError(" follow=" + json.dumps(
+        connect_to_avro(connect_row(v3))["fields"]))) == []
+
+
+@pytest.mark.parametrize(("old", "new", "why"), [
+    ({"scale": "2", "connect.decimal.precision": "10"},
+     {"scale": "3", "connect.decimal.precision": "10"}, "a decimal scale change"),
+    ({"scale": "2", "connect.decimal.precision": "12"},
+     {"scale": "2", "connect.decimal.precision": "8"}, "a narrowing"),
+    ({"scale": "2", "connect.decimal.precision": "10"}, None, "an incompatible type change")])
+def test_a_change_no_lake_can_follow_stops_the_decoder_naming_the_column(
+        make_settings: Any, tmp_path: Path, old: dict[str, str], new: dict[str, str] | None,
+        why: str) -> None:
+    from python_ingest.sources.debezium.topics import connect_to_avro
+    from tests.sources.debezium import events as ev
+    from tests.sources.debezium.test_debezium_reliability import connect_row, json_decoder
+
+    before = [("id", "int32", None, {}), ("amount", "bytes", ev.DECIMAL, old)]
+    after = [before[0], ("amount", "bytes", ev.DECIMAL, new) if new else
+             ("amount", "string", None, {})]
+    decoder = json_decoder(make_settings, tmp_path, connect_to_avro(connect_row(before)))
+    value = ev.to_json(Decimal("1.125"), 3) if new else "1.125"
+    with pytest.raises(ReadError, match=rf"column amount is .* \({why}") as stop:
+        decoder.decode(_message(after, {"id": 1, "amount": value}, 100))
+    assert " follow=" not in str(stop.value)
