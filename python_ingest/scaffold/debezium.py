@@ -12,7 +12,8 @@ writes. For each topic (sources/debezium/topics.py reads its row schema and key)
 and adds a ``source: debezium`` job per topic to the config file. Idempotent: existing files
 are kept as they are, jobs already in the config are not touched; a JSON job's row schema is
 the exception: columns its topic's events carry that the ``.avsc`` lacks (added at the source)
-are appended to it (a new schema version: the job stops on such events until they are).
+are appended to it. (A run follows such columns by itself when the events carry their schema:
+sources/debezium/follow.py; the scaffold is then needed only for events without one.)
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ errors are settled, with the checkpoint the error commit would have carried. If 
 dies between the raw commit and either, the error table (or the file) is a batch behind the raw
 table's checkpoint, and the next run first re-reads that batch's range (the raw checkpoint
 records where the batch began) for its error rows. So neither table gets duplicates or gaps.
+
+A JSON Debezium job whose read stops at a message adding or widening a column follows it:
+its ``.avsc`` is widened (sources/debezium/follow.py), the raw table too, and the batch is read
+again; nothing of the stopped read was committed.
 """
 
 from __future__ import annotations
