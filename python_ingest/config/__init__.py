@@ -37,6 +37,8 @@ from python_ingest.config.files import (
     check_no_file_keys,
     parse_files,
 )
+from python_ingest.config.kafka import KafkaServers, parse_servers
+from python_ingest.config.kafka import with_env as _kafka_with_env
 from python_ingest.config.registry import URL_ENV as _REGISTRY_URL_ENV
 from python_ingest.config.registry import RegistryConfig, parse_registry
 from python_ingest.config.runner import RunnerConfig, parse_priority, parse_runner
@@ -81,9 +83,10 @@ class BrokerConfig:
 
     ``heap``, ``retention_ms`` and ``retention_bytes`` apply to the embedded broker only (its
     JVM heap and its default topic retention); an external cluster keeps its own settings.
+    ``bootstrap_servers`` carries the cluster's ``security:`` (TLS, SASL: config/kafka.py).
     """
 
-    bootstrap_servers: str = "127.0.0.1:19092"
+    bootstrap_servers: str = KafkaServers("127.0.0.1:19092")
     embedded: bool = True
     data_dir: str = ".sluice/broker"
     heap: str = "512m"
@@ -288,6 +291,7 @@ def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
     for var, (section, key) in simple.items():
         if env.get(var):
             data.setdefault(section, {})[key] = env[var]
+    data["broker"] = _kafka_with_env(_mapping(data.get("broker"), "broker"), env)
     data["catalog"] = _catalog_with_env(_mapping(data.get("catalog"), "catalog"), env)
     if env.get("SLUICE_STATE_DIR"):  # e.g. a second runner on this host: its own status file
         data["state_dir"] = env["SLUICE_STATE_DIR"]
@@ -351,12 +355,13 @@ def load_settings(path: str | os.PathLike[str] | None = None,
     catalog = parse_catalog(data.get("catalog"), root)
     broker_raw = _mapping(data.get("broker"), "broker")
     _check_keys(broker_raw, {"bootstrap_servers", "embedded", "data_dir", "heap", "retention_ms",
-                             "retention_bytes"}, "broker")
+                             "retention_bytes", "security"}, "broker")
     embedded = broker_raw.get("embedded", BrokerConfig.embedded)
     if not isinstance(embedded, bool):
         raise ConfigError("broker.embedded", f"expected true or false, got {embedded!r}")
     broker = BrokerConfig(
-        bootstrap_servers=str(broker_raw.get("bootstrap_servers", BrokerConfig.bootstrap_servers)),
+        bootstrap_servers=parse_servers(broker_raw, "broker", root,
+                                        BrokerConfig.bootstrap_servers) or "",
         embedded=embedded,
         data_dir=str(broker_raw.get("data_dir", BrokerConfig.data_dir)),
         heap=_heap(broker_raw.get("heap", BrokerConfig.heap)),

@@ -23,6 +23,7 @@ from typing import Any
 
 from python_ingest import credentials
 from python_ingest.config.checks import NAME, check_keys, mapping, positive_int
+from python_ingest.config.kafka import parse_servers
 from python_ingest.config.secrets import masked_repr
 from python_ingest.exceptions import ConfigError
 
@@ -74,7 +75,8 @@ class PostgresTarget:
 @dataclass(frozen=True, repr=False)
 class KafkaTarget:
     """A topic keyed by row key with Avro values (null value: the row was deleted);
-    ``bootstrap_servers`` None means the project's broker."""
+    ``bootstrap_servers`` None means the project's broker (its own carries its own
+    ``security:``, config/kafka.py)."""
 
     name: str
     topic: str
@@ -108,7 +110,7 @@ def _parse_target(name: str, spec: Mapping[str, Any], at: str, root: Path) -> Di
                           f"got {kind!r}")
     chunk_rows = positive_int(spec.get("chunk_rows", DEFAULT_CHUNK_ROWS), f"{at}.chunk_rows")
     if kind == "kafka":
-        check_keys(spec, {"type", "topic", "bootstrap_servers", "chunk_rows"}, at)
+        check_keys(spec, {"type", "topic", "bootstrap_servers", "chunk_rows", "security"}, at)
         topic = spec.get("topic")
         if not isinstance(topic, str) or not KAFKA_TOPIC.match(topic):
             raise ConfigError(f"{at}.topic", f"expected a Kafka topic name, got {topic!r}",
@@ -117,8 +119,8 @@ def _parse_target(name: str, spec: Mapping[str, Any], at: str, root: Path) -> Di
         if servers is not None and (not isinstance(servers, str) or not servers.strip()):
             raise ConfigError(f"{at}.bootstrap_servers", "expected host:port[,host:port]",
                               "or leave it out for the project's broker")
-        return KafkaTarget(name=name, topic=topic, bootstrap_servers=servers,
-                           chunk_rows=chunk_rows)
+        return KafkaTarget(name=name, topic=topic, chunk_rows=chunk_rows,
+                           bootstrap_servers=parse_servers(spec, at, root))
     check_keys(spec, {"type", "dsn", "url", "dsn_env", "table", "password", "password_env",
                       "password_file", "chunk_rows"}, at)
     if spec.get("dsn") and spec.get("url"):

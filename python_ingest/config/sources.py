@@ -11,6 +11,7 @@ from typing import Any
 
 from python_ingest import credentials
 from python_ingest.config.checks import NAME, check_keys, choice, mapping, positive_int
+from python_ingest.config.kafka import ClusterOverride, parse_override
 from python_ingest.config.secrets import masked_repr
 from python_ingest.exceptions import ConfigError
 
@@ -55,6 +56,8 @@ class SourceConfig:
     sslrootcert: str | None = None  # the CA bundle that verify-ca / verify-full check against
     sslcert: str | None = None  # a client certificate and its key (certificate login)
     sslkey: str | None = None
+    # the tap's own Kafka cluster or user (config/kafka.py); None: the project's broker
+    broker: ClusterOverride | None = None
 
     def __repr__(self) -> str:
         return masked_repr(self)
@@ -148,6 +151,7 @@ def parse_source(name: str, raw: Mapping[str, Any], root: Path | None = None) ->
         sslmode=None if raw.get("sslmode") is None else choice(raw["sslmode"], SSL_MODES,
                                                                f"{where}.sslmode"),
         **{f: _file(raw.get(f), root) for f in _SSL_FILES},
+        broker=parse_override(raw.get("broker"), f"{where}.broker", root or Path.cwd()),
     )
 
 

@@ -434,17 +434,8 @@ def status(settings: Settings) -> BrokerStatus:
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int,
                  configs: Mapping[str, str] | None = None) -> None:
-    """Create ``topic`` (with topic ``configs``) if missing; return once all have leaders."""
-    from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import TopicAlreadyExistsError
+    """Create ``topic`` (with topic ``configs``) if missing; return once all have leaders
+    (kafka/client.py; here too for the callers that know it here)."""
+    from python_ingest.kafka.client import ensure_topic as ensure
 
-    from python_ingest.kafka.client import wait_for_leaders
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        if topic not in admin.list_topics():
-            with suppress(TopicAlreadyExistsError):
-                admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs or {})])
-        wait_for_leaders(admin, topic)
-    finally:
-        admin.close()
+    ensure(bootstrap, topic, partitions, configs)

@@ -7,11 +7,13 @@ kafka-python is the default client; confluent-kafka is the faster alternative (j
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 from python_ingest.exceptions import BrokerError, DataLossError, OffsetResetError, ReadError
+from python_ingest.kafka import security
 
 # Fetch sizes of the readers: large enough that a fetch returns tens of thousands of ~150 B
 # records (fewer round trips), small enough to bound a task's memory (one partition per task).
@@ -36,13 +38,19 @@ class Message:
     timestamp_ms: int
 
 
-def _admin_consumer(bootstrap: str) -> Any:
+def reading(topic: str) -> str:
+    """The component that reads ``topic``, as security errors name it."""
+    return f"sluice reading topic '{topic}' (a job, its planner or a report)"
+
+
+def _admin_consumer(bootstrap: str, topic: str) -> Any:
     from kafka import KafkaConsumer
     from kafka.errors import KafkaError
 
     try:
-        return KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             request_timeout_ms=30000)
+        return KafkaConsumer(**security.kafka_python(bootstrap, reading(topic),
+                                                     enable_auto_commit=False,
+                                                     request_timeout_ms=30000))
     except KafkaError as exc:
         raise BrokerError(f"cannot reach the Kafka broker at {bootstrap}: {exc}. Is it running? "
                           "For the embedded broker run 'sluice broker start'.") from exc
@@ -52,9 +60,12 @@ def partition_offsets(bootstrap: str, topic: str) -> list[PartitionOffsets]:
     """Earliest and end offsets of every partition of ``topic``."""
     from kafka import TopicPartition
 
-    consumer = _admin_consumer(bootstrap)
+    consumer = _admin_consumer(bootstrap, topic)
     try:
         partitions = consumer.partitions_for_topic(topic)
+        if not partitions and topic in consumer._client.cluster.unauthorized_topics:
+            raise security.failure(bootstrap, reading(topic), "topic authorization failed",
+                                   action="describe and read", resource=f"topic '{topic}'")
         if not partitions:
             raise BrokerError(f"topic '{topic}' does not exist on {bootstrap}: produce to it "
                               "first (for the demo: 'sluice demo produce')")
@@ -73,7 +84,8 @@ def topic_id(bootstrap: str, topic: str) -> str | None:
     from kafka.errors import KafkaError
 
     try:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+        admin = KafkaAdminClient(**security.kafka_python(bootstrap, reading(topic),
+                                                         request_timeout_ms=30000))
     except KafkaError as exc:
         raise BrokerError(f"cannot reach the Kafka broker at {bootstrap}: {exc}") from exc
     try:
@@ -170,13 +182,13 @@ def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, e
                        timeout_s: float, tolerate_short: bool,
                        on_loss: OnLoss | None) -> Iterator[MessageBatch]:
     from kafka import KafkaConsumer, TopicPartition
-    from kafka.errors import OffsetOutOfRangeError
+    from kafka.errors import AuthorizationError, OffsetOutOfRangeError
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             auto_offset_reset="none",  # a gone offset is an error, not a skip
-                             group_id=None, fetch_max_bytes=FETCH_BYTES,
-                             max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
-                             receive_buffer_bytes=4 * 1024 * 1024)
+    consumer = KafkaConsumer(**security.kafka_python(
+        bootstrap, reading(topic), enable_auto_commit=False,
+        auto_offset_reset="none",  # a gone offset is an error, not a skip
+        group_id=None, fetch_max_bytes=FETCH_BYTES,
+        max_partition_fetch_bytes=PARTITION_FETCH_BYTES, receive_buffer_bytes=4 * 1024 * 1024))
     tp = TopicPartition(topic, partition)
     try:
         consumer.assign([tp])
@@ -191,6 +203,9 @@ def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, e
                 consumer.seek(tp, position)
                 last_progress = time.monotonic()
                 continue
+            except AuthorizationError as exc:
+                raise security.failure(bootstrap, reading(topic), str(exc), action="read",
+                                       resource=f"topic '{topic}'") from None
             if records and records[-1].offset >= end:
                 records = [r for r in records if r.offset < end]
                 position = end
@@ -213,8 +228,7 @@ def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end:
                     on_loss: OnLoss | None) -> Iterator[MessageBatch]:
     import confluent_kafka as ck
 
-    consumer = ck.Consumer({
-        "bootstrap.servers": bootstrap,
+    consumer = ck.Consumer(security.librdkafka(bootstrap, {
         "group.id": "sluice-reader",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
@@ -223,7 +237,7 @@ def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end:
         "max.partition.fetch.bytes": PARTITION_FETCH_BYTES,
         "receive.message.max.bytes": FETCH_BYTES + 1024 * 1024,
         "queued.max.messages.kbytes": 512 * 1024,
-    })
+    }, reading(topic)))
     try:
         consumer.assign([ck.TopicPartition(topic, partition, start)])
         position = start
@@ -239,6 +253,9 @@ def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end:
                     continue
                 for m in messages:
                     error = m.error()
+                    if error is not None and security.is_security(error.str()):
+                        raise security.failure(bootstrap, reading(topic), error.str(),
+                                               action="read", resource=f"topic '{topic}'")
                     if error is not None and error.code() != ck.KafkaError._PARTITION_EOF:
                         raise ReadError(f"topic '{topic}' partition {partition}: {error.str()}")
                 messages = [m for m in messages if m.error() is None]
@@ -270,10 +287,14 @@ def max_message_bytes(bootstrap: str, topic: str, timeout_s: float = 30.0) -> in
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(security.librdkafka(bootstrap, None, f"sluice writing topic '{topic}'"))
     try:
         configs = admin.describe_configs([resource])[resource].result(timeout_s)
     except Exception as exc:
+        if security.is_security(str(exc)):
+            raise security.failure(bootstrap, f"sluice writing topic '{topic}'", str(exc),
+                                   action="describe the configs of",
+                                   resource=f"topic '{topic}'") from None
         raise BrokerError(f"cannot read the configuration of topic {topic} from {bootstrap}: "
                           f"{exc}") from exc
     return int(configs["max.message.bytes"].value)
@@ -301,3 +322,24 @@ def wait_for_leaders(admin: Any, topic: str, timeout_s: float = LEADERS_TIMEOUT_
             raise BrokerError(f"topic {topic}: not every partition has a leader after "
                               f"{timeout_s:.0f} s ({parts}); is the broker healthy?")
         time.sleep(0.05)
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int,
+                 configs: Mapping[str, str] | None = None) -> None:
+    """Create ``topic`` (with topic ``configs``) if missing; return once all have leaders.
+    A user without the ACLs for it gets security.failure naming them."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import AuthorizationError, TopicAlreadyExistsError
+
+    writing = f"sluice writing topic '{topic}' (a tap, a bootstrap or a dispersal)"
+    admin = KafkaAdminClient(**security.kafka_python(bootstrap, writing))
+    try:
+        if topic not in admin.list_topics():
+            with suppress(TopicAlreadyExistsError):
+                admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs or {})])
+        wait_for_leaders(admin, topic)
+    except AuthorizationError as exc:
+        raise security.failure(bootstrap, writing, str(exc), action="create and describe",
+                               resource=f"topic '{topic}'") from None
+    finally:
+        admin.close()

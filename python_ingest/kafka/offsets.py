@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from python_ingest.exceptions import BrokerError
+from python_ingest.kafka import security
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +32,10 @@ class EndOffsets:
             from kafka.errors import KafkaError
 
             try:
-                self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap,
-                                               enable_auto_commit=False,
-                                               request_timeout_ms=self.timeout_ms,
-                                               bootstrap_timeout_ms=self.timeout_ms)
+                self._consumer = KafkaConsumer(**security.kafka_python(
+                    self.bootstrap, "sluice watching its jobs' topics (a runner)",
+                    enable_auto_commit=False, request_timeout_ms=self.timeout_ms,
+                    bootstrap_timeout_ms=self.timeout_ms))
             except KafkaError as exc:
                 raise BrokerError(f"cannot reach the Kafka broker at {self.bootstrap}: "
                                   f"{exc}") from exc

@@ -296,8 +296,11 @@ def _backlog_per_run(bootstrap: str, topic: str, runs: list[RunPoint],
     """Messages waiting in Kafka when each run finished (see the module doc)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             request_timeout_ms=30000)
+    from python_ingest.kafka import security
+
+    consumer = KafkaConsumer(**security.kafka_python(bootstrap, f"the dashboard (topic {topic})",
+                                                     enable_auto_commit=False,
+                                                     request_timeout_ms=30000))
     try:
         done: dict[int, int] = {}
         for run in runs:

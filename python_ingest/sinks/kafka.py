@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config.dispersal import KafkaTarget
 from python_ingest.config.secrets import redact
 from python_ingest.exceptions import BrokerError, DispersalError, DispersalPositionError
+from python_ingest.kafka import security
 from python_ingest.runtime.faults import fault_point
 from python_ingest.sinks.changes import DELETE, OP, Position, changes, target_columns
 from python_ingest.sinks.result import DispersalResult
@@ -133,7 +134,7 @@ def disperse_kafka(spark: SparkSession, tables: JobTables, target: KafkaTarget,
             frame = frame.withColumn(name, F.unix_date(F.col(f"`{name}`")))
         elif spark_type in ("timestamp", "timestamp_ntz"):
             frame = frame.withColumn(name, F.unix_micros(F.col(f"`{name}`").cast("timestamp")))
-    producer = _producer(bootstrap)
+    producer = _producer(bootstrap, target.name)
     failures: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
@@ -154,6 +155,9 @@ def disperse_kafka(spark: SparkSession, tables: JobTables, target: KafkaTarget,
     remaining = producer.flush(FLUSH_TIMEOUT_S)
     if failures or remaining:
         why = failures[0] if failures else "timed out"
+        if security.is_security(why):  # no ACL to write the topic: say which, stop
+            raise security.failure(bootstrap, f"dispersal target {target.name}", why,
+                                   action="write", resource=f"topic '{target.topic}'")
         raise BrokerError(redact(  # a password in bootstrap_servers never shows (#35.5)
             f"dispersal target {target.name}: the broker at {bootstrap} did not acknowledge "
             f"{remaining or len(failures)} message(s) ({why}); the position stays where it "
@@ -173,12 +177,12 @@ def warehouse(spark: SparkSession) -> str:
     return str(spark.conf.get(WAREHOUSE_CONF))
 
 
-def _producer(bootstrap: str) -> Any:
+def _producer(bootstrap: str, target: str = "") -> Any:
     """An idempotent producer (acks from all replicas; a retry is never written twice)."""
     import confluent_kafka as ck
 
-    return ck.Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                        "enable.idempotence": True, "linger.ms": 20,
-                        "partitioner": "murmur2_random", "message.timeout.ms": 120_000,
-                        "queue.buffering.max.messages": 500_000})
+    return ck.Producer(security.librdkafka(bootstrap, {
+        "acks": "all", "enable.idempotence": True, "linger.ms": 20,
+        "partitioner": "murmur2_random", "message.timeout.ms": 120_000,
+        "queue.buffering.max.messages": 500_000}, f"dispersal target {target}".strip()))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import Settings, SourceConfig
@@ -30,9 +30,18 @@ def is_postgres(source: SourceConfig) -> bool:
     return source.kind == "postgres"  # docs/postgres-source.md
 
 
+def on_its_cluster(settings: Settings, source: SourceConfig) -> Settings:
+    """``settings`` with the source's own ``broker:`` (cluster or user) as the broker."""
+    if source.broker is None:
+        return settings
+    servers = source.broker.on(settings.broker.bootstrap_servers)
+    return replace(settings, broker=replace(settings.broker, bootstrap_servers=servers))
+
+
 def tap(settings: Settings, source: SourceConfig, stop: threading.Event | None = None
         ) -> TapCore:
     """The tap of ``source``: its binlog, or its PostgreSQL slot."""
+    settings = on_its_cluster(settings, source)
     if is_postgres(source):
         from python_ingest.sources.postgres.tap import PgTap
 
@@ -45,6 +54,7 @@ def tap(settings: Settings, source: SourceConfig, stop: threading.Event | None =
 def bootstrap(settings: Settings, source: SourceConfig, table: str, **options: Any) -> None:
     """``sluice bootstrap``: a consistent snapshot of ``table`` (PostgreSQL: tables), handed
     over to the tap."""
+    settings = on_its_cluster(settings, source)
     if is_postgres(source):
         from python_ingest.sources.postgres.snapshot import bootstrap_tables
 

@@ -17,6 +17,7 @@ from typing import Any
 import fastavro
 
 from python_ingest.exceptions import BrokerError, MessageTooLargeError
+from python_ingest.kafka import security
 from python_ingest.sources.binlog.position import AckWindow
 
 _EPOCH = datetime(1970, 1, 1)
@@ -103,6 +104,9 @@ class Encoder:
         return failing
 
 
+TAP = "the tap (its changelog producer)"  # the component security errors name
+
+
 class ChangelogProducer:
     """A Kafka producer that knows which of its messages were acknowledged."""
 
@@ -114,8 +118,7 @@ class ChangelogProducer:
         self.acks = AckWindow()
         self._kafka_exception = ck.KafkaException
         self._too_large = ck.KafkaError.MSG_SIZE_TOO_LARGE
-        self._producer = ck.Producer({
-            "bootstrap.servers": bootstrap,
+        self._producer = ck.Producer(security.librdkafka(bootstrap, {
             "acks": "all",
             "linger.ms": linger_ms,
             "enable.idempotence": True,  # a retried send is never written twice
@@ -124,7 +127,7 @@ class ChangelogProducer:
             "queue.buffering.max.kbytes": 512 * 1024,
             "message.timeout.ms": 120_000,
             **(config or {}),
-        })
+        }, TAP))
 
     def _delivered(self, seq: int, err: Any, _msg: Any) -> None:
         self.acks.ack(seq, None if err is None else str(err))
@@ -165,6 +168,9 @@ class ChangelogProducer:
                               "before them, so they are sent again on restart")
 
     def _raise_failures(self) -> None:
+        if self.acks.failures and security.is_security(self.acks.failures[0]):
+            raise security.failure(self.bootstrap, TAP, self.acks.failures[0],
+                                   action="write", resource="its changelog topics")
         if self.acks.failures:
             raise BrokerError(f"the broker at {self.bootstrap} rejected changelog messages "
                               f"({self.acks.failures[0]}); the checkpoint stays before them, "

@@ -1,0 +1,212 @@
+"""The one place a cluster's security settings become each Kafka client's configuration.
+
+sluice talks to Kafka through kafka-python (planning, offsets, admin, the Spark tasks' default
+reader), confluent-kafka/librdkafka (the tap's producer, dispersal's producer, the fast reader)
+and, where a JVM client does (a Kafka Connect worker), Java client properties. A bootstrap
+list (``KafkaServers``, config/kafka.py) carries its cluster's ``KafkaSecurity``; a plain
+text is PLAINTEXT. ``failure`` turns a client's refusal into a BrokerError that names the
+component, the setting to look at and what to do, and never the secret.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from python_ingest.config.kafka import PLAINTEXT, KafkaSecurity
+from python_ingest.config.secrets import redact
+from python_ingest.exceptions import BrokerError
+
+DOCS = "docs/security.md"
+
+
+class Hidden(str):
+    """A secret handed to a client: the text itself, but a repr of ``***``, so a client that
+    logs its configuration (kafka-python's admin client does, at DEBUG) shows no secret."""
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+
+def _hidden(value: str | None) -> Hidden | None:
+    return None if value is None else Hidden(value)
+
+
+def security_of(servers: str) -> KafkaSecurity:
+    """The security settings ``servers`` carries (PLAINTEXT for plain text)."""
+    found = getattr(servers, "security", None)
+    return found if isinstance(found, KafkaSecurity) else PLAINTEXT
+
+
+def librdkafka(servers: str, config: Mapping[str, Any] | None = None,
+               component: str | None = None) -> dict[str, Any]:
+    """A confluent-kafka Producer/Consumer/AdminClient configuration for ``servers``; with a
+    ``component``, a secured cluster is checked first (``check``)."""
+    if component is not None:
+        check(servers, component)
+    sec = security_of(servers)
+    out: dict[str, Any] = {"bootstrap.servers": str(servers)}
+    if sec.protocol != "PLAINTEXT":
+        out["security.protocol"] = sec.protocol
+    if sec.sasl:
+        out.update({"sasl.mechanism": sec.sasl_mechanism, "sasl.username": sec.user,
+                    "sasl.password": Hidden(sec.secret())})
+    if sec.tls:
+        out["ssl.endpoint.identification.algorithm"] = "https" if sec.check_hostname else "none"
+        files = {"ssl.ca.location": sec.ca_file, "ssl.certificate.location": sec.cert_file,
+                 "ssl.key.location": sec.key_file, "ssl.key.password": _hidden(sec.key_secret())}
+        out.update({k: v for k, v in files.items() if v})
+    return {**out, **(config or {})}
+
+
+def kafka_python(servers: str, component: str, **config: Any) -> dict[str, Any]:
+    """Keyword arguments of a kafka-python KafkaConsumer/KafkaAdminClient for ``servers``,
+    used by ``component``: a secured cluster is checked first (``check``)."""
+    check(servers, component)
+    sec = security_of(servers)
+    out: dict[str, Any] = {"bootstrap_servers": str(servers)}
+    if sec.protocol != "PLAINTEXT":
+        out["security_protocol"] = sec.protocol
+    if sec.sasl:
+        out.update({"sasl_mechanism": sec.sasl_mechanism, "sasl_plain_username": sec.user,
+                    "sasl_plain_password": Hidden(sec.secret())})
+    if sec.tls:
+        out["ssl_check_hostname"] = sec.check_hostname
+        files = {"ssl_cafile": sec.ca_file, "ssl_certfile": sec.cert_file,
+                 "ssl_keyfile": sec.key_file, "ssl_password": _hidden(sec.key_secret())}
+        out.update({k: v for k, v in files.items() if v})
+    return {**out, **config}
+
+
+def java_client(servers: str) -> dict[str, str]:
+    """Kafka Java client properties (a Connect worker's, also under its ``producer.`` and
+    ``consumer.`` prefixes) for ``servers``: PEM files as Kafka reads them (KIP-651)."""
+    sec = security_of(servers)
+    out = {"bootstrap.servers": str(servers), "security.protocol": sec.protocol}
+    if sec.sasl:
+        module = ("org.apache.kafka.common.security.plain.PlainLoginModule"
+                  if sec.sasl_mechanism == "PLAIN"
+                  else "org.apache.kafka.common.security.scram.ScramLoginModule")
+        out.update({"sasl.mechanism": str(sec.sasl_mechanism), "sasl.jaas.config":
+                    f'{module} required username="{_jaas(sec.user or "")}" '
+                    f'password="{_jaas(sec.secret())}";'})
+    if sec.tls:
+        out["ssl.endpoint.identification.algorithm"] = "https" if sec.check_hostname else ""
+        if sec.ca_file:
+            out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": sec.ca_file})
+        if sec.cert_file and sec.key_file:
+            from pathlib import Path
+
+            out.update({"ssl.keystore.type": "PEM",
+                        "ssl.keystore.certificate.chain": Path(sec.cert_file).read_text(),
+                        "ssl.keystore.key": Path(sec.key_file).read_text()})
+            if (key_password := sec.key_secret()) is not None:
+                out["ssl.key.password"] = key_password
+    return out
+
+
+def _jaas(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+# What a client's message says, by kind of refusal (kafka-python, librdkafka, the broker)
+_LOGIN = re.compile(r"authentication fail|sasl authentication|invalid credentials|"
+                    r"saslauthenticat|illegal sasl|unsupported sasl mechanism", re.IGNORECASE)
+_CERT = re.compile(r"certificate verify failed|certificate_verify_failed|ssl handshake|"
+                   r"broker certificate could not be verified|self.signed|unknown ca|"
+                   r"hostname mismatch|ssl: ", re.IGNORECASE)
+_ACL = re.compile(r"authoriz|not authorized|access denied", re.IGNORECASE)
+
+
+def kind_of(detail: str) -> str | None:
+    """``login``, ``certificate`` or ``acl`` for a client's message about a refusal, else
+    None (a plain outage: no security setting to blame)."""
+    for kind, pattern in (("acl", _ACL), ("login", _LOGIN), ("certificate", _CERT)):
+        if pattern.search(detail):
+            return kind
+    return None
+
+
+def failure(servers: str, component: str, detail: str, *, action: str = "",
+            resource: str = "") -> BrokerError:
+    """A BrokerError for ``component`` (e.g. "the tap of source shop") that could not do
+    ``action`` on ``resource`` at ``servers`` because of ``detail`` (a client's message):
+    which setting to check and what to do, the secret masked."""
+    sec = security_of(servers)
+    where = sec.where
+    kind = kind_of(detail)
+    shown = redact(detail, *(_secrets(sec)))
+    at = f"the Kafka cluster at {servers}"
+    if kind == "login":
+        fix = (f"{at} refused the SASL {sec.sasl_mechanism} login of user '{sec.user}': check "
+               f"the password {where}.password_env / password_file gives (and that the user "
+               f"exists for {sec.sasl_mechanism}), and {where}.sasl_mechanism"
+               if sec.sasl else
+               f"{at} wants a login: set {where}.protocol (SASL_SSL), sasl_mechanism, user and "
+               "password_env")
+    elif kind == "certificate":
+        fix = (f"the TLS certificate of {at} is not trusted: set {where}.ca_file to the PEM "
+               "bundle of the CA that signed it (or check that the host name in "
+               f"bootstrap_servers is one the certificate names; {where}.check_hostname)"
+               if sec.tls else
+               f"{at} speaks TLS: set {where}.protocol to SSL or SASL_SSL, and ca_file")
+    elif kind == "acl":
+        who = f"user '{sec.user}'" if sec.sasl else "this client's principal"
+        what = f" to {action}" if action else ""
+        on = f" {resource}" if resource else ""
+        fix = (f"{who} is not allowed{what}{on} on {at}: grant the ACL the component needs "
+               f"({DOCS} lists them), or use the user meant for it ({where}.user)")
+    else:
+        fix = f"cannot reach {at} ({where}.protocol is {sec.protocol}): is it running?"
+    return BrokerError(f"{component}: {fix}. Nothing was moved. Client said: {shown} "
+                       f"({DOCS})")
+
+
+def is_security(detail: str) -> bool:
+    """Whether a client's message is a refusal that no retry cures (login, certificate,
+    ACL): the caller stops at once instead of waiting out its timeout."""
+    return kind_of(detail) is not None
+
+
+def _secrets(sec: KafkaSecurity) -> list[str]:
+    found = []
+    for reveal in (sec.secret if sec.sasl else None, sec.key_secret if sec.tls else None):
+        if reveal is None:
+            continue
+        try:
+            value = reveal()
+        except Exception:  # an unset variable: nothing to mask
+            continue
+        if value:
+            found.append(value)
+    return found
+
+
+_checked: set[tuple[str, str]] = set()
+CHECK_TIMEOUT_S = 15.0
+
+
+def check(servers: str, component: str, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+    """Log in to a secured cluster once per process before the first client does, and raise
+    ``failure`` for ``component`` when the certificate or the login is refused (librdkafka
+    tells why at once; a client that retries would only time out). PLAINTEXT: nothing."""
+    sec = security_of(servers)
+    key = (str(servers), repr(sec))
+    if sec.protocol == "PLAINTEXT" or key in _checked:
+        return
+    import confluent_kafka as ck
+
+    errors: list[Any] = []
+    quiet = logging.getLogger(f"{__name__}.check")
+    quiet.propagate = False  # librdkafka's own lines repeat what errors holds
+    quiet.addHandler(logging.NullHandler())
+    producer = ck.Producer(librdkafka(servers, {"error_cb": errors.append, "logger": quiet}))
+    try:
+        producer.list_topics(timeout=timeout_s)
+    except ck.KafkaException as exc:
+        producer.poll(0.1)
+        said = [e.str() for e in errors if e.code() != ck.KafkaError._ALL_BROKERS_DOWN]
+        raise failure(servers, component, said[0] if said else exc.args[0].str()) from None
+    _checked.add(key)
