@@ -20,6 +20,7 @@ from python_ingest.config import SourceConfig
 from python_ingest.exceptions import SetupError, SluiceError
 from python_ingest.runtime.files import write_private
 from python_ingest.runtime.processes import free_port, stop_server
+from python_ingest.sources.binlog import tls
 from python_ingest.sources.binlog.columns import from_information_schema
 from python_ingest.sources.binlog.position import BinlogPosition
 from python_ingest.sources.tap import keys
@@ -34,21 +35,25 @@ REQUIRED_SETTINGS = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image"
 
 
 def connection_settings(source: SourceConfig) -> dict[str, Any]:
+    """pymysql.connect's arguments for ``source``, TLS included (tls.py): the replication
+    stream's connection too."""
     return {"host": source.host, "port": source.port, "user": source.user,
-            "passwd": source.secret(), "charset": "utf8mb4"}
+            "passwd": source.secret(), "charset": "utf8mb4", **tls.options(source)}
 
 
 def connect(source: SourceConfig, **extra: Any) -> Connection[Any]:
     """A pymysql connection to the source (UTC session, utf8mb4)."""
     import pymysql
 
-    options: dict[str, Any] = {"autocommit": True, "connect_timeout": 10, **extra}
+    options: dict[str, Any] = {"autocommit": True, "connect_timeout": 10,
+                               **tls.options(source), **extra}
     try:
         conn = pymysql.connect(host=source.host, port=source.port, user=source.user,
                                password=source.secret(), charset="utf8mb4", **options)
     except pymysql.err.OperationalError as exc:
         raise SluiceError(f"cannot connect to source '{source.name}' at {source.host}:"
-                          f"{source.port} as {source.user}: {exc.args[-1]}") from exc
+                          f"{source.port} as {source.user}: "
+                          f"{tls.explain(source, str(exc.args[-1]))}") from exc
     with conn.cursor() as cur:
         cur.execute("SET time_zone = '+00:00'")
     return conn
