@@ -182,7 +182,7 @@ bench-services: setup ## table services: 200 small merges into 1M rows, services
 bench-dispersal: setup ## dispersal: 1M lake rows into a private PostgreSQL (full, 10% incremental) and a Kafka topic; rows/s
 	$(BIN)/python bench/dispersal_bench.py
 
-bench-cluster: setup ## the demo on a 2-worker Spark standalone cluster vs local mode; wall time of each
+bench-cluster: setup ## the demo on a 2-worker Spark standalone cluster vs local mode, and on the cluster with the warehouse on S3 (S3Proxy); wall time of each
 	$(BIN)/python bench/cluster_bench.py
 
 bench-debezium: setup ## Debezium (Kafka Connect) vs sluice's tap: the same 200k changes captured, then each topic to the lake
