@@ -75,7 +75,8 @@ def connect_to_avro(schema: dict[str, Any], name: str = "Value") -> Any:
         out["logicalType"] = "decimal"
         out["scale"] = int(params.get("scale", 0))
         if "connect.decimal.precision" in params:
-            out["precision"] = int(params["connect.decimal.precision"])
+            # numeric(3,5) (scale above precision): decimal(5,5), as the tap lands it
+            out["precision"] = max(int(params["connect.decimal.precision"]), out["scale"])
     return out
 
 

@@ -5,8 +5,9 @@
   grows within a file; with ``ordering: gtid`` (failover between servers) MariaDB's GTID sequence
   number (``domain-server-seq``: the domain's count, which the new primary continues) instead
   of the file index; MySQL's ``uuid:n`` counts per server and stops the batch (``_binlog_ref``);
-- PostgreSQL: the commit order of the change's transaction (``_pg_ref``): a transaction in
-  flight at the snapshot and committed after it outranks the snapshot's rows;
+- PostgreSQL: the commit order of the change's transaction, then the change's LSN
+  (``_pg_ref``): a transaction in flight at the snapshot and committed after it outranks the
+  snapshot's rows; a change the ref key cannot order exactly stops the batch;
 - otherwise (a documented fallback): the source's ``ts_us`` (or ``ts_ms`` × 1000): two changes
   of one row within the same microsecond are then ordered arbitrarily.
 
@@ -27,10 +28,12 @@ _BINLOG = ("mysql", "mariadb")
 _FILE_INDEX = re.compile(r"(\d+)$")
 _MARIADB_GTID = re.compile(r"^\d+-\d+-(\d+)$")
 _MYSQL_GTID = re.compile(r":(\d+)$")
-# PostgreSQL ref keys: (commit bound << 18) | order within it; LSNs below 2^45 (as the tap's)
-PG_SHIFT = 18
-PG_MAX_LSN = (1 << (63 - PG_SHIFT)) - 2
-_PG_MINOR = (1 << PG_SHIFT) - 1
+# PostgreSQL ref keys: (bound << 22) | order, bound and order in WAL units of 16 bytes (every
+# WAL record takes at least 24); LSNs below 2^45 (32 TiB, as the tap's)
+PG_UNIT = 16
+PG_SHIFT = 22
+PG_MAX_LSN = ((1 << (63 - PG_SHIFT)) - 1) * PG_UNIT - 1  # its bound stays below 2^41
+PG_WINDOW = ((1 << PG_SHIFT) - 2) * PG_UNIT  # how far before ``last`` a change is ordered
 
 
 def _binlog_ref(source: dict[str, Any], ordering: str, snapshot: bool) -> int | None:
@@ -73,29 +76,46 @@ def _last_commit(source: dict[str, Any]) -> int | None:
 
 
 def _pg_ref(source: dict[str, Any], snapshot: bool) -> int:
-    """A PostgreSQL change's ref key: ``(bound << 18) | order``, ranking transactions in the
-    order they committed (Debezium streams them so), which a change's own ``lsn`` does not:
-    a transaction in flight at the snapshot has changes below the snapshot's LSN.
+    """A PostgreSQL change's ref key: ``(bound << 22) | order``, ranking transactions in the
+    order they committed (Debezium streams them so) and a transaction's changes by their
+    ``lsn``, which a change's own ``lsn`` alone does not: a transaction in flight at the
+    snapshot has changes below the snapshot's LSN.
 
-    ``last`` is the commit LSN of the transaction streamed before (``source.sequence``). A
-    streamed change with ``lsn > last`` takes bound ``lsn + 1``; one written before that commit
-    bound ``last + 1`` and an order growing with its ``lsn`` (exact within 256 KiB of WAL
-    before ``last``, 1 further back). Every bound lies in ``(last, this commit]``, so the next
-    transaction (whose ``last`` is this one's commit) outranks all of this one's changes.
-    A snapshot row takes ``(last + 1) << 18``: above every change committed up to ``last``
+    ``last`` is the commit LSN of the transaction streamed before (``source.sequence``); the
+    key orders ``(last, lsn)``, in units of 16 bytes (``L = last // 16``, ``X = lsn // 16``):
+    two changes of one row, or a change and a commit, lie at least 24 bytes of WAL apart, so
+    the units keep every order. A streamed change with ``X > L`` takes bound ``X + 1`` and
+    order 1; one written before that commit (``X <= L``, its transaction in flight when the
+    previous one committed) bound ``L + 1`` and order ``2^22 - 1 - (L - X)``, growing with its
+    ``lsn``; its transaction's changes after ``last`` take bounds ``>= L + 2`` and the next
+    transaction's ``>`` this commit's units, so the order is exact. A change more than
+    ``PG_WINDOW`` (64 MiB) of WAL before ``last`` has no exact key: the batch stops (never a
+    tie: equal ref keys of one row are the same change to the merge, and the later one would
+    be dropped).
+    A snapshot row takes ``(L + 1) << 22``: above every change committed up to ``last``
     (streamed before the snapshot), below every change streamed after it. A snapshot without
     a ``last`` (a new connector: nothing streamed before it) takes 0, below every change."""
     lsn = int(source["lsn"])
     last = _last_commit(source)
     if snapshot:
-        return 0 if last is None else (last + 1) << PG_SHIFT
-    if last is None or lsn > last:
-        bound, order = lsn + 1, 1
+        bound, order = (0, 0) if last is None else (last // PG_UNIT + 1, 0)
+    elif last is None or lsn // PG_UNIT > last // PG_UNIT:
+        bound, order = lsn // PG_UNIT + 1, 1
     else:
-        bound, order = last + 1, max(1, _PG_MINOR - (last - lsn))
-    if bound > PG_MAX_LSN:
-        raise DecodeError(f"PostgreSQL LSN {bound} does not fit a ref key (at most "
-                          f"{PG_MAX_LSN}): start the job over on a new topic "
+        bound, behind = last // PG_UNIT + 1, last // PG_UNIT - lsn // PG_UNIT
+        order = (1 << PG_SHIFT) - 1 - behind
+        if order < 1:
+            raise ReadError(
+                f"a PostgreSQL change at LSN {lsn} was written {last - lsn} bytes of WAL before "
+                f"the commit Debezium streamed before its transaction's ({last}), more than "
+                f"the {PG_WINDOW / 2**20:.0f} MiB a ref key orders exactly: a long transaction "
+                "committed after others. Ordering it approximately could keep a stale row, so "
+                "the batch stops, nothing committed; take the table's rows again from a new "
+                "snapshot on a new topic and start the job over on it (docs/debezium.md, "
+                "Ordering)")
+    if max(lsn, last or 0) > PG_MAX_LSN:
+        raise DecodeError(f"PostgreSQL LSN {max(lsn, last or 0)} does not fit a ref key (at "
+                          f"most {PG_MAX_LSN}): start the job over on a new topic "
                           "(docs/debezium.md, Ordering)")
     return (bound << PG_SHIFT) | order
 

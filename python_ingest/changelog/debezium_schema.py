@@ -106,6 +106,8 @@ def strip_logical(avro_type: Any) -> Any:
     if isinstance(avro_type, dict):
         out = {k: v for k, v in avro_type.items()
                if k != "logicalType" or v == "decimal"}
+        if out.get("logicalType") == "decimal" and out.get("scale", 0) > out.get("precision", 0):
+            out["precision"] = out["scale"]  # numeric(3,5): fastavro needs scale <= precision
         if out.get("type") == "record":
             out["fields"] = [{**f, "type": strip_logical(f["type"])} for f in out["fields"]]
         elif isinstance(out.get("type"), dict | list):

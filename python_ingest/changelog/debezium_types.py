@@ -85,9 +85,12 @@ def column_type(name: str, avro_type: Any, job: str) -> tuple[Any, str, int | No
         params = t.get("connect.parameters") or {}
         scale = int(t.get("scale", params.get("scale", 0)))
         precision = t.get("precision", params.get("connect.decimal.precision"))
-        if precision is None or int(precision) > 38:  # beyond Spark's decimals: exact text
+        # PostgreSQL's numeric(3,5) (scale above precision) holds |x| < 10^-2: decimal(5,5)
+        # holds it (Avro and Spark need scale <= precision), as the tap lands it
+        precision = None if precision is None else max(int(precision), scale)
+        if precision is None or precision > 38 or scale < 0:  # beyond Spark's: exact text
             return "string", f"decimal_text:{scale}", scale
-        return ({"type": "bytes", "logicalType": "decimal", "precision": int(precision),
+        return ({"type": "bytes", "logicalType": "decimal", "precision": precision,
                  "scale": scale}, "decimal", scale)
     if connect == "io.debezium.data.Bits":
         length = int((t.get("connect.parameters") or {}).get("length", 64))
