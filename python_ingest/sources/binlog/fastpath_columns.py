@@ -5,6 +5,10 @@ Values are read as ``decoding.read_value`` reads them. Temporal values go throug
 ``columns.to_avro`` itself (the zero-date policy), cached per distinct value; a DATETIME2 of a
 valid date is computed inline from its date's day (memoized per date). A column type or kind
 not handled here raises ``Unsupported``: its table takes the general path.
+
+The memos (a DATETIME2 column's days per date, a SET column's Avro bytes per member mask) hold
+at most ``MEMO_LIMIT`` entries each and start afresh when full: a long-running tap over a
+column of many distinct dates or SET masks keeps its memory bounded (issue #58.7).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ _STRINGS = (d.VARCHAR, d.VAR_STRING, d.STRING)
 _BLOBS = (d.BLOB, d.TINY_BLOB, d.MEDIUM_BLOB, d.LONG_BLOB)
 KEY_KINDS = ("long", "ulong", "string", "decimal")
 _COMPRESSED = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)  # bytes of 0..9 leftover decimal digits
+MEMO_LIMIT = 4096  # entries of one column's memo (module doc)
 
 class _Bytes:
     """A reader over bytes for decoding's helpers (``read(n)``)."""
@@ -147,6 +152,8 @@ def _datetime2_lines(i: int, frac: int, space: dict[str, Any]) -> list[str]:
             "ymd = (v >> 17) & 0x3FFFFF",
             f"day = D{i}.get(ymd, -1)",
             "if day == -1:",
+            f"    if len(D{i}) >= {MEMO_LIMIT}:",
+            f"        D{i}.clear()",
             f"    day = D{i}[ymd] = days(ymd)",
             "if day is None:",
             f"    a{i} = conv{i}(buf[at:at + {5 + frac}])",
@@ -250,6 +257,8 @@ def column_lines(gen: Any, i: int, spec: ColumnSpec, column: Any, key: int | Non
                  f"at += {column.size}",
                  f"a{i} = S{i}.get(v)",
                  f"if a{i} is None:",
+                 f"    if len(S{i}) >= {MEMO_LIMIT}:",
+                 f"        S{i}.clear()",
                  f"    a{i} = S{i}[v] = M{i}(v)"]
     else:
         raise Unsupported(f"{spec.name} {t} {kind}")

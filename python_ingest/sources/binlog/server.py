@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 REQUIRED_SETTINGS = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL",
                      "binlog_row_metadata": "FULL"}
+# settings (absent on the other server kind) that write events the tap cannot read: (the value
+# found that does, the value to set); the tap also stops on the first such event (event_types)
+UNREADABLE_SETTINGS = {"log_bin_compress": ("ON", "OFF"),  # MariaDB
+                       "binlog_row_value_options": ("PARTIAL_JSON", "''"),  # MySQL
+                       "binlog_transaction_compression": ("ON", "OFF")}  # MySQL 8.0.20+
 
 
 def connection_settings(source: SourceConfig) -> dict[str, Any]:
@@ -60,13 +65,17 @@ def connect(source: SourceConfig, **extra: Any) -> Connection[Any]:
 
 
 def check_server(conn: Any, source: SourceConfig) -> None:
-    """Raise SetupError naming every server setting the tap needs but does not find."""
+    """Raise SetupError naming every server setting the tap needs but does not find, and
+    every one that writes events the tap cannot read (event_types.py)."""
+    names = (*REQUIRED_SETTINGS, *UNREADABLE_SETTINGS)
     with conn.cursor() as cur:
         cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN "
-                    "('log_bin', 'binlog_format', 'binlog_row_image', 'binlog_row_metadata')")
+                    f"({', '.join(repr(n) for n in names)})")
         found = {str(k).lower(): str(v).upper() for k, v in cur.fetchall()}
     wrong = [f"{k}={found.get(k, 'missing')} (needs {v})" for k, v in REQUIRED_SETTINGS.items()
              if found.get(k) != v]
+    wrong += [f"{k}={found[k]} (needs {v}: the tap cannot read the events it writes)"
+              for k, (bad, v) in UNREADABLE_SETTINGS.items() if bad in found.get(k, "")]
     if wrong:
         raise SetupError(f"source '{source.name}': the server's binlog settings do not suit the "
                          f"tap: {', '.join(wrong)}. Set them in the server config and restart it "

@@ -22,9 +22,10 @@ from collections import deque
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
-from python_ingest.exceptions import IncompatibleSchemaChange, PartialRowImage
+from python_ingest.exceptions import IncompatibleSchemaChange, PartialRowImage, TapError
 from python_ingest.sources.binlog import (
     decoding,
+    event_types,
     fastpath,
     gtid,
     server,
@@ -131,9 +132,11 @@ class Tap(TapCore):
             slave_heartbeat=self.source.heartbeat_s, ignored_schemas=list(server.SYSTEM_SCHEMAS),
             only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
                          RotateEvent, HeartbeatLogEvent, MariadbGtidEvent, GtidEvent,
-                         XAPrepareEvent, MariadbGtidListEvent],
+                         XAPrepareEvent, MariadbGtidListEvent, *event_types.extra_events()],
+            filter_non_implemented_events=False,  # unknown types: stop, not skip (event_types)
             enable_logging=False)
         kinds = {WriteRowsEvent: INSERT, UpdateRowsEvent: UPDATE, DeleteRowsEvent: DELETE}
+        extra = set(event_types.extra_events())
         file = start.file
         try:
             while not self.stop.is_set():
@@ -148,7 +151,9 @@ class Tap(TapCore):
                                                          MariadbGtidListEvent):
                     tap_failover.failed_over(self)  # before anything of the new server is published
                 kind = kinds.get(type(event))
-                if kind is not None:
+                if kind is None and type(event) in extra:
+                    self._unreadable(event, file)
+                elif kind is not None:
                     if not self.xa.hold(event, kind, file):
                         self._rows(event, kind, file)
                 elif isinstance(event, XidEvent):
@@ -186,6 +191,14 @@ class Tap(TapCore):
             tap_failover.failed_over(self)  # the new server had nothing after the GTID yet
         self._finish()
         return self.stats
+
+    def _unreadable(self, event: Any, file: str) -> None:
+        """Stop at an event the tap cannot read (event_types.py), else skip it."""
+        reason = event_types.unreadable(event)
+        if reason is not None:
+            raise TapError(f"source {self.source.name}: the binlog holds, at {file}:"
+                           f"{event.packet.log_pos}, {reason}. The tap stops; its checkpoint "
+                           f"stays at {self._where()}")
 
     def _xa_statement(self, query: str) -> None:
         """XA START holds row events (MySQL), XA COMMIT publishes, XA ROLLBACK drops (xa.py)."""
