@@ -1,0 +1,187 @@
+"""Debezium's PostgreSQL connector itself (issue #58.1, .6, .8): Kafka Connect (Apache Kafka's
+standalone worker, as test_connect.py runs it) with Debezium's PostgresConnector (pgoutput)
+reading a database of the session's private PostgreSQL, JSON with schemas; sluice scaffolds
+both topics and runs the pipeline; each lake equals the PostgreSQL table.
+
+What PostgreSQL does here is what the ordering and the TOAST handling depend on
+(tests/sources/debezium/pg_cases.py): a transaction in flight when the snapshot is read and
+committed after it; a long transaction updating one row twice with more than 1 MiB of WAL
+between the updates while another commits (both updates then lie far before the commit
+Debezium streamed before theirs); updates leaving TOASTed columns unchanged; a numeric(3,5)
+column. One worker, one connector, one pipeline run for the module.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sources.binlog.lake import make_project
+from tests.sources.debezium import pg_cases
+from tests.sources.debezium.test_connect import topic_messages, wait_for
+
+pytestmark = [pytest.mark.debezium, pytest.mark.e2e]
+BIG = 6000  # characters / bytes: out of line (STORAGE EXTERNAL), a TOASTed value
+SETUP = [
+    "CREATE TABLE orders (id int PRIMARY KEY, v text)",
+    "CREATE TABLE notes (id int PRIMARY KEY, body text, raw bytea, n int, tiny numeric(3,5))",
+    "ALTER TABLE notes ALTER body SET STORAGE EXTERNAL, ALTER raw SET STORAGE EXTERNAL",
+    "CREATE TABLE filler (id serial PRIMARY KEY, pad text)",  # WAL only: not captured
+    "INSERT INTO orders VALUES (1, 'start'), (3, 'start'), (4, 'start')",
+    f"INSERT INTO notes VALUES (1, repeat('a', {BIG}), decode(repeat('00ff', {BIG // 2}), "
+    "'hex'), 1, 0.00125), (2, repeat('b', 5000), NULL, 1, NULL), (3, 'short', '\\x01', 1, -0.009)",
+]
+STREAM = [  # once the snapshot is in the topics
+    "UPDATE notes SET n = 2 WHERE id = 1",  # body and raw unchanged: placeholders
+    "UPDATE notes SET raw = '\\x02', n = 3 WHERE id = 2",  # body unchanged
+    "UPDATE notes SET body = 'now short', tiny = 0.00999 WHERE id = 3",
+    "DELETE FROM orders WHERE id = 3",
+]
+FILL = ("INSERT INTO filler (pad) SELECT md5(g::text) || repeat('x', 200) "
+        "FROM generate_series(1, {n}) AS g")
+
+
+@dataclass(frozen=True)
+class Captured:
+    database: str
+    messages: dict[str, list[bytes]]  # table -> the JSON values Debezium wrote
+    tables: dict[str, Any]  # table -> rows PostgreSQL held at the end (pg_cases.plain)
+    wal_between: int  # bytes of WAL between the long transaction's two updates
+    jobs: dict[str, str]
+    counts: dict[str, int]
+
+
+def _wal(cur: Any) -> int:
+    cur.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")
+    return int(cur.fetchone()[0])
+
+
+@pytest.fixture(scope="module")
+def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
+             tmp_path_factory: pytest.TempPathFactory) -> Captured:
+    """One Connect worker, one PostgreSQL connector; the statements above; one pipeline run."""
+    import psycopg2
+
+    from python_ingest.config import load_settings
+    from python_ingest.runtime import connect
+    from python_ingest.scaffold.debezium import scaffold
+    from python_ingest.steps.pipeline import run_all
+    from tests.conftest import write_config
+    from tests.sources.postgres.support import admin
+
+    tmp_path = tmp_path_factory.mktemp("connect_pg")
+    database = f"dbzpg{int(time.time() * 1000) % 10**8}"
+    slot, prefix = f"{database}_slot", database
+    with admin(postgres) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {database}")
+    with admin(postgres, database) as conn, conn.cursor() as cur:
+        for statement in SETUP:
+            cur.execute(statement)
+        cur.execute(f"CREATE PUBLICATION {database}_pub FOR TABLE orders, notes")
+        # the slot exists before the snapshot is read, as when it was made beforehand: a
+        # transaction in flight at the snapshot is streamed after the snapshot's rows
+        cur.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+    in_flight = psycopg2.connect(host="127.0.0.1", port=postgres.port, user="sluice",
+                                 dbname=database)
+    long_tx = psycopg2.connect(host="127.0.0.1", port=postgres.port, user="sluice",
+                               dbname=database)
+    worker = None
+    try:
+        with in_flight.cursor() as cur:
+            cur.execute("UPDATE orders SET v = 'in flight at the snapshot' WHERE id = 4")
+        worker = connect.start_standalone(tmp_path / "connect", broker, [{
+            "name": prefix, "tasks.max": 1,
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "plugin.name": "pgoutput", "database.hostname": "127.0.0.1",
+            "database.port": postgres.port, "database.user": "sluice",
+            "database.password": "unused", "database.dbname": database,
+            "topic.prefix": prefix, "table.include.list": "public.orders,public.notes",
+            "slot.name": slot, "publication.name": f"{database}_pub",
+            "publication.autocreate.mode": "disabled", "snapshot.mode": "initial"}])
+        topics = {t: f"{prefix}.public.{t}" for t in pg_cases.TABLES}
+        wait_for(broker, topics["orders"], b'"start"')
+        with in_flight.cursor() as cur:
+            cur.execute("UPDATE orders SET v = 'committed after the snapshot' WHERE id = 1")
+        in_flight.commit()
+        with admin(postgres, database) as conn, conn.cursor() as cur:
+            for statement in STREAM:
+                cur.execute(statement)
+            with long_tx.cursor() as tx:
+                tx.execute("UPDATE orders SET v = 'first of two' WHERE id = 1")
+                start = _wal(cur)
+                tx.execute(FILL.format(n=6000))  # about 1.9 MiB of WAL
+                tx.execute("UPDATE orders SET v = 'second of two' WHERE id = 1")
+                wal_between = _wal(cur) - start
+                tx.execute(FILL.format(n=2000))
+                cur.execute("INSERT INTO orders VALUES (2, 'committed meanwhile')")
+                tx.execute(FILL.format(n=200))
+            long_tx.commit()
+            cur.execute("INSERT INTO orders VALUES (99, 'marker')")
+            tables = {}
+            for table, columns in pg_cases.TABLES.items():
+                cur.execute(f"SELECT {', '.join(columns)} FROM {table}")
+                tables[table] = pg_cases.table_rows(list(cur.fetchall()), columns)
+        wait_for(broker, topics["orders"], b'"marker"')
+        messages = {t: [v for _, v in topic_messages(broker, topic) if v]
+                    for t, topic in topics.items()}
+    finally:
+        in_flight.close()
+        long_tx.close()
+        if worker is not None:
+            worker.stop()
+        with admin(postgres) as conn, conn.cursor() as cur:
+            cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                        "WHERE slot_name = %s AND NOT active", (slot,))
+    if os.environ.get("SLUICE_SAVE_DEBEZIUM_CASES"):
+        pg_cases.save(messages, tables, {"wal_between_updates": wal_between})
+
+    make_project(tmp_path)
+    config = write_config(tmp_path / "sluice.yml", workdir, broker, {})
+    result = scaffold(load_settings(config, env={}), list(topics.values()), tmp_path, config,
+                      value_format="json", say=None)
+    jobs = {t: next(j for j in result.jobs_added if t in j) for t in topics}
+    runs = run_all(spark, load_settings(config, env={}), list(jobs.values()))
+    counts: dict[str, int] = {}
+    for run in runs:
+        for name, value in dict(run.counts).items():
+            counts[name] = counts.get(name, 0) + int(value)
+    return Captured(database, messages, tables, wal_between, jobs, counts)
+
+
+def lake_rows(spark: Any, job: str, table: str) -> dict[str, Any]:
+    columns = pg_cases.TABLES[table]
+    return pg_cases.table_rows([tuple(r[c] for c in columns)
+                                for r in spark.table(f"lake.{job}").collect()], columns)
+
+
+@pytest.mark.reliability
+def test_long_transaction_lands_its_later_update(captured: Captured, spark: Any) -> None:
+    """#58.1: two updates of one row in one transaction, more than 1 MiB of WAL apart, both
+    written before another transaction's commit: the lake holds the later one (a tie of
+    their ref keys kept the first). The transaction in flight at the snapshot outranks it."""
+    assert captured.wal_between > 1 << 20
+    assert captured.counts.get("decode_errors", 0) == 0, captured.counts
+    lake = lake_rows(spark, captured.jobs["orders"], "orders")
+    assert lake["1"]["v"] == "second of two"
+    assert lake["4"]["v"] == "in flight at the snapshot"  # committed after the snapshot read
+    assert lake == captured.tables["orders"]
+    pg_cases.check(captured.messages, captured.tables)  # the same through the decoder alone
+
+
+@pytest.mark.reliability
+def test_unchanged_toast_columns_and_numeric_scale_above_precision(captured: Captured,
+                                                                  spark: Any) -> None:
+    """#58.8 and #58.6 on what Debezium wrote: updates leaving TOASTed columns unchanged
+    (``__debezium_unavailable_value``) keep the lake's values; numeric(3,5) lands as
+    decimal(5,5)."""
+    job = captured.jobs["notes"]
+    assert any(b"__debezium_unavailable_value" in v for v in captured.messages["notes"])
+    assert dict(spark.table(f"raw.{job}").dtypes)["tiny"] == "decimal(5,5)"
+    lake = lake_rows(spark, job, "notes")
+    assert lake["1"]["body"] == "a" * BIG and lake["1"]["n"] == 2
+    assert lake == captured.tables["notes"]
