@@ -29,7 +29,8 @@ MARIADB_COMPRESSED = {165: "QUERY_COMPRESSED_EVENT", 166: "WRITE_ROWS_COMPRESSED
 # types with no class in the library that carry no row change and no transaction end
 HARMLESS = {0x1C: "IGNORABLE_LOG_EVENT", 0x22: "ANONYMOUS_GTID_LOG_EVENT",
             0x24: "TRANSACTION_CONTEXT_EVENT", 0x25: "VIEW_CHANGE_EVENT",
-            0x29: "HEARTBEAT_LOG_EVENT_V2"}
+            0x29: "HEARTBEAT_LOG_EVENT_V2",
+            0x2A: "GTID_TAGGED_LOG_EVENT"}  # MySQL 8.4; the tap resumes MySQL by file/position
 # (setting that writes them, what to set instead)
 SETTINGS = {
     PARTIAL_UPDATE_ROWS_EVENT: ("binlog_row_value_options=PARTIAL_JSON",
