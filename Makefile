@@ -81,8 +81,8 @@ $(APICURIO_STAMP): $(STAMP) jvm/apicurio/pom.xml
 	$(BIN)/python -m python_ingest.runtime.apicurio resolve
 	touch $(APICURIO_STAMP)
 
-# Kafka Connect, Debezium's MariaDB connector and Apicurio's Avro converter (jvm/connect/pom.xml),
-# for the Debezium tests and bench, into .sluice/jars (once per pom; atomic)
+# Kafka Connect, Debezium's MariaDB and PostgreSQL connectors and Apicurio's Avro converter
+# (jvm/connect/pom.xml), for the Debezium tests and bench, into .sluice/jars (once per pom; atomic)
 $(CONNECT_STAMP): $(STAMP) jvm/connect/pom.xml
 	$(BIN)/python -m python_ingest.runtime.connect resolve
 	touch $(CONNECT_STAMP)

@@ -1,12 +1,12 @@
-"""Kafka Connect with Debezium's MariaDB connector, as users run Debezium: for tests and benches.
+"""Kafka Connect with Debezium's connectors, as users run Debezium: for tests and benches.
 
-``jvm/connect/pom.xml`` pins Apache Kafka's Connect runtime and
-``io.debezium:debezium-connector-mariadb``. ``make setup`` runs ``python -m
-python_ingest.runtime.connect resolve``, which copies them and their runtime closure with Maven
-into ``<jars home>/connect-<sha256 of the pom, 12 hex>/`` (built under a temporary name and
-renamed, as the other jars are). ``start_standalone`` runs a standalone worker (offsets in a
-file) with one or more connectors, its REST API on a free loopback port, and waits until every
-connector's task runs. Nothing is fetched at run time.
+``jvm/connect/pom.xml`` pins Apache Kafka's Connect runtime,
+``io.debezium:debezium-connector-mariadb`` and ``debezium-connector-postgres``. ``make setup``
+runs ``python -m python_ingest.runtime.connect resolve``, which copies them and their runtime
+closure with Maven into ``<jars home>/connect-<sha256 of the pom, 12 hex>/`` (built under a
+temporary name and renamed, as the other jars are). ``start_standalone`` runs a standalone
+worker (offsets in a file) with one or more connectors, its REST API on a free loopback port,
+and waits until every connector's task runs. Nothing is fetched at run time.
 
 JSON is the worker's default; ``avro_converters`` gives a connector Avro with a Schema Registry:
 Apicurio's Kafka Connect AvroConverter (pinned in the pom), set to write as Confluent's
