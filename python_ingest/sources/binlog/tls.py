@@ -57,6 +57,10 @@ def hint(source: SourceConfig, said: str) -> str:
     if "insecure transport" in low or "secure_transport" in low:
         return (f"the server accepts TLS connections only: set {where}.sslmode to require, "
                 "verify-ca or verify-full (with sslrootcert)")
+    if "access denied" in low and source.sslmode == "disable":
+        return (f"with {where}.sslmode disable no TLS is tried: a user created REQUIRE SSL is "
+                "refused so; set sslmode to verify-full (with sslrootcert), or check the "
+                "password")
     if "ssl" in low or "tls" in low:
         return (f"TLS to the server failed: check {where}.sslmode, sslrootcert, sslcert and "
                 "sslkey")
