@@ -71,3 +71,20 @@ def test_postgres_ref_keys_order_changes_far_before_the_last_commit_or_refuse() 
     assert ref(last + 200, last + 100) > far[-1]  # the next transaction
     with pytest.raises(ReadError, match="MiB a ref key orders exactly"):
         ref(last - (65 << 20), last)
+
+
+def test_captured_toast_placeholders_are_partial_updates() -> None:
+    """Debezium's ``__debezium_unavailable_value`` as it wrote it for an unchanged TOASTed
+    text column and a bytea one (base64 in JSON): those columns are left out of
+    ``_changed_columns`` and null; a real value in the same update is taken."""
+    messages, _ = pg_cases.load()
+    read = pg_cases.decoder(messages["notes"], "notes")
+    rows = {(r["id"], r["n"]): r for r in map(read.decode, messages["notes"])
+            if not r["_is_deleted"]}
+    both = rows[(1, 2)]  # body and raw unchanged
+    assert both["_changed_columns"] == ["id", "n", "tiny"]
+    assert (both["body"], both["raw"]) == (None, None)
+    body = rows[(2, 3)]  # raw set, body unchanged
+    assert body["_changed_columns"] == ["id", "raw", "n", "tiny"]
+    assert (body["body"], body["raw"]) == (None, b"\x02")
+    assert rows[(1, 1)]["_changed_columns"] is None  # the snapshot's whole row
