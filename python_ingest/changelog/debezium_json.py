@@ -7,7 +7,8 @@ compares it, column by column, with the job's reader schema (its ``.avsc``; the 
 each column as ``kind`` names it):
 
 - the same lake type, or one the column had before the job followed a widening (its
-  ``sluice.older_types``): the message is read with its OWN conversions (its decimal scale,
+  ``sluice.older_types``, or between one and the column's type): the message is read with its
+  OWN conversions (its decimal scale,
   its timestamp unit: a Connect ``Timestamp`` in milliseconds read into a column that became
   ``MicroTimestamp``), so messages older than a change the job followed land right;
 - a column the job lacks, or a wider type (a decimal with more digits before the point and
@@ -110,6 +111,13 @@ def widens(old: str, new: str) -> bool:
     return bool(was and now and was[1] == now[1] and now[0] > was[0])
 
 
+def _older(now: str, was: str, older: Any) -> bool:
+    """Whether a message's type ``now``, narrower than the column's ``was``, is one the
+    column had before the job widened it: one of its ``older`` types or between one and
+    ``was`` (widenings followed in another order than they happened, across partitions)."""
+    return widens(now, was) and any(o == now or widens(o, now) for o in older)
+
+
 def _why(old: str, new: str) -> str:
     was, now = _decimal(old), _decimal(new)
     if was and now and was[1] != now[1]:
@@ -155,7 +163,7 @@ def message_format(schema: dict[str, Any], fmt: DebeziumFormat,
             continue
         field = job_fields[name]
         was = kind(field["type"])
-        if now == was or now in field.get(OLDER, ()):
+        if now == was or _older(now, was, field.get(OLDER, ())):
             conversion = conversions.get(name, "")
             if was == "timestamp-micros" and now == "timestamp-millis":
                 conversion = "ms_to_us"

@@ -233,6 +233,11 @@ def test_a_decoder_reads_each_message_by_its_own_schema_and_follows_step_by_step
     assert [(r["id"], r["price"], r["tip"]) for r in rows] == [
         (1, Decimal("1.25"), None), (2, Decimal("2.50"), Decimal("0.75")), (3, price, None)]
     assert [r["at"].timestamp() for r in rows] == [1.5, 2.0, 3.000001]
+    # a version between two the job followed (another partition's, read later) is older
+    v_between = [v2[0], ("price", "bytes", ev.DECIMAL, decimal(10, 2)), v1[2]]
+    between = decoder.decode(_message(v_between, {"id": 4, "price": ev.to_json(
+        Decimal("12345678.90"), 2), "at": 4_000}, 400))
+    assert (between["price"], between["at"].timestamp()) == (Decimal("12345678.90"), 4.0)
     # nothing more to follow: the same error again changes nothing (the run then stops)
     assert follow(settings, job, ReadError(" follow=" + json.dumps(
         connect_to_avro(connect_row(v3))["fields"]))) == []
