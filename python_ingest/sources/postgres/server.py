@@ -14,6 +14,7 @@ from typing import Any
 
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import TapError
+from python_ingest.sources.postgres import publication
 from python_ingest.sources.postgres.columns import PgType
 from python_ingest.sources.postgres.position import parse_lsn
 
@@ -156,12 +157,10 @@ def ensure_publication(conn: Any, source: SourceConfig) -> bool:
                               "publish_via_partition_root = true)")  # a partitioned table's
         # changes come under its own name (its topic), not its partitions'.
         return True
-    if source.publication is None:  # ours: add the tables included since
+    if source.publication is None:  # ours: add the tables included since, each with its
         published = set(rows(conn, "SELECT schemaname, tablename FROM pg_publication_tables "
-                                   "WHERE pubname = %s", (name,)))
-        missing = [quoted(s, t) for s, t in tables(conn, source) if (s, t) not in published]
-        if missing:
-            conn.cursor().execute(f'ALTER PUBLICATION "{name}" ADD TABLE {", ".join(missing)}')
+                                   "WHERE pubname = %s", (name,)))  # mark (publication.py)
+        publication.add(conn, source, [t for t in tables(conn, source) if t not in published])
     return False
 
 

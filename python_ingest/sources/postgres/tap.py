@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from python_ingest.exceptions import TapError
-from python_ingest.sources.postgres import events, partitions, pgoutput, server
+from python_ingest.sources.postgres import events, partitions, pgoutput, publication, server
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.position import (
     MAX_CHANGES,
@@ -147,8 +147,10 @@ class PgTap(TapTables, TapCheckpoints):
                         if self.stop.is_set():  # at a transaction's end, not the batch's: the
                             self._unread = n < len(payloads)  # rest comes again from the
                             break  # checkpoint, which must not pass it (_finish_idle)
+                self._follow_publication()  # (every second or so: publication.py)
                 continue
             self._idle()
+            self._follow_publication()
             if target is not None and self._commit_lsn == 0 and \
                     max(self._seen_end(), stream.wal_end) >= target:
                 break
@@ -250,7 +252,10 @@ class PgTap(TapTables, TapCheckpoints):
             for oid in msg.relations:
                 self._truncate(oid)
         elif kind is pgoutput.Message:
-            self._partition_truncate(msg)
+            if msg.prefix == publication.PREFIX:
+                self._published(msg)
+            else:
+                self._partition_truncate(msg)
 
     def _tapped(self, oid: int) -> PgTable | None:
         """The table of a row change, None when it is not published (not tapped, stopped, or

@@ -4,6 +4,7 @@ versions, topics), tables followed by relation oid, TRUNCATEs, and stopped table
 from __future__ import annotations
 
 import logging
+import time
 
 from python_ingest.exceptions import (
     IncompatibleSchemaChange,
@@ -12,7 +13,7 @@ from python_ingest.exceptions import (
     UnsupportedColumn,
 )
 from python_ingest.sources.binlog import ddl
-from python_ingest.sources.postgres import partitions, pgoutput, server, tables
+from python_ingest.sources.postgres import partitions, pgoutput, publication, server, tables
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.fastpath import FastTable
 from python_ingest.sources.postgres.position import (
@@ -58,10 +59,12 @@ class TapTables(TapState):
         self._set_table(rel.oid, table)
         self._signatures[rel.oid] = signature
 
-    def _replaced(self, rel: pgoutput.Relation) -> str | None:
+    def _replaced(self, rel: pgoutput.Relation, joined: bool | None = None) -> str | None:
         """Follows which table (relation oid) a name stands for, in stream order
         (tables.py); None when the Relation is of an older table of the name whose changes
-        the table's snapshot already holds; else what to say if the shape cannot be taken."""
+        the table's snapshot already holds; else what to say if the shape cannot be taken.
+        ``joined``: whether every row of a table created again is in the stream (a mark of
+        publication.py), else the publication decides (``joins_at_create``)."""
         verdict, why = tables.follow(self._oids, rel, self._commit_lsn)
         if verdict == tables.OLDER:
             return None
@@ -71,8 +74,9 @@ class TapTables(TapState):
             self._gone.pop(qualified, None)  # the old table's
             if not self._delete_all(qualified, why):
                 return None
-            if verdict == tables.RECREATED and not tables.joins_at_create(
-                    self._conn, self.source.publication_name, rel.namespace):
+            if verdict == tables.RECREATED and not (joined if joined is not None else
+                                                     tables.joins_at_create(
+                    self._conn, self.source.publication_name, rel.namespace)):
                 self._stop_table(qualified, why + f"; the publication "
                                  f"{self.source.publication_name} took the new table in after "
                                  "its CREATE, so its first rows are not in the stream: "
@@ -212,6 +216,39 @@ class TapTables(TapState):
                 self.rows.remove(qualified, key.decode().rsplit("#", 1)[0])
         log.info("source %s: %s of %s: published %d deletes", self.source.name, why, qualified,
                  len(keys_gone))
+
+    _publication_checked = 0.0
+
+    def _follow_publication(self) -> None:
+        """Every second or so: the included tables outside sluice's own publication added,
+        each with its mark in the stream (publication.py), so a table dropped and created
+        again is followed while the tap runs."""
+        now = time.monotonic()
+        if self.source.publication is not None or \
+                now - self._publication_checked < max(self.source.heartbeat_s, 1.0):
+            return
+        self._publication_checked = now
+        server.ensure_publication(self._conn, self.source)
+
+    def _published(self, msg: pgoutput.Message) -> None:
+        """A table joined sluice's publication here (publication.py's mark): a table created
+        again is followed from this point of the stream: the old table's rows deleted from
+        the lake, then the new one flows (it was empty) or stops for a bootstrap."""
+        if not msg.transactional or not self._commit_lsn:
+            return
+        found = publication.parse(msg.content)
+        rel = pgoutput.Relation(found["oid"], found["schema"], found["table"], "d", ())
+        qualified = rel.qualified
+        if not server.included(self.source, rel.namespace, rel.name) or \
+                qualified in self.stopped:
+            return
+        known = qualified in self._oids
+        if self._replaced(rel, joined=not found["rows"]) is not None and not known and \
+                found["rows"]:
+            log.warning("source %s: table %s joined the publication %s holding rows, which "
+                        "are not in the stream: bootstrap it (`sluice bootstrap %s %s`)",
+                        self.source.name, qualified, self.source.publication_name,
+                        self.source.name, qualified)
 
     def _stop_table(self, qualified: str, reason: str) -> None:
         """Stop publishing one table (kept in the checkpoint; a bootstrap clears it)."""
