@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import threading
 import time
 import urllib.error
@@ -24,6 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from python_ingest.config.registry import RegistryConfig
 from python_ingest.config.secrets import redact
 from python_ingest.exceptions import SchemaRegistryError
 
@@ -48,9 +50,18 @@ class RegistryClient:
     user: str | None = None
     password: str | None = field(default=None, repr=False)
     timeout_s: float = 10.0
+    ca_file: str | None = None  # https: the CA bundle (None: the system's)
+    token: str | None = field(default=None, repr=False)  # bearer auth instead of basic
+    where: str = "schema_registry"  # the config path messages name
 
     def __repr__(self) -> str:
         return f"RegistryClient(url={redact(self.url)!r}, user={self.user!r})"
+
+    @classmethod
+    def of(cls, config: RegistryConfig, where: str = "schema_registry") -> RegistryClient:
+        """The client of a ``schema_registry`` mapping (``where`` names it in messages)."""
+        return cls(config.url, config.user, config.secret(where), config.timeout_s,
+                   config.ca_file, config.bearer(where), where)
 
     @property
     def shown_url(self) -> str:
@@ -63,8 +74,13 @@ class RegistryClient:
         if self.user is not None:
             token = base64.b64encode(f"{self.user}:{self.password or ''}".encode()).decode()
             request.add_header("Authorization", f"Basic {token}")
+        elif self.token is not None:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        context = ssl.create_default_context(cafile=self.ca_file) \
+            if self.url.startswith("https:") else None
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout_s,
+                                        context=context) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
@@ -72,13 +88,20 @@ class RegistryClient:
             if exc.code in (401, 403):
                 raise SchemaRegistryError(
                     f"the schema registry at {self.shown_url} refused sluice ({exc.code} "
-                    f"{exc.reason}): check schema_registry.user and its password_env or "
-                    "password_file in sluice.yml") from None
+                    f"{exc.reason}): check {self.where}.user and its password_env or "
+                    f"password_file (or {self.where}.token_env) in sluice.yml; nothing was "
+                    "read (docs/security.md)") from None
             raise SchemaRegistryError(
                 f"the schema registry at {self.shown_url} answered {exc.code} {exc.reason} to "
                 f"GET {path}: check the registry's health; nothing was read") from None
         except (OSError, ValueError) as exc:  # refused, DNS, timeout, not JSON
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ssl.SSLCertVerificationError):
+                raise SchemaRegistryError(
+                    f"the TLS certificate of the schema registry at {self.shown_url} is not "
+                    f"trusted ({reason.verify_message}): set {self.where}.ca_file to the PEM "
+                    "bundle of the CA that signed it; nothing was read "
+                    "(docs/security.md)") from None
             raise SchemaRegistryError(
                 f"the schema registry at {self.shown_url} cannot be reached "
                 f"({type(exc).__name__}: {redact(str(reason), self.password)}): start it or fix "

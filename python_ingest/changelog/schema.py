@@ -139,9 +139,7 @@ class ChangelogSchema:
             writers.update(registry_schemas(root, job.schema_registry, job.name))
         http = None
         if job.registry is not None and not writers:
-            http = RegistryClient(job.registry.url, job.registry.user,
-                                  job.registry.secret(f"jobs.{job.name}.schema_registry"),
-                                  job.registry.timeout_s)
+            http = RegistryClient.of(job.registry, f"jobs.{job.name}.schema_registry")
             writers.update(http.versions(subject_of(job.topic)))
             if not writers and not job.schema:
                 raise SchemaRegistryError(

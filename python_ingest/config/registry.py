@@ -7,6 +7,8 @@ schema_registry:                      # the project's registry (top level of slu
   user: sluice                        # basic auth, optional
   password_env: SLUICE_REGISTRY_PASSWORD   # or password_file (credentials.py)
   timeout_s: 10
+  ca_file: certs/ca.pem               # https: the CA bundle its certificate is checked against
+  # token_env: SLUICE_REGISTRY_TOKEN  # bearer auth instead of user/password (or token_file)
 ```
 
 A job may name its own registry with the same mapping under ``jobs.<name>.schema_registry``
@@ -39,9 +41,20 @@ class RegistryConfig:
     password_env: str | None = None
     password_file: str | None = None
     timeout_s: float = 10.0
+    ca_file: str | None = None  # https: PEM bundle (None: the system's CAs)
+    token: str | None = field(default=None, repr=False)  # bearer auth, never shown
+    token_env: str | None = None
+    token_file: str | None = None
 
     def __repr__(self) -> str:
         return masked_repr(self)
+
+    def bearer(self, where: str = "schema_registry") -> str | None:
+        """The bearer token, None without one. For requests only: never log it."""
+        if not (self.token or self.token_env or self.token_file):
+            return None
+        return credentials.reveal(f"{where}.token", self.token, self.token_env,
+                                  self.token_file)
 
     def secret(self, where: str = "schema_registry") -> str | None:
         """The basic-auth password, None without a user. For requests only: never log it."""
@@ -55,12 +68,22 @@ def parse_registry(raw: Any, where: str, root: Path) -> RegistryConfig:
     if not isinstance(raw, Mapping):
         raise ConfigError(where, f"expected a mapping with a url, got {raw!r}")
     check_keys(raw, set(RegistryConfig.__dataclass_fields__), where)
+    tokens = {f: raw.get(k) for f, k in zip(credentials.FIELDS, _TOKEN, strict=True)}
+    if raw.get("user") is not None and any(v is not None for v in tokens.values()):
+        raise ConfigError(f"{where}.token_env", "give basic auth (user, password) or a bearer "
+                          "token, not both")
+    token_file = credentials.check(f"{where}.token", tokens, root)
+    ca_file = raw.get("ca_file")
+    if ca_file is not None:
+        if not isinstance(ca_file, str) or not (root / Path(ca_file).expanduser()).is_file():
+            raise ConfigError(f"{where}.ca_file", f"expected a PEM file, got {ca_file!r}")
+        ca_file = str(root / Path(ca_file).expanduser())
     url = raw.get("url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ConfigError(f"{where}.url", f"expected an http(s) URL, got {url!r}",
                           "the registry's Confluent API, e.g. http://registry:8081 "
                           "(Apicurio: http://host:8080/apis/ccompat/v7)")
-    for text in ("user", *credentials.FIELDS):
+    for text in ("user", *credentials.FIELDS, *_TOKEN):
         if text in raw and not isinstance(raw[text], str):
             raise ConfigError(f"{where}.{text}", "expected text")
     if raw.get("user") is None and any(raw.get(f) is not None for f in credentials.FIELDS):
@@ -71,4 +94,8 @@ def parse_registry(raw: Any, where: str, root: Path) -> RegistryConfig:
     return RegistryConfig(url=url.rstrip("/"), user=raw.get("user"), password=raw.get("password"),
                           password_env=raw.get("password_env"),
                           password_file=credentials.check(where, raw, root),
-                          timeout_s=float(timeout))
+                          timeout_s=float(timeout), ca_file=ca_file, token=raw.get("token"),
+                          token_env=raw.get("token_env"), token_file=token_file)
+
+
+_TOKEN = ("token", "token_env", "token_file")  # as credentials.FIELDS are for a password

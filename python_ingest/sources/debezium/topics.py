@@ -50,7 +50,7 @@ def from_registry(topic: str, registry: RegistryConfig, key: Sequence[str] = ()
                   ) -> DebeziumTopic:
     """The row and key (unless given) of an Avro Debezium topic, from the registry's newest
     versions."""
-    client = RegistryClient(registry.url, registry.user, registry.secret(), registry.timeout_s)
+    client = RegistryClient.of(registry)
     values = client.versions(subject_of(topic))
     if not values:
         raise SluiceError(f"the schema registry at {client.shown_url} has no subject "
