@@ -4,11 +4,14 @@ between two points, from its history table (python_ingest/feed/changes.py, docs/
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from python_ingest.config import Settings
+
+log = logging.getLogger(__name__)
 
 HELP = ("List the inserts, updates (before and after images) and deletes of a job's lake "
         "between two points, from its history table (a lake model with history: true; "
@@ -29,19 +32,26 @@ def cmd_changes(args: argparse.Namespace, settings: Settings) -> int:
     since = parse_point(args.since, "--since")
     until = parse_point(args.until, "--until") if args.until else None
     check_range(since, until)
-    from python_ingest.feed.changes import history_table, read_changes
-    from python_ingest.runtime.session import activate, build_session, for_job
     from python_ingest.steps.dbt import Dbt
     from python_ingest.tables.names import JobTables
 
-    spark = for_job(build_session(settings), settings, job)  # the job's table format
-    activate(spark)
-    tables = JobTables(job.name, Dbt(settings).job_models(job.name))
-    table = history_table(spark, job, tables)
     span = f"from {since}" + (f" to {until}" if until else "")
-    if sys.stderr.isatty() and not args.json:
-        print(f"reading {table} {span} ...", file=sys.stderr, flush=True)
-    changes = read_changes(spark, table, since, until)
+    dbt = Dbt(settings)
+    models = dbt.saved_job_models(job.name)  # no dbt parse when the project is unchanged
+    native = None if models is None else _native_feed(
+        settings, job, JobTables(job.name, models), since, until)
+    if native is not None:
+        table, changes = native
+    else:
+        from python_ingest.feed.changes import history_table, read_changes
+        from python_ingest.runtime.session import activate, build_session, for_job
+
+        spark = for_job(build_session(settings), settings, job)  # the job's table format
+        activate(spark)
+        table = history_table(spark, job, JobTables(job.name, dbt.job_models(job.name)))
+        if sys.stderr.isatty() and not args.json:
+            print(f"reading {table} {span} ...", file=sys.stderr, flush=True)
+        changes = read_changes(spark, table, since, until)
     if args.json:
         for change in changes:
             print(change.as_json())
@@ -51,6 +61,24 @@ def cmd_changes(args: argparse.Namespace, settings: Settings) -> int:
     print(f"{job.name}: {total} changes in {table} {span}: "
           + ", ".join(f"{counts[op]} {op}s" for op in ("insert", "update", "delete")))
     return 0
+
+
+def _native_feed(settings: Settings, job: Any, tables: Any, since: Any, until: Any
+                 ) -> tuple[str, Iterable[Any]] | None:
+    """The history table and its feed, read without a JVM (tables/native.py, feed/rows.py);
+    None: read through Spark (no such table there, or the reader cannot)."""
+    from python_ingest.feed.rows import native_changes
+    from python_ingest.tables.native import NativeLake, NativeUnavailable
+
+    table = tables.history
+    try:
+        lake = NativeLake.of(settings, job)
+        if table is None or not lake.exists(table):
+            return None  # Spark says what to do (NoHistoryTableError)
+        return table, native_changes(lake, table, since, until)
+    except NativeUnavailable as exc:
+        log.debug("changes of %s through Spark: %s", job.name, exc)
+        return None
 
 
 def print_table(changes: Iterable[Any], out: TextIO) -> dict[str, int]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from python_ingest.config import Settings
 from python_ingest.exceptions import ReplayError
+
+log = logging.getLogger(__name__)
 
 REPLAY = "replay"
 HELP = ("List a job's error rows grouped by reason (`sluice errors JOB`), or replay chosen ones "
@@ -26,6 +29,10 @@ def cmd_errors(args: argparse.Namespace, settings: Settings) -> int:
     job = settings.job(words[-1])
     if not replaying and (args.set or args.dry_run):
         raise ReplayError("--set and --dry-run go with 'sluice errors replay JOB'")
+    if not replaying and not args.where:  # (a --where is Spark SQL: Spark evaluates it)
+        counts = _native_counts(settings, job, args.reason)
+        if counts is not None:
+            return _print(args, job.name, counts)
     from python_ingest.runtime.session import activate, build_session, for_job
 
     spark = for_job(build_session(settings), settings, job)  # the job's table format
@@ -41,6 +48,22 @@ def _list(args: argparse.Namespace, spark: Any, job: str) -> int:
     rows = error_rows(spark, job)
     counts = [] if rows is None else by_reason(
         chosen(rows, args.reason, args.where, include_resolved=True))
+    return _print(args, job, counts)
+
+
+def _native_counts(settings: Settings, job: Any, reason: str | None) -> list[Any] | None:
+    """The listing's counts read without a JVM (tables/native.py); None: read through Spark."""
+    from python_ingest.replay.selection import native_counts
+    from python_ingest.tables.native import NativeLake, NativeUnavailable
+
+    try:
+        return native_counts(NativeLake.of(settings, job), job.name, reason)
+    except NativeUnavailable as exc:
+        log.debug("errors of %s through Spark: %s", job.name, exc)
+        return None
+
+
+def _print(args: argparse.Namespace, job: str, counts: list[Any]) -> int:
     if args.json:
         print(json.dumps({"job": job, "reasons": [c.__dict__ for c in counts]}, indent=2))
         return 0

@@ -34,6 +34,8 @@ from python_ingest.tables.names import JobTables
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from python_ingest.tables.native import NativeLake
+
 DECODE = "decode"  # the step of errors.<job>__raw's rows (the other table says its own)
 
 
@@ -117,3 +119,39 @@ def by_reason(rows: DataFrame) -> list[ReasonCount]:
     found = [ReasonCount(r["step"], r["reason"] or "", int(r["unresolved"]), int(r["resolved"]))
              for r in counted]
     return sorted(found, key=lambda c: (-c.unresolved, -c.resolved, c.step, c.reason))
+
+
+def native_counts(lake: NativeLake, job: str, reason: str | None = None) -> list[ReasonCount]:
+    """``by_reason(chosen(error_rows(...), reason, include_resolved=True))`` read without a
+    JVM (``tables.native``; raises NativeUnavailable when the reader cannot: use Spark)."""
+    tables = JobTables(job)
+    found: list[tuple[str, str | None, str]] = []  # step, reason, error id of each row
+    if lake.exists(tables.raw_errors):
+        rows = lake.read(tables.raw_errors, ["_batch_id", "_kafka_partition", "_kafka_offset",
+                                             "error_exception"]).to_pylist()
+        found += [(DECODE, r["error_exception"],
+                   _error_id(DECODE, r["_batch_id"], r["_kafka_partition"], r["_kafka_offset"]))
+                  for r in rows]
+    if lake.exists(tables.errors):
+        rows = lake.read(tables.errors, ["error_step", "_batch_id", "_kafka_partition",
+                                         "_kafka_offset", "error_exception"]).to_pylist()
+        found += [(r["error_step"], r["error_exception"],
+                   _error_id(r["error_step"], r["_batch_id"], r["_kafka_partition"],
+                             r["_kafka_offset"])) for r in rows]
+    if reason:
+        found = [f for f in found if f[1] is not None and reason.lower() in f[1].lower()]
+    resolved: set[str] = set()
+    if found and lake.exists(tables.raw) and REPLAY_COLUMN in lake.column_names(tables.raw):
+        replays = lake.read(tables.raw, [REPLAY_COLUMN])[REPLAY_COLUMN]
+        resolved = {v for v in replays.to_pylist() if v is not None}
+    counts: dict[tuple[str, str | None], list[int]] = {}
+    for step, why, error_id in found:
+        counts.setdefault((step, why), [0, 0])[error_id in resolved] += 1
+    listed = [ReasonCount(step, why or "", waiting, done)
+              for (step, why), (waiting, done) in counts.items()]
+    return sorted(listed, key=lambda c: (-c.unresolved, -c.resolved, c.step, c.reason))
+
+
+def _error_id(*parts: object) -> str:
+    """Spark's ``concat_ws(':', ...)`` of the parts: nulls left out."""
+    return ":".join(str(p) for p in parts if p is not None)

@@ -214,6 +214,32 @@ class Dbt:
             _check_lake_config(lake[0])
         return JobModels(converter.name, lake[0].name if lake else None)
 
+    def saved_job_models(self, job_name: str) -> JobModels | None:
+        """``job_models`` from the manifest dbt last wrote (``target/manifest.json``), without
+        parsing the project (seconds): for commands that only read. None when there is no
+        such file, a file of the project changed since it was written, or it does not name
+        exactly one converter and at most one lake model (``job_models`` says what is wrong)."""
+        path = self.project / "target" / "manifest.json"
+        try:
+            written = path.stat().st_mtime_ns
+            if any(mtime > written for _, mtime, _ in self._project_files()):
+                return None
+            manifest = json.loads(path.read_text())
+            sources = {sid for sid, s in manifest["sources"].items()
+                       if s["schema"] == "raw" and s["identifier"] == job_name}
+            models = [n for n in manifest["nodes"].values() if n["resource_type"] == "model"]
+            staging = [n for n in models if set(n["depends_on"]["nodes"]) & sources]
+            if len(staging) != 1:
+                return None
+            converter = staging[0]
+            lake = [n for n in models if converter["unique_id"] in n["depends_on"]["nodes"]
+                    and n["config"]["materialized"] == "lake_merge"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if len(lake) > 1:
+            return None
+        return JobModels(converter["name"], lake[0]["name"] if lake else None)
+
 
 def _check_lake_config(node: Any) -> None:
     """A lake model's index settings, checked before any data moves (the materialization

@@ -60,13 +60,14 @@ def _feed(spark: Any, table: str, since: str, until: str | None = None) -> list[
 
 
 def test_inserts_updates_deletes_by_batch_and_by_time_on_merge_on_read_tables(
-        format_spark: Any, table_format: str, job_name: str) -> None:
+        format_spark: Any, table_format: str, job_name: str, workdir: Path) -> None:
     """Both formats, with every closing of a version still in a Hudi log file or an Iceberg
     delete file: the feed reads them (a snapshot read), so nothing is missed."""
     spark = format_spark
     table = f"lake.{job_name}__history"
     build_three_batches(spark, table, table_format)
     assert merge_on_read_files(spark, table, table_format) > 0  # nothing compacted
+    _same_without_a_jvm(spark, table, table_format, workdir)
 
     # batch 2: the update's before image is the source's row before it: the late change
     # (ref 15, batch 3) spliced in; trip 3's invalidation (ref 22) opened no version: found by
@@ -105,6 +106,24 @@ def test_inserts_updates_deletes_by_batch_and_by_time_on_merge_on_read_tables(
     assert f"{table}: 8 versions of 4 trips (3 current)" in lines[0]
     assert "what batch 3 changed: 2 inserts, 1 updates" in lines[1]
     assert lines[-1] == f"  all of it: sluice changes {job_name} --since 3 [--json]"
+
+
+def _same_without_a_jvm(spark: Any, table: str, table_format: str, workdir: Path) -> None:
+    """The feed read by hudi-rs or pyiceberg (tables/native.py, feed/rows.py) is Spark's,
+    change for change (images, types and order), over every kind of range."""
+    from python_ingest.config.catalog import CatalogConfig
+    from python_ingest.feed.rows import native_changes
+    from python_ingest.tables.native import NativeLake
+    from tests.conftest import warehouse_of
+
+    lake = NativeLake(warehouse_of(workdir, table_format), table_format, CatalogConfig())
+    assert lake.exists(table) and not lake.exists(table + "_none")
+    for since, until in (("1", None), ("2", "2"), ("3", None), ("4", None),
+                         (at(60).isoformat(), at(120).isoformat()), (at(15).isoformat(), None)):
+        start, end = parse_point(since), parse_point(until) if until else None
+        through_spark = list(read_changes(spark, table, start, end))
+        assert native_changes(lake, table, start, end) == through_spark, (since, until)
+    assert len(native_changes(lake, table, parse_point("1"))) == 9
 
 
 def test_a_job_without_history_is_told_how_to_turn_it_on(
