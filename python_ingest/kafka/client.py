@@ -129,6 +129,10 @@ def read_range(reader: str, bootstrap: str, topic: str, partition: int, start: i
         yield from map(Message, batch.keys, batch.values, batch.offsets, batch.timestamps_ms)
 
 
+# The confluent-kafka reader's group.id: librdkafka looks its coordinator up (so a secured
+# cluster's ACLs must let the job's user READ it), though it never joins it or commits
+CONFLUENT_GROUP = "sluice-reader"
+
 # Called with (first lost offset, first offset after the loss) when records of a planned range
 # are gone by the time it is read, and the job accepts data loss.
 OnLoss = Callable[[int, int], None]
@@ -229,7 +233,7 @@ def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end:
     import confluent_kafka as ck
 
     consumer = ck.Consumer(security.librdkafka(bootstrap, {
-        "group.id": "sluice-reader",
+        "group.id": CONFLUENT_GROUP,  # never joined, never committed: its ACL is READ
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "error",  # a gone offset is an error, not a skip
@@ -255,7 +259,8 @@ def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end:
                     error = m.error()
                     if error is not None and security.is_security(error.str()):
                         raise security.failure(bootstrap, reading(topic), error.str(),
-                                               action="read", resource=f"topic '{topic}'")
+                                               action="read", resource=f"topic '{topic}'",
+                                               group=CONFLUENT_GROUP)
                     if error is not None and error.code() != ck.KafkaError._PARTITION_EOF:
                         raise ReadError(f"topic '{topic}' partition {partition}: {error.str()}")
                 messages = [m for m in messages if m.error() is None]

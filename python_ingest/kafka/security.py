@@ -61,10 +61,11 @@ def librdkafka(servers: str, config: Mapping[str, Any] | None = None,
     return {**out, **(config or {})}
 
 
-def kafka_python(servers: str, component: str, **config: Any) -> dict[str, Any]:
+def kafka_python(servers: str, component: str | None, **config: Any) -> dict[str, Any]:
     """Keyword arguments of a kafka-python KafkaConsumer/KafkaAdminClient for ``servers``,
-    used by ``component``: a secured cluster is checked first (``check``)."""
-    check(servers, component)
+    used by ``component``: a secured cluster is checked first (``check``; None: not)."""
+    if component is not None:
+        check(servers, component)
     sec = security_of(servers)
     out: dict[str, Any] = {"bootstrap_servers": str(servers)}
     if sec.protocol != "PLAINTEXT":
@@ -130,7 +131,7 @@ def kind_of(detail: str) -> str | None:
 
 
 def failure(servers: str, component: str, detail: str, *, action: str = "",
-            resource: str = "") -> BrokerError:
+            resource: str = "", group: str = "") -> BrokerError:
     """A BrokerError for ``component`` (e.g. "the tap of source shop") that could not do
     ``action`` on ``resource`` at ``servers`` because of ``detail`` (a client's message):
     which setting to check and what to do, the secret masked."""
@@ -153,6 +154,8 @@ def failure(servers: str, component: str, detail: str, *, action: str = "",
                if sec.tls else
                f"{at} speaks TLS: set {where}.protocol to SSL or SASL_SSL, and ca_file")
     elif kind == "acl":
+        if re.search(r"group authoriz", detail, re.IGNORECASE):
+            action, resource = "use", f"consumer group '{group}'" if group else "its group"
         who = f"user '{sec.user}'" if sec.sasl else "this client's principal"
         what = f" to {action}" if action else ""
         on = f" {resource}" if resource else ""
