@@ -1,6 +1,6 @@
 """TLS to a MySQL-family source: the source's ``sslmode`` and files (the names libpq gives
 them, config/sources.py) as pymysql's options, for every connection to the server: the tap's
-queries and its replication stream, bootstraps, ``sluice verify`` and ``sluice status``
+queries and its replication stream, bootstraps, ``sluice verify`` and the scaffold
 (docs/security.md).
 
 | sslmode                   | what the connection does                                        |
