@@ -52,6 +52,7 @@ class SourceConfig:
     publication: str | None = None  # default sluice_<source>
     slot_lag_warn_bytes: int = 1 << 30  # `sluice status` warns past this much retained WAL
     streaming: bool = False  # pgoutput protocol 2: large transactions streamed before commit
+    # TLS, both kinds (MariaDB/MySQL: sources/binlog/tls.py; docs/security.md)
     sslmode: str | None = None  # libpq's (disable ... verify-full); None: libpq's default
     sslrootcert: str | None = None  # the CA bundle that verify-ca / verify-full check against
     sslcert: str | None = None  # a client certificate and its key (certificate login)
