@@ -172,14 +172,15 @@ def message_format(schema: dict[str, Any], fmt: DebeziumFormat,
         elif widens(was, now):
             follow.append(row_fields[name])
         else:
+            hint = (f"; or, when no stored value changed, add \"{now}\" to the column's "
+                    f"\"{OLDER}\" list in the job's .avsc to read such events into the wider "
+                    "column") if widens(now, was) else ""
             raise ReadError(
                 f"job {fmt.job}: column {name} is {now} in a Debezium event but {was} in the "
                 f"job's schema ({_why(was, now)}): sluice cannot follow this change, nothing "
                 "of this batch was committed. Start the job over from a new snapshot of the "
                 "table (drop its tables, re-snapshot into a new topic, `sluice debezium "
-                "scaffold` it); or, when no stored value changed and every one fits, add "
-                f"\"{now}\" to the column's \"{OLDER}\" list in the job's .avsc to read such "
-                "events into the wider column (docs/debezium.md)")
+                f"scaffold` it){hint} (docs/debezium.md)")
     if follow:
         widened = [f["name"] for f in follow if f["name"] not in new]
         what = ", ".join(filter(None, [
