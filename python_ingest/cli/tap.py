@@ -74,8 +74,26 @@ def cmd_bootstrap(args: argparse.Namespace, settings: Settings) -> int:
     source = settings.source(args.source)
     if settings.broker.embedded and broker.start(settings):
         print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
+    if args.direct:
+        return _direct(args, settings, source)
     kinds.bootstrap(settings, source, args.table, workers=args.workers,
                     chunk_rows=args.chunk_rows, progress=printer(sys.stdout))
+    return 0
+
+
+def _direct(args: argparse.Namespace, settings: Settings, source: SourceConfig) -> int:
+    """``--direct``: the table straight into its job's lake by Spark tasks (issue #62)."""
+    from python_ingest.cli.progress import printer
+    from python_ingest.exceptions import SluiceError
+    from python_ingest.runtime.session import build_session
+    from python_ingest.steps.bootstrap import direct_bootstrap
+
+    if source.kind not in ("mariadb", "mysql"):
+        raise SluiceError(f"source {source.name} ({source.kind}): --direct reads MariaDB/MySQL "
+                          "tables only so far; bootstrap it through Kafka (without --direct)")
+    spark = build_session(settings)
+    direct_bootstrap(spark, settings, source, args.table, args.chunk_rows, args.wave,
+                     printer(sys.stdout))
     return 0
 
 
@@ -109,3 +127,9 @@ def add_tap_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings]
                                                   "(default: the source's bootstrap_workers)")
     boot.add_argument("--chunk-rows", type=int, help="rows per key-ordered chunk "
                                                      "(default: the source's bootstrap_chunk_rows)")
+    boot.add_argument("--direct", action="store_true",
+                      help="load the table straight into its job's lake: chunks read by Spark "
+                           "tasks, the converter and suite applied, the lake written as all "
+                           "inserts, the index built in bulk (MariaDB/MySQL; docs/bootstrap.md)")
+    boot.add_argument("--wave", type=int, help="with --direct: chunks landed per raw batch "
+                                               "(default: twice the Spark cores)")

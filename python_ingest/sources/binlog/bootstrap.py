@@ -89,9 +89,11 @@ def _greater(columns: tuple[str, ...], key: Key) -> tuple[str, list[Any]]:
     return "(" + " OR ".join(terms) + ")", params
 
 
-def chunk_bounds(conn: Any, shape: TableShape, chunk_rows: int) -> list[Chunk]:
-    """Key-ordered chunks of about ``chunk_rows`` rows each (index-only probes); one chunk for
-    a table without key columns (full-row identity, changelog)."""
+def chunk_bounds(conn: Any, shape: TableShape, chunk_rows: int,
+                 first_rows: int | None = None) -> list[Chunk]:
+    """Key-ordered chunks of about ``chunk_rows`` rows each (index-only probes), the first of
+    ``first_rows`` when given; one chunk for a table without key columns (full-row identity,
+    changelog)."""
     if not shape.key.columns:
         return [Chunk(0, None, None)]
     key = shape.key.columns
@@ -101,8 +103,9 @@ def chunk_bounds(conn: Any, shape: TableShape, chunk_rows: int) -> list[Chunk]:
     with conn.cursor() as cur:
         while True:
             where, params = ("1=1", []) if not bounds else _greater(key, bounds[-1])
+            size = first_rows if first_rows and not bounds else chunk_rows
             cur.execute(f"SELECT {cols} FROM {table} WHERE {where} ORDER BY {cols} "
-                        f"LIMIT 1 OFFSET {chunk_rows - 1}", params)
+                        f"LIMIT 1 OFFSET {size - 1}", params)
             row = cur.fetchone()
             if row is None:
                 break
@@ -251,19 +254,42 @@ def _hand_over(store: BinlogCheckpointStore, locked: bool, qualified: str,
     return f"the tap's checkpoint {checkpoint.position} is before the snapshot: it stays"
 
 
-def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
-              workers: int | None = None, chunk_rows: int | None = None,
-              progress: Callable[[str], None] = print) -> BootstrapResult:
-    """Snapshot ``db.table`` of ``source`` into its topic and hand over to the tap."""
+@dataclass
+class Prepared:
+    """A table checked and registered for a bootstrap, the tap's checkpoint store locked when
+    free, and the hand-over position ``p0`` noted (what every bootstrap road starts with)."""
+
+    conn: Any
+    store: BinlogCheckpointStore
+    locked: bool
+    identity: ServerIdentity
+    generation: int
+    root: Path
+    table: TappedTable
+    p0: BinlogPosition
+    p0_gtid: str | None
+
+    def hand_over(self, copies: tuple[BinlogPosition, dict[str, int]] | None = None) -> str:
+        shape = self.table.shape
+        return _hand_over(self.store, self.locked, shape.qualified, self.p0,
+                          copies if shape.key.kind == ROW else None, self.p0_gtid,
+                          self.identity.to_json())
+
+    def close(self) -> None:
+        self.store.release()
+        self.conn.close()
+
+
+def prepare(settings: Settings, source: SourceConfig, qualified: str) -> Prepared:
+    """Check ``db.table`` and the server, register the table's shape, make sure of its topics,
+    lock the tap's checkpoint store (a tap starting now waits for the hand-over) and note
+    ``P0`` (saved as the tap's checkpoint when it has none). ``close`` it when done."""
     if "." not in qualified:
         raise SluiceError(f"name the table as <database>.<table>, got {qualified!r}")
     db, name = qualified.split(".", 1)
     if not server.included(source, db, name):
         raise SluiceError(f"{qualified} is not tapped by source '{source.name}' (include "
                           f"{list(source.include)}, exclude {list(source.exclude)})")
-    workers = workers or source.bootstrap_workers
-    chunk_rows = chunk_rows or source.bootstrap_chunk_rows
-    started = time.monotonic()
     conn = server.connect(source)
     store = BinlogCheckpointStore(settings.path(settings.state_dir), source.name)
     locked = store.try_lock()  # held while we work: a tap starting now waits for the hand-over
@@ -291,10 +317,27 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
         table = TappedTable(shape, schema_id, Encoder(schema_id, shape.avro()), topic)
         p0 = server.master_position(conn)
         p0_gtid = start_gtid(conn, p0)
-        if locked:
-            _hand_over_check = store.load()
-            if _hand_over_check is None:  # so a tap started after us cannot skip P0..now
-                store.save(BinlogCheckpoint(p0, p0_gtid, server=identity.to_json()))
+        if locked and store.load() is None:  # so a tap started after us cannot skip P0..now
+            store.save(BinlogCheckpoint(p0, p0_gtid, server=identity.to_json()))
+    except BaseException:
+        store.release()
+        conn.close()
+        raise
+    return Prepared(conn, store, locked, identity, generation, root, table, p0, p0_gtid)
+
+
+def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
+              workers: int | None = None, chunk_rows: int | None = None,
+              progress: Callable[[str], None] = print) -> BootstrapResult:
+    """Snapshot ``db.table`` of ``source`` into its topic and hand over to the tap."""
+    workers = workers or source.bootstrap_workers
+    chunk_rows = chunk_rows or source.bootstrap_chunk_rows
+    started = time.monotonic()
+    prepared = prepare(settings, source, qualified)
+    conn, table, p0, generation = prepared.conn, prepared.table, prepared.p0, prepared.generation
+    shape, schema_id, topic, root = table.shape, table.schema_id, table.topic, prepared.root
+    bootstrap_servers = settings.broker.bootstrap_servers
+    try:
         chunks = chunk_bounds(conn, shape, chunk_rows)
         progress(f"bootstrap {qualified}: {len(chunks)} chunks of up to {chunk_rows} rows, "
                  f"{workers} workers, schema version {schema_id}, topic {topic}, from {p0}")
@@ -320,12 +363,9 @@ def bootstrap(settings: Settings, source: SourceConfig, qualified: str,
                     rows, done = rows + count, done + 1
                     last_report = _report(progress, qualified, done, len(chunks), rows,
                                           started, last_report)
-        handover = _hand_over(store, locked, qualified, p0,
-                              copies if shape.key.kind == ROW else None, p0_gtid,
-                              identity.to_json())
+        handover = prepared.hand_over(copies)
     finally:
-        store.release()
-        conn.close()
+        prepared.close()
     seconds = time.monotonic() - started
     progress(f"bootstrap {qualified}: {rows} rows in {seconds:.1f}s "
              f"({rows / seconds if seconds else 0:.0f} rows/s); {handover}")
@@ -348,6 +388,11 @@ def _check_server(conn: Any, source: SourceConfig, checkpoint: BinlogCheckpoint,
                           f"{checkpoint.gtid}, so the tap fails over to it: start the tap "
                           f"(`sluice tap {source.name}`) so it moves its checkpoint here, then "
                           "run the bootstrap")
+
+
+def snapshot_position(conn: Any, kind: str) -> BinlogPosition:
+    """``_snapshot_position``, for the other bootstrap road (bulk_read.py)."""
+    return _snapshot_position(conn, kind)
 
 
 def _report(progress: Callable[[str], None], qualified: str, done: int, total: int, rows: int,

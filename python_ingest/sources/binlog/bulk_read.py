@@ -1,0 +1,161 @@
+"""The direct bootstrap's read (issue #62): key-range chunks read by Spark tasks, straight into
+raw rows, with no Kafka in between.
+
+Each task reads its chunks as today's bootstrap does (bootstrap.py ``read_chunk``): its own
+``START TRANSACTION WITH CONSISTENT SNAPSHOT`` at an exact binlog position ``P_i``, every row
+of the chunk a snapshot change with ``P_i`` as its ref key. The change is encoded exactly as
+the tap publishes it (``tap.errors.publish``: a value that cannot be encoded left out and an
+error record sent to the source's error topic) and decoded by the ingestion's own decoder
+(``sources.kafka.reader.decode_messages``), so a chunk's raw rows are exactly the raw rows its
+messages would have become after a trip through Kafka: the same columns, keys and values.
+``_kafka_partition`` is the chunk's index and ``_kafka_offset`` the row's ordinal in the chunk
+(unique per batch, as the fork's row id needs); ``_kafka_timestamp`` the snapshot's time.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from python_ingest.config import SourceConfig
+from python_ingest.exceptions import SluiceError
+from python_ingest.kafka.client import MessageBatch
+from python_ingest.sources.binlog import server
+from python_ingest.sources.binlog.bootstrap import Chunk, chunk_predicate, snapshot_position
+from python_ingest.sources.binlog.columns import select_sql
+from python_ingest.sources.binlog.events import Envelope, TappedTable, snapshot_change
+from python_ingest.sources.kafka.reader import ReadSpec, decode_messages
+from python_ingest.sources.tap.errors import ErrorSink, publish
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+ROWS_PER_BATCH = 20_000  # rows decoded into one Arrow batch
+CHUNK_DDL = "chunk int, bounds binary"  # a task's input: the chunk's index and its pickle
+
+
+@dataclass(frozen=True)
+class BulkRead:
+    """What a Spark task needs to read chunks into raw rows (pickled to the executors)."""
+
+    source: SourceConfig
+    table: TappedTable
+    spec: ReadSpec  # the job's decoding of its messages, with the batch's id
+    registry: str  # the source's registry root (its error records' schema)
+    bootstrap_servers: str  # where the error records go
+    generation: int  # the tap's ref key generation on this server (position.py)
+
+
+def chunk_rows(chunks: Iterable[Chunk]) -> list[tuple[int, bytes]]:
+    """The tasks' input rows (``CHUNK_DDL``)."""
+    return [(c.index, pickle.dumps(c)) for c in chunks]
+
+
+def read_chunks(work: BulkRead, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: each input chunk's rows as raw rows."""
+    for batch in batches:
+        for row in batch.to_pylist():
+            yield from read_one(work, pickle.loads(row["bounds"]))
+
+
+class _Collected:
+    """Stands for the producer: keeps what would have been sent."""
+
+    def __init__(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.other: list[tuple[str, bytes, bytes]] = []  # error records
+        self.topic = ""
+
+    def send(self, topic: str, key: bytes, value: bytes) -> int:
+        if topic == self.topic:
+            self.keys.append(key)
+            self.values.append(value)
+        else:
+            self.other.append((topic, key, value))
+        return 0
+
+
+def _select(table: TappedTable, chunk: Chunk) -> tuple[str, list[Any]]:
+    shape = table.shape
+    cols = ", ".join(select_sql(c, server.quote(c.name)) for c in shape.columns)
+    name = f"{server.quote(shape.db)}.{server.quote(shape.table)}"
+    where, params = chunk_predicate(shape.key.columns, chunk)
+    return f"SELECT {cols} FROM {name} WHERE {where}", params
+
+
+def read_one(work: BulkRead, chunk: Chunk) -> Iterator[pa.RecordBatch]:
+    """One chunk in its own consistent snapshot, as raw rows."""
+    import pymysql
+
+    table, source = work.table, work.source
+    shape = table.shape
+    collected = _Collected()
+    collected.topic = table.topic
+    sink = ErrorSink(collected, source, Path(work.registry))  # type: ignore[arg-type]
+    conn = server.connect(source, autocommit=False)
+    offset = 0
+    copies: dict[str, int] = {}
+    try:
+        position = snapshot_position(conn, source.kind)
+        now_ms = int(datetime.now(UTC).timestamp() * 1000)
+        env = Envelope(f"{source.kind}-bootstrap", now_ms, source.data_center)
+        ref = position.ref_key(work.generation)
+        sql, params = _select(table, chunk)
+        with conn.cursor(pymysql.cursors.SSDictCursor) as cur:
+            cur.execute(sql, params)
+            for ordinal, raw in enumerate(cur):
+                change = snapshot_change(table, raw, ref, env, ordinal, copies)
+                publish(collected, table.topic, table.encoder, change,  # type: ignore[arg-type]
+                        shape.key.columns, sink, shape.qualified, (position.file, position.pos),
+                        env)
+                if len(collected.keys) >= ROWS_PER_BATCH:
+                    yield from _decoded(work, chunk, collected, offset, now_ms)
+                    offset += len(collected.keys)
+                    collected.keys, collected.values = [], []
+        conn.rollback()
+    finally:
+        conn.close()
+    yield from _decoded(work, chunk, collected, offset, now_ms)
+    if collected.other:
+        _send_errors(work, collected.other)
+
+
+def _decoded(work: BulkRead, chunk: Chunk, collected: _Collected, offset: int,
+             now_ms: int) -> Iterator[pa.RecordBatch]:
+    if not collected.keys:
+        return
+    count = len(collected.keys)
+    batch = MessageBatch(collected.keys, collected.values, list(range(offset, offset + count)),
+                         [now_ms] * count)
+    raw, errors = decode_messages(work.spec, chunk.index, batch)
+    if errors:  # what the tap encoded, the job's schema must read: a mismatch is a bug
+        raise SluiceError(f"bootstrap of {work.table.shape.qualified}: {len(errors)} rows of "
+                          f"chunk {chunk.index} do not decode with the job's schema: "
+                          f"{errors[0]}")
+    if raw is not None and raw.num_rows:
+        yield raw
+
+
+def _send_errors(work: BulkRead, records: list[tuple[str, bytes, bytes]]) -> None:
+    """The chunk's error records to the source's error topic, as the tap sends them."""
+    from python_ingest.sources.tap.producer import ChangelogProducer
+
+    producer = ChangelogProducer(work.bootstrap_servers)
+    for topic, key, value in records:
+        producer.send(topic, key, value)
+    producer.flush()
+
+
+def chunk_count_rows(conn: Any, table: TappedTable) -> int:
+    """The table's row count as the server estimates it (for the ETA; not exact)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT table_rows FROM information_schema.tables "
+                    "WHERE table_schema = %s AND table_name = %s",
+                    (table.shape.db, table.shape.table))
+        row = cur.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0

@@ -1,0 +1,307 @@
+"""``sluice bootstrap SOURCE DB.TABLE --direct`` (issue #62): a table's first load straight into
+its job's lake, at bulk speed, exactly handed over to the tap.
+
+    prepare       the table checked and registered, the tap's checkpoint store locked, P0
+                  noted (sources/binlog/bootstrap.py, as the Kafka road)
+    plan          key-ordered chunks (a first one of SEED_ROWS rows), kept with P0 in
+                  <state_dir>/bootstrap/<job>.json until the bootstrap is done
+    seed          a job without a lake: its first chunk lands as a raw batch and takes the
+                  normal road (steps/pipeline.py run_job), which creates the job's tables
+    waves         the other chunks, WAVE chunks at a time, read in parallel by Spark tasks
+                  (sources/binlog/bulk_read.py), each in its own consistent snapshot at its
+                  exact binlog position; a wave's raw rows land as one raw batch whose commit
+                  names the wave's chunks (CHUNKS_PROPERTY): landed together or not at all
+    finish        the landed batches converted, forked and written in bulk (steps/bulk.py)
+    hand over     the tap's checkpoint to P0 when it was further on
+
+Resume: the job's lease is held throughout. A bootstrap killed at any point is run again
+with the same command: the plan file gives the same chunks and P0, the raw commits say which
+chunks landed (none lost, none landed twice), and each of finish's steps skips what its
+checkpoint says is committed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import pickle
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from python_ingest.changelog.schema import RAW_ERROR_COLUMNS, ChangelogSchema
+from python_ingest.config import JobConfig, Settings, SourceConfig
+from python_ingest.exceptions import SluiceError
+from python_ingest.runtime.faults import fault_point
+from python_ingest.runtime.session import active, for_job
+from python_ingest.sources.binlog.bootstrap import Chunk, chunk_bounds, prepare
+from python_ingest.sources.binlog.bulk_read import (
+    CHUNK_DDL,
+    BulkRead,
+    chunk_count_rows,
+    chunk_rows,
+    read_chunks,
+)
+from python_ingest.sources.binlog.position import BinlogPosition
+from python_ingest.sources.kafka.reader import ReadSpec
+from python_ingest.steps.bulk import finish, lake_holds_rows
+from python_ingest.steps.dbt import Dbt
+from python_ingest.steps.fork import suite_path
+from python_ingest.steps.index import MERGE_STEP
+from python_ingest.steps.pipeline import report_dir, run_job
+from python_ingest.tables.checkpoints import (
+    Checkpoint,
+    append_with_checkpoint,
+    read_checkpoint,
+    step_checkpoint,
+)
+from python_ingest.tables.formats import (
+    commit_properties,
+    ensure_table,
+    name_tables,
+    read_table,
+    table_exists,
+)
+from python_ingest.tables.lease import check_held, job_lease
+from python_ingest.tables.names import JobTables
+from python_ingest.tables.runs import Run
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+PLAN_PROPERTY, CHUNKS_PROPERTY = "sluice.bootstrap.plan", "sluice.bootstrap.chunks"
+SEED_ROWS = 1000  # the first chunk, which creates the job's tables by the normal road
+WAVE = int(os.environ.get("SLUICE_BOOTSTRAP_WAVE", "0"))  # chunks per raw batch (0: 2 x cores)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A direct bootstrap's chunks and hand-over position, fixed at its start."""
+
+    id: str
+    table: str
+    p0: BinlogPosition
+    p0_gtid: str | None
+    chunks: tuple[Chunk, ...]
+
+    def to_json(self) -> str:
+        return json.dumps({"id": self.id, "table": self.table, "p0": [self.p0.file, self.p0.pos],
+                           "p0_gtid": self.p0_gtid,
+                           "chunks": base64.b64encode(pickle.dumps(self.chunks)).decode()})
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        data = json.loads(text)
+        return cls(data["id"], data["table"], BinlogPosition(data["p0"][0], int(data["p0"][1])),
+                   data["p0_gtid"], tuple(pickle.loads(base64.b64decode(data["chunks"]))))
+
+
+@dataclass(frozen=True)
+class DirectResult:
+    table: str
+    job: str
+    rows: int
+    chunks: int
+    seconds: float
+    errors: int
+    handover: str
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds else 0.0
+
+
+def plan_path(settings: Settings, job: str) -> Path:
+    return settings.path(settings.state_dir) / "bootstrap" / f"{job}.json"
+
+
+def _save_plan(path: Path, plan: Plan) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    scratch = path.with_suffix(".tmp")
+    scratch.write_text(plan.to_json())
+    with scratch.open("rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(scratch, path)
+
+
+def job_for(settings: Settings, topic: str, qualified: str) -> JobConfig:
+    """The job that ingests the table's topic (the scaffold's)."""
+    for job in settings.jobs.values():
+        if job.topic == topic:
+            return job
+    raise SluiceError(f"no job ingests {topic} ({qualified}): a direct bootstrap loads the "
+                      "table's job's lake; run `sluice tap SOURCE --scaffold` first")
+
+
+def landed_chunks(spark: SparkSession, raw: str, plan_id: str) -> set[int]:
+    """The chunks of plan ``plan_id`` whose rows a raw commit holds."""
+    done: set[int] = set()
+    if not table_exists(spark, raw):
+        return done
+    for properties in commit_properties(spark, raw):
+        if properties.get(PLAN_PROPERTY) == plan_id:
+            done.update(int(i) for i in json.loads(properties[CHUNKS_PROPERTY]))
+    return done
+
+
+def direct_bootstrap(spark: SparkSession, settings: Settings, source: SourceConfig,
+                     qualified: str, chunk_rows_: int | None = None, wave: int | None = None,
+                     progress: Callable[[str], None] = print,
+                     dbt: Dbt | None = None) -> DirectResult:
+    """Load ``db.table`` of ``source`` straight into its job's lake, then hand over to the
+    tap (the module doc)."""
+    started = time.monotonic()
+    size = chunk_rows_ or source.bootstrap_chunk_rows
+    prepared = prepare(settings, source, qualified)
+    try:
+        table = prepared.table
+        job = job_for(settings, table.topic, qualified)
+        dbt = dbt or Dbt(settings)
+        tables = JobTables(job.name, dbt.job_models(job.name))
+        if tables.lake is None:
+            raise SluiceError(f"job {job.name} has no lake model: nothing to bootstrap into")
+        session = for_job(spark, settings, job)
+        with active(session), job_lease(session, job.name):
+            name_tables(session, tables.all())
+            path = plan_path(settings, job.name)
+            plan = Plan.from_json(path.read_text()) if path.is_file() else None
+            if plan is None:
+                if lake_holds_rows(session, tables):
+                    raise SluiceError(
+                        f"{tables.lake} holds rows: a direct bootstrap loads an empty lake. "
+                        "Bootstrap through Kafka (without --direct), or start the job over "
+                        "(drop its raw, staging, lake and index tables)")
+                seed = None if table_exists(session, tables.lake) else min(SEED_ROWS, size)
+                plan = Plan(uuid.uuid4().hex, qualified, prepared.p0, prepared.p0_gtid,
+                            tuple(chunk_bounds(prepared.conn, table.shape, size, seed)))
+                _save_plan(path, plan)
+            else:
+                progress(f"bootstrap {qualified}: resuming {plan.id[:8]} from P0 {plan.p0}")
+            prepared = replace(prepared, p0=plan.p0, p0_gtid=plan.p0_gtid)
+            estimate = chunk_count_rows(prepared.conn, table)
+            loader = _Loader(session, settings, job, tables, source, prepared, plan, dbt,
+                             wave or WAVE or 2 * session.sparkContext.defaultParallelism,
+                             progress, estimate)
+            loader.run()
+        handover = prepared.hand_over()
+    finally:
+        prepared.close()
+    path.unlink(missing_ok=True)
+    seconds = time.monotonic() - started
+    progress(f"bootstrap {qualified}: {loader.rows} rows in {seconds:.1f}s "
+             f"({loader.rows / seconds if seconds else 0:.0f} rows/s) straight into "
+             f"{tables.lake}, {loader.errors} error rows; {handover}")
+    return DirectResult(qualified, job.name, loader.rows, len(plan.chunks), seconds,
+                        loader.errors, handover)
+
+
+class _Loader:
+    """One direct bootstrap under the job's lease: seed, waves, finish."""
+
+    def __init__(self, spark: SparkSession, settings: Settings, job: JobConfig,
+                 tables: JobTables, source: SourceConfig, prepared: Any, plan: Plan, dbt: Dbt,
+                 wave: int, progress: Callable[[str], None], estimate: int) -> None:
+        self.spark, self.settings, self.job, self.tables = spark, settings, job, tables
+        self.source, self.prepared, self.plan, self.dbt = source, prepared, plan, dbt
+        self.wave, self.progress, self.estimate = wave, progress, estimate
+        self.rows = self.errors = 0
+        self.started = time.monotonic()
+        self.schema = ChangelogSchema.of(settings, job)  # after prepare registered the shape
+
+    def run(self) -> None:
+        spark, tables = self.spark, self.tables
+        ensure_table(spark, tables.raw, self.schema.raw_columns())
+        ensure_table(spark, tables.raw_errors, RAW_ERROR_COLUMNS)
+        done = landed_chunks(spark, tables.raw, self.plan.id)
+        left = [c for c in self.plan.chunks if c.index not in done]
+        self.done = len(done)
+        while left and not table_exists(spark, tables.lake or ""):
+            self._seed(left.pop(0))
+        for at in range(0, len(left), self.wave):
+            self._land([c.index for c in left[at:at + self.wave]])
+        lake_done = step_checkpoint(spark, tables.lake or "", MERGE_STEP)
+        raw = read_checkpoint(spark, tables.raw)
+        newest = raw.batch_id if raw else 0
+        if newest > lake_done:
+            self.progress(f"bootstrap {self.plan.table}: raw batches {lake_done + 1}..{newest}"
+                          f" to {tables.lake} in bulk (converter, suite, index, lake)...")
+            counts = finish(spark, self.dbt, self.job, tables,
+                            suite_path(self.dbt.project, tables.staging_model),
+                            report_dir(self.settings, self.job.name), lake_done + 1, newest,
+                            self.plan.id)
+            self.errors += counts["errors"]
+
+    def _moved(self, batch_id: int) -> Checkpoint:
+        """The raw checkpoint moved on by one batch, same Kafka positions (the stream's
+        changes are read from where they were, or from the start of a topic not read yet)."""
+        current = read_checkpoint(self.spark, self.tables.raw)
+        if current is None:
+            return Checkpoint(self.job.topic, {}, batch_id, None, {}, None,
+                              self.job.row_key_encoding)
+        return replace(current, batch_id=batch_id, batch_start=dict(current.offsets),
+                       files=None)
+
+    def _land(self, indices: list[int], run: Run | None = None) -> Checkpoint:
+        """Read the chunks ``indices`` in Spark tasks and append their raw rows as one batch,
+        whose commit names them."""
+        spark, tables = self.spark, self.tables
+        raw = read_checkpoint(spark, tables.raw)
+        batch_id = (raw.batch_id if raw else 0) + 1
+        spec = ReadSpec(self.job.reader, self.settings.broker.bootstrap_servers,
+                        self.job.read_timeout_s, self.schema, batch_id,
+                        int(datetime.now(UTC).timestamp() * 1_000_000))
+        work = BulkRead(self.source, self.prepared.table, spec, str(self.prepared.root),
+                        self.settings.broker.bootstrap_servers, self.prepared.generation)
+        chunks = [c for c in self.plan.chunks if c.index in set(indices)]
+        counted = spark.sparkContext.accumulator(0)
+
+        def body(batches: Any) -> Any:
+            for batch in read_chunks(work, batches):
+                counted.add(batch.num_rows)
+                yield batch
+
+        tasks = spark.createDataFrame(spark.sparkContext.parallelize(chunk_rows(chunks),
+                                                                     len(chunks)), CHUNK_DDL)
+        frame = tasks.mapInArrow(body, spec.output_ddl())
+        moved = self._moved(batch_id)
+        marks = {PLAN_PROPERTY: self.plan.id, CHUNKS_PROPERTY: json.dumps(sorted(indices))}
+        check_held(self.job.name)
+        append_with_checkpoint(frame, tables.raw, moved, marks)
+        fault_point("bootstrap_after_wave" if run is None else "bootstrap_after_seed")
+        append_with_checkpoint(read_table(spark, tables.raw_errors).limit(0),
+                               tables.raw_errors, moved)
+        if run is not None:
+            run.batch_id = batch_id
+        self.rows += counted.value
+        self.done += len(indices)
+        self._report()
+        return moved
+
+    def _seed(self, chunk: Chunk) -> None:
+        """The first chunk through the normal road: its run creates the job's tables."""
+        def land(run: Run) -> Checkpoint | None:
+            if chunk.index in landed_chunks(self.spark, self.tables.raw, self.plan.id):
+                return read_checkpoint(self.spark, self.tables.raw)  # landed before a kill
+            return self._land([chunk.index], run)
+
+        result = run_job(self.spark, self.settings, self.job, dbt=self.dbt,
+                         land=("bootstrap", land))
+        self.errors += int(result.counts.get("expectation_errors", 0))
+
+    def _report(self) -> None:
+        elapsed = time.monotonic() - self.started
+        total = len(self.plan.chunks)
+        rate = self.rows / elapsed if elapsed else 0.0
+        left = max(self.estimate - self.rows, 0)
+        eta = f"ETA {left / rate:.0f}s" if rate and self.done < total else "landed"
+        self.progress(f"bootstrap {self.plan.table}: {self.done}/{total} chunks, {self.rows} "
+                      f"rows landed, {rate:.0f} rows/s, {eta}"
+                      + ("..." if self.done < total else ""))
