@@ -43,6 +43,12 @@ system-deps: ## install the system packages sluice needs (Java 17, Maven, MariaD
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			postgresql >/dev/null; \
 	fi
+	@# the secured-connection tests (-m secure) make their CA and certificates with openssl
+	@if ! command -v openssl >/dev/null; then \
+		echo "installing openssl (for the TLS tests' certificates) from Debian's packages"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			openssl >/dev/null; \
+	fi
 	@# the browser tests open the reports in a real headless Chromium (Playwright drives it)
 	@if [ ! -x /usr/bin/chromium ]; then \
 		echo "installing Chromium (for the report tests) from Debian's packages"; \
