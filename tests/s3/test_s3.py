@@ -1,0 +1,92 @@
+"""#60: the warehouse on S3 (a private S3Proxy), through Hadoop's S3A: a Hudi job and an
+Iceberg job run by `sluice run` land equal to their sources with no secret anywhere sluice
+writes; the job leases' compare-and-swap is S3's conditional put, raced by two processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from python_ingest.runtime.s3proxy import S3Server
+from python_ingest.tables.formats import table_exists
+from tests.conftest import REPO, write_config
+from tests.runner.fleet import Fleet
+from tests.s3.conftest import s3_config, s3_reader
+from tests.steps.helpers import as_lake, lake_rows
+
+pytestmark = [pytest.mark.e2e, pytest.mark.s3]
+
+
+def test_two_processes_racing_for_leases_on_s3_one_wins_each(
+        s3: S3Server, bucket: str, workdir: Path, broker: str, tmp_path: Path) -> None:
+    """Both racers take the same lease at the same moment, twelve times: fresh leases and
+    expired ones left by another host. Exactly one wins each round (on S3A alone both would:
+    its create checks, then writes, and its rename copies)."""
+    config = write_config(tmp_path / "sluice.yml", workdir, broker, {},
+                          catalog=s3_config(s3, f"{bucket}/race"))
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    rounds = 12
+    racers = [subprocess.Popen(
+        [sys.executable, "-m", "tests.s3.lease_racer", str(config), str(i), str(rounds),
+         str(gates)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**_env(s3)}) for i in (0, 1)]
+    results = []
+    for racer in racers:
+        out, err = racer.communicate(timeout=300)
+        assert racer.returncode == 0, err[-4000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    for r in range(rounds):
+        winners = [i for i, result in enumerate(results) if r in result["won"]]
+        assert len(winners) == 1, f"round {r}: winners {winners} ({results})"
+        assert all(r in results[i]["refused"] for i in (0, 1) if i not in winners)
+
+
+def test_a_hudi_job_and_an_iceberg_job_on_s3_land_exactly_and_show_no_secret(
+        spark: Any, s3: S3Server, bucket: str, workdir: Path, broker: str,
+        tmp_path: Path, job_name: str) -> None:
+    """`sluice run --all` on a warehouse in the bucket: the project's Hudi job and a job whose
+    own table_format is iceberg (the Hadoop catalog, in the bucket too). Every lake table
+    equals its producer's oracle, meta.runs holds both runs, and the secret key is in no
+    log, status file, meta.runs row or object of the bucket."""
+    warehouse = f"{bucket}/{job_name[-20:]}"
+    fleet = Fleet(tmp_path, workdir, broker, f"s{job_name[-22:]}", jobs=2, broken=False,
+                  catalog=s3_config(s3, warehouse))
+    written = yaml.safe_load(fleet.config.read_text())
+    written["jobs"][fleet.names[1]]["table_format"] = "iceberg"
+    fleet.config.write_text(yaml.safe_dump(written, sort_keys=False))
+    fleet.produce(300)
+    runner = fleet.start(env=_env(s3))
+    assert fleet.finish(runner, "finish its run") == 0, fleet.last_log(runner)
+
+    hudi = s3_reader(spark, fleet.config, s3)
+    iceberg = s3_reader(spark, fleet.config, s3, "iceberg")
+    for name, session in zip(fleet.names, (hudi, iceberg), strict=True):
+        for table in (f"lake.{name}", f"raw.{name}", f"errors.{name}__raw"):
+            assert table_exists(session, table), table  # names the run's tables here
+        expected = {t: as_lake(r) for t, r in fleet.generators[name].rows.items()}
+        assert lake_rows(session, f"lake.{name}") == expected, name
+        raw = session.sql(f"select count(*) from raw.{name}").collect()[0][0]
+        errors = session.sql(f"select count(*) from errors.{name}__raw").collect()[0][0]
+        assert raw + errors == fleet.produced[name] == 300, name
+    assert table_exists(hudi, "meta.runs")
+    runs = hudi.sql("select * from meta.runs").collect()
+    assert sorted(r["job"] for r in runs) == fleet.names
+
+    secret = s3.secret_key
+    assert secret not in "\n".join(str(r.asDict()) for r in runs)
+    seen = [p for p in [*tmp_path.rglob("*"), *(s3.data_dir / "buckets").rglob("*")]
+            if p.is_file() and secret.encode() in p.read_bytes()]
+    assert not seen, f"the secret key is written in {seen}"
+
+
+def _env(s3: S3Server) -> dict[str, str]:
+    import os
+
+    return {**os.environ, **s3.env()}
