@@ -149,6 +149,9 @@ bench-tap: setup ## the binlog tap vs Debezium's embedded engine on 200k changes
 	$(BIN)/python -m python_ingest.runtime.embedded build
 	$(BIN)/python bench/tap_bench.py
 
+bench-bootstrap: setup ## the direct bootstrap of a 10M-row MariaDB table vs today's road (1M rows) and Spark alone (JDBC read + bulk write)
+	$(BIN)/python bench/bootstrap_bench.py
+
 bench-pg-tap: setup ## the PostgreSQL tap benchmark (200k changes: tap vs a bare pgoutput reader; snapshot rows/s)
 	$(BIN)/python bench/pg_tap_bench.py
 
