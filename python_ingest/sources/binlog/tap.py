@@ -29,6 +29,7 @@ from python_ingest.sources.binlog import (
     fastpath,
     gtid,
     server,
+    statements,
     tap_ddl,
     tap_failover,
     tap_resume,
@@ -61,9 +62,10 @@ _INSIDE_TRANSACTION = ("BEGIN", "SAVEPOINT", "ROLLBACK TO", "RELEASE SAVEPOINT",
 
 def ends_transaction(query: str) -> bool:
     """Whether a query event ends a transaction: COMMIT, ROLLBACK, XA COMMIT or a DDL
-    statement (its own transaction), but not BEGIN or savepoints inside one."""
+    statement (its own transaction), but not BEGIN, savepoints or a statement-format DML
+    statement inside one (statements.py)."""
     text = " ".join(query.split()).upper()
-    return not text.startswith(_INSIDE_TRANSACTION)
+    return not text.startswith(_INSIDE_TRANSACTION) and not statements.is_dml(query)
 
 
 class Tap(TapCore):
@@ -160,9 +162,11 @@ class Tap(TapCore):
                     self._commit(BinlogPosition(file, event.packet.log_pos))
                 elif isinstance(event, QueryEvent):
                     self._xa_statement(event.query)
+                    end = BinlogPosition(file, event.packet.log_pos)
                     if ends_transaction(event.query):
-                        end = BinlogPosition(file, event.packet.log_pos)
                         tap_ddl.apply(self, event, end)
+                    tap_ddl.written_as_statement(self, event, end)  # rows not in the binlog
+                    if ends_transaction(event.query):
                         self._commit(end)
                 elif isinstance(event, XAPrepareEvent):
                     self._publish_held(self.xa.prepare(event.one_phase))

@@ -8,7 +8,10 @@ order as Debezium follows it (issue #50, docs/binlog-tap.md):
   ``DROP ... IF EXISTS`` of it does nothing, and a table created again under its name is
   published from its CREATE: every row it has is in the stream. It stops only when its new
   shape cannot be read into the old lake table (registry.py), with why and what to do;
-- RENAME stops the tables it touches.
+- RENAME stops the tables it touches;
+- a DML statement written as a statement (a session's binlog_format=STATEMENT/MIXED,
+  statements.py) stops the tapped tables it writes, or the tap when they cannot be read from
+  it; an unconditional ``DELETE FROM t`` is a TRUNCATE.
 
 Functions of the running tap (tap.py ``Tap``)."""
 
@@ -17,7 +20,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from python_ingest.sources.binlog import ddl, server
+from python_ingest.exceptions import TapError
+from python_ingest.sources.binlog import ddl, server, statements
 from python_ingest.sources.binlog.position import BinlogPosition, pack_ref, ref_file_index
 from python_ingest.sources.tap.changes import Envelope
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, Registry, registered_key
@@ -48,6 +52,39 @@ def apply(tap: Any, event: Any, end: BinlogPosition) -> None:
                 stop(tap, sdb, sname, reason, known_only)
             assert statement.to is not None
             tap.existence = tap.existence.dropped(db, name).created(*statement.to)
+
+
+def written_as_statement(tap: Any, event: Any, end: BinlogPosition) -> None:
+    """A query event holding row changes as a statement (statements.py): a TRUNCATE of an
+    unconditional ``DELETE FROM t``; else a stop of each tapped table it writes, or of the
+    whole tap (its checkpoint at the last one saved) when they cannot be read from it."""
+    schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
+    dml = statements.classify(event.query, schema)
+    if dml is None:
+        return
+    if dml.tables is None:
+        if statements.may_touch(tap.source, event.query, schema):
+            raise TapError(
+                f"source {tap.source.name}: the binlog holds, at {end}, a {dml.verb} statement "
+                f"written as a statement whose tables the tap cannot read from it ("
+                f"{' '.join(event.query.split())[:200]!r} in database {schema!r}; "
+                "binlog_format=STATEMENT/MIXED in a session: SET SESSION binlog_format; the "
+                "global ROW is what the tap checks), and the rows it changed are not in the "
+                "binlog. The tap stops; its checkpoint stays at "
+                f"{tap._where()}. Keep binlog_format=ROW in every session writing tapped "
+                "tables, then start the tap from the binlog's current end and bootstrap the "
+                "tables that statement may have written (docs/binlog-tap.md, "
+                "\"Statement-format sessions\")")
+        return
+    for db, name in dml.tables:
+        if dml.truncate:
+            log.warning("source %s: %s at %s deletes every row of %s.%s (written as a "
+                        "statement): published as a TRUNCATE", tap.source.name,
+                        " ".join(event.query.split())[:200], end, db, name)
+            truncate(tap, db, name, end, event.timestamp)
+        else:
+            stop(tap, db, name, statements.reason(dml, end, tap.source.name, f"{db}.{name}"),
+                 known_only=False)
 
 
 def followed(tap: Any, db: str) -> set[str]:
