@@ -173,6 +173,8 @@ BEGIN
       END;
     END IF;
   END LOOP;
+EXCEPTION WHEN OTHERS THEN  -- never fail the DDL it follows
+  RAISE WARNING 'sluice: new partitions not guarded: %', SQLERRM;
 END $body$"""
 _refused_event: set[str] = set()  # sources whose user may not create the event trigger
 
