@@ -63,7 +63,7 @@ def partition_offsets(bootstrap: str, topic: str) -> list[PartitionOffsets]:
     consumer = _admin_consumer(bootstrap, topic)
     try:
         partitions = consumer.partitions_for_topic(topic)
-        if not partitions and topic in consumer._client.cluster.unauthorized_topics:
+        if not partitions and security.denied(bootstrap, topic):
             raise security.failure(bootstrap, reading(topic), "topic authorization failed",
                                    action="describe and read", resource=f"topic '{topic}'")
         if not partitions:

@@ -187,6 +187,34 @@ def _secrets(sec: KafkaSecurity) -> list[str]:
     return found
 
 
+def denied(servers: str, topic: str, timeout_s: float = 10.0) -> bool:
+    """Whether a secured cluster refuses this client ``topic``'s metadata (an ACL missing),
+    for a topic a client found no partitions of: absent, or not allowed to see? A listing
+    of all topics leaves the refused ones out without a word; asking for it alone tells."""
+    if security_of(servers).protocol == "PLAINTEXT":
+        return False
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(librdkafka(servers, {"logger": _quiet()}))
+    try:
+        found = admin.list_topics(topic=topic, timeout=timeout_s).topics.get(topic)
+    except ck.KafkaException:
+        return False
+    error = found.error if found is not None else None
+    return error is not None and error.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def _quiet() -> logging.Logger:
+    """Where librdkafka's own lines go while checking: nowhere (they repeat what its errors,
+    turned into ``failure``, say)."""
+    quiet = logging.getLogger(f"{__name__}.check")
+    quiet.propagate = False
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+    return quiet
+
+
 _checked: set[tuple[str, str]] = set()
 CHECK_TIMEOUT_S = 15.0
 
@@ -202,10 +230,8 @@ def check(servers: str, component: str, timeout_s: float = CHECK_TIMEOUT_S) -> N
     import confluent_kafka as ck
 
     errors: list[Any] = []
-    quiet = logging.getLogger(f"{__name__}.check")
-    quiet.propagate = False  # librdkafka's own lines repeat what errors holds
-    quiet.addHandler(logging.NullHandler())
-    producer = ck.Producer(librdkafka(servers, {"error_cb": errors.append, "logger": quiet}))
+    producer = ck.Producer(librdkafka(servers, {"error_cb": errors.append,
+                                                "logger": _quiet()}))
     try:
         producer.list_topics(timeout=timeout_s)
     except ck.KafkaException as exc:
