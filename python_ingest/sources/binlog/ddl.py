@@ -37,21 +37,21 @@ from python_ingest.kafka import client as kafka_client
 from python_ingest.sources.tap.changes import Envelope
 from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
 
-_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
-_TABLE = rf"({_NAME}(?:\s*\.\s*{_NAME})?)"
-_COMMENT = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
-_TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{_TABLE}\s*$", re.IGNORECASE)
+NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+TABLE = rf"({NAME}(?:\s*\.\s*{NAME})?)"
+COMMENT = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.DOTALL)
+_TRUNCATE = re.compile(rf"^TRUNCATE\s+(?:TABLE\s+)?{TABLE}\s*$", re.IGNORECASE)
 _DROP = re.compile(r"^DROP\s+TABLES?\s+(?:IF\s+EXISTS\s+)?(.+?)(?:\s+(?:RESTRICT|CASCADE))?\s*$",
                    re.IGNORECASE | re.DOTALL)
-_DROP_DATABASE = re.compile(rf"^DROP\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?({_NAME})\s*$",
+_DROP_DATABASE = re.compile(rf"^DROP\s+(?:DATABASE|SCHEMA)\s+(?:IF\s+EXISTS\s+)?({NAME})\s*$",
                             re.IGNORECASE)
 _RENAME = re.compile(r"^RENAME\s+TABLES?\s+(.+)$", re.IGNORECASE | re.DOTALL)
-_ALTER_RENAME = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{_TABLE}\s+RENAME\s+"
-                           rf"(?:TO\s+|AS\s+)?{_TABLE}\s*$", re.IGNORECASE)
+_ALTER_RENAME = re.compile(rf"^ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+{TABLE}\s+RENAME\s+"
+                           rf"(?:TO\s+|AS\s+)?{TABLE}\s*$", re.IGNORECASE)
 _CREATE = re.compile(rf"^CREATE\s+(OR\s+REPLACE\s+)?(TEMPORARY\s+)?TABLE\s+"
-                     rf"(?:IF\s+NOT\s+EXISTS\s+)?{_TABLE}(?=[\s(]|$)", re.IGNORECASE)
-_PAIR = re.compile(rf"^\s*{_TABLE}\s+TO\s+{_TABLE}\s*$", re.IGNORECASE)
-_ONE = re.compile(rf"^\s*{_TABLE}\s*$")
+                     rf"(?:IF\s+NOT\s+EXISTS\s+)?{TABLE}(?=[\s(]|$)", re.IGNORECASE)
+_PAIR = re.compile(rf"^\s*{TABLE}\s+TO\s+{TABLE}\s*$", re.IGNORECASE)
+_ONE = re.compile(rf"^\s*{TABLE}\s*$")
 
 Table = tuple[str, str]
 
@@ -66,15 +66,15 @@ class TableDdl:
     to: Table | None = None
 
 
-def _unquote(name: str) -> str:
+def unquote(name: str) -> str:
     name = name.strip()
     return name[1:-1].replace("``", "`") if name.startswith("`") else name
 
 
-def _table(text: str, default_db: str) -> Table:
-    parts = re.findall(_NAME, text)
-    return (_unquote(parts[0]), _unquote(parts[1])) if len(parts) == 2 else \
-        (default_db, _unquote(parts[0]))
+def table_of(text: str, default_db: str) -> Table:
+    parts = re.findall(NAME, text)
+    return (unquote(parts[0]), unquote(parts[1])) if len(parts) == 2 else \
+        (default_db, unquote(parts[0]))
 
 
 def _split(text: str) -> list[str]:
@@ -84,28 +84,28 @@ def _split(text: str) -> list[str]:
 
 def parse(query: str, default_db: str) -> list[TableDdl]:
     """The table statements of one query event (empty for anything else)."""
-    text = " ".join(_COMMENT.sub(" ", query).split()).rstrip(";")
+    text = " ".join(COMMENT.sub(" ", query).split()).rstrip(";")
     if m := _DROP_DATABASE.match(text):
-        return [TableDdl("drop_database", (_unquote(m.group(1)), ""))]
+        return [TableDdl("drop_database", (unquote(m.group(1)), ""))]
     if m := _TRUNCATE.match(text):
-        return [TableDdl("truncate", _table(m.group(1), default_db))]
+        return [TableDdl("truncate", table_of(m.group(1), default_db))]
     if (m := _DROP.match(text)) and not text.upper().startswith("DROP TEMPORARY"):
         names = _split(m.group(1))
         if all(_ONE.match(n) for n in names):
-            return [TableDdl("drop", _table(n, default_db)) for n in names]
+            return [TableDdl("drop", table_of(n, default_db)) for n in names]
     if m := _CREATE.match(text):
         if m.group(2):  # a temporary table: never in a row-based binlog's row events
             return []
-        table = _table(m.group(3), default_db)
+        table = table_of(m.group(3), default_db)
         return [TableDdl("drop", table), TableDdl("create", table)] if m.group(1) else \
             [TableDdl("create", table)]
     if m := _ALTER_RENAME.match(text):
-        return [TableDdl("rename", _table(m.group(1), default_db),
-                         _table(m.group(2), default_db))]
+        return [TableDdl("rename", table_of(m.group(1), default_db),
+                         table_of(m.group(2), default_db))]
     if m := _RENAME.match(text):
         pairs = [_PAIR.match(p) for p in _split(m.group(1))]
-        return [TableDdl("rename", _table(p.group(1), default_db), _table(p.group(2), default_db))
-                for p in pairs if p is not None]
+        return [TableDdl("rename", table_of(p.group(1), default_db),
+                         table_of(p.group(2), default_db)) for p in pairs if p is not None]
     return []
 
 

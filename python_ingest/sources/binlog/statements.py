@@ -34,24 +34,24 @@ from dataclasses import dataclass
 
 from python_ingest.config import SourceConfig
 from python_ingest.sources.binlog import server
-from python_ingest.sources.binlog.ddl import _COMMENT, _NAME, _TABLE, Table, _table, _unquote
+from python_ingest.sources.binlog.ddl import COMMENT, NAME, TABLE, Table, table_of, unquote
 
 __all__ = ["Dml", "classify", "is_dml", "may_touch", "reason"]
 
 _DML_WORDS = ("INSERT", "REPLACE", "UPDATE", "DELETE", "LOAD DATA", "LOAD XML", "SELECT", "DO",
               "CALL", "WITH")
 _INSERT = re.compile(rf"^(INSERT|REPLACE)\s+(?:(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY|IGNORE)\s+)*"
-                     rf"(?:INTO\s+)?{_TABLE}(?=[\s(]|$)", re.IGNORECASE)
-_ALIAS = rf"(?:\s+(?:AS\s+)?(?!(?:SET|WHERE|ORDER|LIMIT|PARTITION|RETURNING|USING)\b){_NAME})?"
-_UPDATE = re.compile(rf"^UPDATE\s+(?:(?:LOW_PRIORITY|IGNORE)\s+)*{_TABLE}{_ALIAS}\s+SET\b",
+                     rf"(?:INTO\s+)?{TABLE}(?=[\s(]|$)", re.IGNORECASE)
+_ALIAS = rf"(?:\s+(?:AS\s+)?(?!(?:SET|WHERE|ORDER|LIMIT|PARTITION|RETURNING|USING)\b){NAME})?"
+_UPDATE = re.compile(rf"^UPDATE\s+(?:(?:LOW_PRIORITY|IGNORE)\s+)*{TABLE}{_ALIAS}\s+SET\b",
                      re.IGNORECASE)
-_DELETE = re.compile(rf"^DELETE\s+(?:(?:LOW_PRIORITY|QUICK|IGNORE)\s+)*FROM\s+{_TABLE}{_ALIAS}"
+_DELETE = re.compile(rf"^DELETE\s+(?:(?:LOW_PRIORITY|QUICK|IGNORE)\s+)*FROM\s+{TABLE}{_ALIAS}"
                      r"(\s+(?:WHERE|ORDER|LIMIT|PARTITION|RETURNING)\b.*)?$",
                      re.IGNORECASE | re.DOTALL)
-_LOAD = re.compile(rf"^LOAD\s+(?:DATA|XML)\b.*?\bINTO\s+TABLE\s+{_TABLE}(?=[\s(]|$)",
+_LOAD = re.compile(rf"^LOAD\s+(?:DATA|XML)\b.*?\bINTO\s+TABLE\s+{TABLE}(?=[\s(]|$)",
                    re.IGNORECASE | re.DOTALL)
 _CREATE = re.compile(rf"^CREATE\s+(?:OR\s+REPLACE\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?"
-                     rf"{_TABLE}", re.IGNORECASE)
+                     rf"{TABLE}", re.IGNORECASE)
 _SELECT = re.compile(r"\bSELECT\b", re.IGNORECASE)
 _STRING = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"", re.DOTALL)
 _QUOTED = re.compile(rf"{_STRING.pattern}|`(?:[^`]|``)*`", re.DOTALL)  # no keyword in them
@@ -68,7 +68,7 @@ class Dml:
 
 
 def _text(query: str) -> str:
-    return " ".join(_COMMENT.sub(" ", query).split()).rstrip(";").strip()
+    return " ".join(COMMENT.sub(" ", query).split()).rstrip(";").strip()
 
 
 def is_dml(query: str) -> bool:
@@ -99,14 +99,14 @@ def classify(query: str, default_db: str) -> Dml | None:
 
 
 def _of(verb: str, name: str, default_db: str) -> Dml:
-    db, table = _table(name, default_db)
+    db, table = table_of(name, default_db)
     return Dml(verb, ((db, table),) if db else None)
 
 
 def may_touch(source: SourceConfig, query: str, default_db: str) -> bool:
     """Whether a statement whose targets cannot be read may write a tapped table: its default
     database, or any name in its text, is a database the source's include patterns match."""
-    names = {default_db} | {_unquote(n) for n in re.findall(_NAME, _STRING.sub(" ",
+    names = {default_db} | {unquote(n) for n in re.findall(NAME, _STRING.sub(" ",
                                                                               _text(query)))}
     patterns = [p.split(".", 1)[0] for p in source.include]
     return any(n and n not in server.SYSTEM_SCHEMAS and
