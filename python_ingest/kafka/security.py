@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -232,10 +233,15 @@ def check(servers: str, component: str, timeout_s: float = CHECK_TIMEOUT_S) -> N
     errors: list[Any] = []
     producer = ck.Producer(librdkafka(servers, {"error_cb": errors.append,
                                                 "logger": _quiet()}))
-    try:
-        producer.list_topics(timeout=timeout_s)
-    except ck.KafkaException as exc:
-        producer.poll(0.1)
-        said = [e.str() for e in errors if e.code() != ck.KafkaError._ALL_BROKERS_DOWN]
-        raise failure(servers, component, said[0] if said else exc.args[0].str()) from None
+    deadline = time.monotonic() + timeout_s
+    while True:  # short tries: a refused login or certificate stops it at once
+        try:
+            producer.list_topics(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+            break
+        except ck.KafkaException as exc:
+            producer.poll(0.1)  # serves error_cb
+            said = [e.str() for e in errors if e.code() != ck.KafkaError._ALL_BROKERS_DOWN]
+            if any(map(is_security, said)) or time.monotonic() >= deadline:
+                raise failure(servers, component,
+                              said[0] if said else exc.args[0].str()) from None
     _checked.add(key)
