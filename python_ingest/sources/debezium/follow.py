@@ -54,8 +54,13 @@ def follow(settings: Settings, job: JobConfig, error: SluiceError) -> list[str]:
     if not changes:
         return []
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(widened, indent=2) + "\n")
-    os.replace(temporary, path)
+    try:
+        temporary.write_text(json.dumps(widened, indent=2) + "\n")
+        os.replace(temporary, path)
+    except OSError as exc:  # a read-only project: the stop stands, the change said
+        log.error("job %s: cannot widen %s (%s): %s", job.name, job.schema, exc,
+                  "; ".join(changes))
+        return []
     log.warning("job %s: its Debezium events changed at the source: %s; %s follows them "
                 "(the batch is read again)", job.name, "; ".join(changes), job.schema)
     return changes
