@@ -198,7 +198,8 @@ def produce(bootstrap: str, topic: str, events: Iterator[Event]) -> int:
 
     producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                             "partitioner": "murmur2_random", "enable.idempotence": False,
-                            "queue.buffering.max.messages": 1_000_000})
+                            "queue.buffering.max.messages": 1_000_000,
+                            "log_level": 3})  # librdkafka's errors only (kafka/security.py)
     sent = 0
     for event in events:
         while True:

@@ -56,7 +56,7 @@ POOL_PREFIX = "sluice_job_"  # each job's Spark FAIR pool: sluice_job_<job> (run
 
 def spark_conf(settings: Settings) -> dict[str, str]:
     """The full Spark conf for these settings (also what dbt's profile passes on)."""
-    from python_ingest.runtime import cds  # lazy: table names need no classpath
+    from python_ingest.runtime import cds, jvm_logs  # lazy: table names need no classpath
     from python_ingest.runtime.jars import spark_jars
     from python_ingest.runtime.localfs import FS_CLASS, JAR_NAME, driver_classpath
 
@@ -117,8 +117,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.pyspark.driver.python": sys.executable,
         "spark.sql.warehouse.dir": str(settings.path(settings.state_dir) / "spark-warehouse"),
         # (and the class-data-sharing archive `make setup` built, if any: runtime/cds.py)
+        # (and the driver's log settings: errors only, on stderr: runtime/jvm_logs.py)
         "spark.driver.extraJavaOptions":
             f"-Dderby.system.home={settings.path(settings.state_dir)} "
+            f"{jvm_logs.java_options(settings.path(settings.state_dir))} "
             f"{cds.java_options(driver_jars)}".strip(),
     }
     if settings.spark.master.startswith("local"):
@@ -218,16 +220,22 @@ def build_session(settings: Settings, every_table: bool = False) -> SparkSession
     active = thread_session()
     if active is not None:
         return active
+    from python_ingest.runtime import jvm_logs
+
+    conf = spark_conf(settings)
     builder = SparkSession.builder
-    for key, value in spark_conf(settings).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     log.info("starting Spark (%s), catalog %s at %s", redact(settings.spark.master),
              settings.catalog.name, redact(settings.catalog.warehouse))
+    jvm_logs.write_config(settings.path(settings.state_dir))
+    jvm_logs.launch_jvm(conf)  # spark.* keys only: no warning per hoodie.* key
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     # the JVM's own prints (a library's warnings) go to stderr: stdout is sluice's (--json)
     jvm = session._jvm
     assert jvm is not None
+    jvm_logs.quiet_jol(jvm)
     jvm.java.lang.System.setOut(jvm.java.lang.System.err)
     prepare_catalog(session, every_table)
     return session

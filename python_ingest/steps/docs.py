@@ -98,6 +98,9 @@ def _render(job: DocsJob) -> str | None:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     import great_expectations as gx
+
+    # (this module sets its own logger to INFO when imported: "Created temporary directory")
+    logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.WARNING)
     from great_expectations.core import (
         ExpectationSuiteValidationResult,
         ExpectationValidationResult,

@@ -302,6 +302,9 @@ def _validate_fallback(spark: SparkSession, batch: DataFrame, suite: dict[str, A
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no phoning home
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     import great_expectations as gx
+
+    # (this module sets its own logger to INFO when imported: "Created temporary directory")
+    logging.getLogger("great_expectations.data_context.types.base").setLevel(logging.WARNING)
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")

@@ -20,6 +20,7 @@ fail become error rows: never the task.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,14 @@ from python_ingest.kafka import client as kafka_client
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark import Accumulator
+
+# A Spark task's Python worker has no logging set up: Python prints a library's warnings on
+# its own, and the worker's stderr is the driver's console. kafka-python warns of each step of
+# its network loop over 0.1 s ("blocking the event loop"), on a busy machine most of them; as
+# the CLI does, its chatter stays out (a task's failure says what went wrong). Left alone where
+# a process set the logger's level itself (the CLI's -v).
+if logging.getLogger("kafka").level == logging.NOTSET:
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
 
 CHUNK_ROWS = 20_000
 ERROR_BUDGET_BYTES = 32 * 1024 * 1024  # error rows the driver may hold, for the whole run
