@@ -2,8 +2,8 @@
 (``tables.native``): the same changes, in the same order, as ``changes.changes_frame``'s SQL
 gives through Spark (the rules: feed/changes.py's module doc; tests compare the two).
 
-Only the keys with a change in the range are turned into Python rows (found with pyarrow
-first); each key's versions then go in ref key order, as the SQL's window does.
+The keys with a change in the range are found first; each key's versions then go in ref key
+order, as the SQL's window does.
 """
 
 from __future__ import annotations
@@ -43,35 +43,42 @@ def native_changes(lake: NativeLake, table: str, since: Point,
 def feed_of(rows: pa.Table, images: list[str], since: Point,
             until: Point | None = None) -> list[Change]:
     """The changes between the points of a history held in ``rows`` (every column of FRAME
-    and ``images``), ordered by source time, ref key and key (nulls first, as Spark's)."""
-    keys = _changed_keys(rows, since, until)
-    if not keys:
-        return []
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    and ``images``), ordered by source time, ref key and key (nulls first, as Spark's).
 
-    picked = rows.filter(pc.is_in(rows["_row_key"], value_set=pa.array(sorted(keys))))
-    versions: dict[str, list[dict[str, Any]]] = {}
-    for row in _python_rows(picked):
-        versions.setdefault(row["_row_key"], []).append(row)
+    All in Python lists: a pyarrow compute call with a Python value imports pandas, which
+    alone costs more than the whole feed of the demo's history."""
+    table = rows.select([*FRAME, *images])
+    history = list(zip(*(_values(column) for column in table.columns), strict=True))
+    changed = {r[KEY] for r in history if _within(r[BATCH], r[VALID_FROM], since, until) or (
+        not r[DELETED] and r[CLOSED] is not None
+        and _within(r[CLOSED_IN], r[VALID_TO], since, until))}
+    versions: dict[str, list[tuple[Any, ...]]] = {}
+    for row in history:
+        if row[KEY] in changed:
+            versions.setdefault(row[KEY], []).append(row)
     changes: list[Change] = []
     for key, found in versions.items():
-        found.sort(key=lambda r: (r["_ref_key"] is not None, r["_ref_key"] or 0))
+        found.sort(key=lambda r: (r[REF] is not None, r[REF] or 0))
         changes += _key_changes(key, found, images, since, until)
     changes.sort(key=_order)
     return changes
 
 
-def _key_changes(key: str, versions: list[dict[str, Any]], images: list[str], since: Point,
+# where FRAME's columns sit in a row of ``feed_of`` (the images follow)
+KEY, REF, EVENT_TS, BATCH, VALID_FROM, VALID_TO, DELETED, CLOSED, CLOSED_IN = range(len(FRAME))
+
+
+def _key_changes(key: str, versions: list[tuple[Any, ...]], images: list[str], since: Point,
                  until: Point | None) -> Iterator[Change]:
     """One key's changes in the range, from its versions in ref key order."""
-    previous: dict[str, Any] | None = None
+    previous: tuple[Any, ...] | None = None
+    before: dict[str, Any] | None = None  # the previous version's image
     for n, row in enumerate(versions):
-        deleted = bool(row["_is_deleted"])
-        image = {c: row[c] for c in images}
-        if _within(row["_batch_id"], row["_valid_from"], since, until):
-            before_of = previous is not None and not bool(previous["_is_deleted"])
-            follows = previous is not None and previous[CLOSED_REF] == row["_ref_key"]
+        deleted = bool(row[DELETED])
+        image = dict(zip(images, row[len(FRAME):], strict=True))
+        if _within(row[BATCH], row[VALID_FROM], since, until):
+            before_of = previous is not None and not bool(previous[DELETED])
+            follows = previous is not None and previous[CLOSED] == row[REF]
             if deleted:
                 op = "delete"
             elif not before_of or not follows:
@@ -79,58 +86,17 @@ def _key_changes(key: str, versions: list[dict[str, Any]], images: list[str], si
             else:
                 op = "update"
             keep_before = before_of and (deleted or follows)
-            yield Change(op=op, key=key, ref_key=row["_ref_key"], event_ts=row["_event_ts"],
-                         batch_id=row["_batch_id"],
-                         before=_image(previous, images) if keep_before else None,
+            yield Change(op=op, key=key, ref_key=row[REF], event_ts=row[EVENT_TS],
+                         batch_id=row[BATCH], before=before if keep_before else None,
                          after=None if deleted else image)
-        closed = not deleted and row[CLOSED_REF] is not None
-        following = versions[n + 1]["_ref_key"] if n + 1 < len(versions) else None
-        if closed and following != row[CLOSED_REF] and _within(
-                row[CLOSED_BATCH], row["_valid_to"], since, until):
+        closed = not deleted and row[CLOSED] is not None
+        following = versions[n + 1][REF] if n + 1 < len(versions) else None
+        if closed and following != row[CLOSED] and _within(
+                row[CLOSED_IN], row[VALID_TO], since, until):
             # closed by a change that opened no version of the key: a delete
-            yield Change(op="delete", key=key, ref_key=row[CLOSED_REF],
-                         event_ts=row["_valid_to"], batch_id=row[CLOSED_BATCH], before=image,
-                         after=None)
-        previous = row
-
-
-def _image(row: dict[str, Any] | None, images: list[str]) -> dict[str, Any] | None:
-    return None if row is None else {c: row[c] for c in images}
-
-
-def _changed_keys(rows: pa.Table, since: Point, until: Point | None) -> set[str]:
-    """Keys with a version opened in the range, or one a delete closed in it."""
-    import pyarrow.compute as pc
-
-    opened = _mask(rows, "_batch_id", "_valid_from", since, until)
-    is_closed = pc.and_kleene(pc.invert(pc.fill_null(rows["_is_deleted"], False)),
-                        pc.is_valid(rows[CLOSED_REF]))
-    closed = pc.and_kleene(is_closed, _mask(rows, CLOSED_BATCH, "_valid_to", since, until))
-    either = pc.fill_null(pc.or_kleene(opened, closed), False)
-    return set(rows["_row_key"].filter(either).to_pylist())
-
-
-def _mask(rows: pa.Table, batch_col: str, time_col: str, since: Point,
-          until: Point | None) -> Any:
-    """The SQL's bounds as a pyarrow mask (null where a compared value is null; SQL's
-    three-valued and, or: the Kleene kernels)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    mask: Any = pa.scalar(True)
-    for point, compare in ((since, pc.greater_equal), (until, pc.less_equal)):
-        if point is None:
-            continue
-        if point.batch is not None:
-            term = compare(rows[batch_col], pa.scalar(point.batch, rows[batch_col].type))
-        else:
-            column = rows[time_col]
-            assert point.time is not None
-            moment = point.time.replace(tzinfo=dt.UTC) if getattr(
-                column.type, "tz", None) else point.time
-            term = compare(column, pa.scalar(moment, column.type))
-        mask = pc.and_kleene(mask, term)
-    return mask
+            yield Change(op="delete", key=key, ref_key=row[CLOSED], event_ts=row[VALID_TO],
+                         batch_id=row[CLOSED_IN], before=image, after=None)
+        previous, before = row, image
 
 
 def _within(batch: int | None, moment: dt.datetime | None, since: Point,
@@ -152,16 +118,19 @@ def _order(change: Change) -> tuple[Any, ...]:
             change.ref_key is not None, change.ref_key or 0, change.key)
 
 
-def _python_rows(rows: pa.Table) -> Iterator[dict[str, Any]]:
-    """Rows as Spark's ``collect`` gives their values: times naive (UTC), maps as dicts,
+def _values(column: Any) -> list[Any]:
+    """A column's values as Spark's ``collect`` gives them: times naive (UTC), maps as dicts,
     binary as bytearray."""
     import pyarrow as pa
 
-    names = rows.column_names
-    convert = {n: _converter(rows.schema.field(n).type, pa) for n in names}
-    for row in rows.to_pylist():
-        yield {n: (convert[n](v) if convert[n] is not None and v is not None else v)
-               for n, v in row.items()}
+    kind = column.type
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        # Arrow keeps UTC instants: dropping the zone leaves the UTC wall time
+        column = column.cast(pa.timestamp(kind.unit))
+        kind = column.type
+    values = column.to_pylist()
+    convert = _converter(kind, pa)
+    return values if convert is None else [None if v is None else convert(v) for v in values]
 
 
 def _converter(kind: Any, pa: Any) -> Any:
