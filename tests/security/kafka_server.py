@@ -34,10 +34,16 @@ PLAIN_USERS = {"plainjob": "plain-secret-5e6"}
 CLIENT_PRINCIPAL = "User:CN=sluice-client"
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports (held open together while picked)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 @dataclass
@@ -58,8 +64,7 @@ class SecureBroker:
                 self.process.wait(10)
 
     def log(self) -> str:
-        return "".join(p.read_text(errors="replace") for p in self.folder.glob("broker.*")
-                       if p.is_file())
+        return broker_log(self.folder)
 
     def allow(self, principal: str, resource: str, name: str, operations: Iterable[str],
               prefixed: bool = False) -> None:
@@ -133,10 +138,14 @@ def _properties(folder: Path, pki: Pki, ports: dict[str, int]) -> str:
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
+def broker_log(folder: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in folder.glob("broker.*") if p.is_file())
+
+
 def start_secure_broker(folder: Path, pki: Pki) -> SecureBroker:
     """Format and start the broker in ``folder``; returns once the INTERNAL listener answers."""
     folder.mkdir(parents=True, exist_ok=True)
-    ports = {"SASL_SSL": _port(), "SSL": _port(), "INTERNAL": _port(), "CONTROLLER": _port()}
+    ports = dict(zip(("SASL_SSL", "SSL", "INTERNAL", "CONTROLLER"), _ports(4), strict=True))
     config = folder / "server.properties"
     config.write_text(_properties(folder, pki, ports))
     log4j = folder / "log4j2.properties"
@@ -150,12 +159,17 @@ def start_secure_broker(folder: Path, pki: Pki) -> SecureBroker:
     java = shutil.which("java") or "java"
     base = [java, "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath]
-    cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode().lstrip("-")
-    cluster = cluster.ljust(22, "A")
+    cluster = "-"
+    while cluster.startswith("-"):  # as kafka-storage makes them (a leading '-' is an option)
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
     scram = [arg for user, (mechanism, password) in USERS.items()
              for arg in ("--add-scram", f"{mechanism}=[name={user},password={password}]")]
-    subprocess.run([*base, "kafka.tools.StorageTool", "format", "-t", cluster, "-c",
-                    str(config), *scram], check=True, capture_output=True, timeout=120)
+    formatted = subprocess.run([*base, "kafka.tools.StorageTool", "format", "-t", cluster, "-c",
+                                str(config), *scram], capture_output=True, text=True,
+                               timeout=120)
+    if formatted.returncode:
+        raise RuntimeError(f"formatting the secured broker failed:\n{formatted.stdout[-2000:]}"
+                           f"{formatted.stderr[-2000:]}\n{broker_log(folder)[-2000:]}")
     with open(folder / "broker.out", "ab") as out:
         process = subprocess.Popen([*base, "kafka.Kafka", str(config)], stdout=out,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
