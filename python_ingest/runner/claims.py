@@ -7,8 +7,10 @@ only if absent, renewed in the background, taken over when its holder died). Eve
 (``ceil(jobs / runners)``, its lowest-priority jobs first) and claims free jobs up to it
 (highest priority first). So a second runner started on the same config gets half the jobs
 within seconds, and the jobs of a runner that dies go to the others once its claims expire (at
-once when it ran on the same host). A claim only decides who runs a job: each batch still
-takes the job's lease, so a run by hand beside the runners is refused, never doubled.
+once when it ran on the same host: a runner there takes them even beyond its share, and
+hands the extra ones over when idle, so a runner on another host with room gets them within
+seconds instead of after the claims' TTL). A claim only decides who runs a job: each batch
+still takes the job's lease, so a run by hand beside the runners is refused, never doubled.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from python_ingest.runtime.processes import gone_from_this_host
 from python_ingest.tables.lease import (
     CLAIM_DIR,
     Lease,
@@ -76,10 +79,10 @@ class Claims:
                      len(self.priorities))
         refused = set()
         for name in by_priority:
-            if len(self.held) >= share:
-                break
             if name in self.held:
                 continue
+            if len(self.held) >= share and not gone_from_this_host(self.elsewhere.get(name) or {}):
+                continue  # (a job whose runner died here is taken: nobody else can tell)
             try:
                 self.held[name] = claim(self.spark, name)
                 self.elsewhere.pop(name, None)
