@@ -41,9 +41,6 @@ def security_of(servers: str) -> KafkaSecurity:
     return found if isinstance(found, KafkaSecurity) else PLAINTEXT
 
 
-LOG_LEVEL = 3  # librdkafka's log_level (syslog's): 3 errors, 4 warnings, 6 (its default) info
-
-
 def librdkafka(servers: str, config: Mapping[str, Any] | None = None,
                component: str | None = None) -> dict[str, Any]:
     """A confluent-kafka Producer/Consumer/AdminClient configuration for ``servers``; with a
@@ -51,9 +48,7 @@ def librdkafka(servers: str, config: Mapping[str, Any] | None = None,
     if component is not None:
         check(servers, component)
     sec = security_of(servers)
-    # librdkafka's own lines (``%4|...``: a retried PID, a broker still loading) at errors
-    # only: what fails reaches sluice as an error or exception that says what to do
-    out: dict[str, Any] = {"bootstrap.servers": str(servers), "log_level": LOG_LEVEL}
+    out: dict[str, Any] = {"bootstrap.servers": str(servers)}
     if sec.protocol != "PLAINTEXT":
         out["security.protocol"] = sec.protocol
     if sec.sasl:
@@ -112,6 +107,15 @@ def java_client(servers: str) -> dict[str, str]:
             if (key_password := sec.key_secret()) is not None:
                 out["ssl.key.password"] = key_password
     return out
+
+
+def connect_worker(servers: str) -> dict[str, str]:
+    """A Kafka Connect worker's properties for ``servers`` (``runtime.connect``'s ``worker``):
+    the worker's own clients, and with the ``producer.``, ``consumer.`` and ``admin.``
+    prefixes its connectors' (Kafka's Connect reads those apart)."""
+    own = java_client(servers)
+    return {**own, **{f"{prefix}.{key}": value for prefix in ("producer", "consumer", "admin")
+                      for key, value in own.items() if key != "bootstrap.servers"}}
 
 
 def _jaas(text: str) -> str:

@@ -63,6 +63,11 @@ def test_sasl_ssl_with_mtls_reaches_every_client_and_never_shows(tmp_path: Path)
     assert rdkafka["sasl.password"] == PASSWORD
     assert rdkafka["ssl.endpoint.identification.algorithm"] == "https"
     assert "ScramLoginModule required" in java["sasl.jaas.config"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KAFKA_PW", PASSWORD)
+        worker = security.connect_worker(servers)
+    assert worker["producer.sasl.jaas.config"] == worker["consumer.sasl.jaas.config"] == \
+        java["sasl.jaas.config"] and worker["admin.security.protocol"] == "SASL_SSL"
     assert java["ssl.truststore.location"] == ca and java["ssl.keystore.key"] == "key\n"
     # shown nowhere: reprs, a client's logged configuration, the pickled servers
     assert PASSWORD not in repr(loaded) + repr(python) + repr(rdkafka)
