@@ -41,6 +41,9 @@ def security_of(servers: str) -> KafkaSecurity:
     return found if isinstance(found, KafkaSecurity) else PLAINTEXT
 
 
+LOG_LEVEL = 3  # librdkafka's log_level (syslog's): 3 errors, 4 warnings, 6 (its default) info
+
+
 def librdkafka(servers: str, config: Mapping[str, Any] | None = None,
                component: str | None = None) -> dict[str, Any]:
     """A confluent-kafka Producer/Consumer/AdminClient configuration for ``servers``; with a
@@ -48,7 +51,9 @@ def librdkafka(servers: str, config: Mapping[str, Any] | None = None,
     if component is not None:
         check(servers, component)
     sec = security_of(servers)
-    out: dict[str, Any] = {"bootstrap.servers": str(servers)}
+    # librdkafka's own lines (``%4|...``: a retried PID, a broker still loading) at errors
+    # only: what fails reaches sluice as an error or exception that says what to do
+    out: dict[str, Any] = {"bootstrap.servers": str(servers), "log_level": LOG_LEVEL}
     if sec.protocol != "PLAINTEXT":
         out["security.protocol"] = sec.protocol
     if sec.sasl:
