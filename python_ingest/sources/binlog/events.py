@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from python_ingest.exceptions import PartialRowImage
-from python_ingest.sources.binlog.columns import ColumnSpec, TextDecoder, decode_text, to_avro
+from python_ingest.sources.binlog.columns import TextDecoder, decode_text, to_avro
 from python_ingest.sources.binlog.position import row_refs
 from python_ingest.sources.tap.changes import (
     DELETE,
@@ -45,6 +45,7 @@ from python_ingest.sources.tap.changes import (
     preview,
     snapshot_key,
 )
+from python_ingest.sources.tap.columns import ColumnSpec
 from python_ingest.sources.tap.keys import RowCounts
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, TableShape

@@ -19,16 +19,11 @@ from decimal import Decimal
 from typing import Any
 
 from python_ingest.sources.binlog import decoding as d
-from python_ingest.sources.binlog.columns import ColumnSpec, to_avro
-from python_ingest.sources.binlog.values import (
-    DAY_MICROS,
-    RawDate,
-    RawDateTime,
-    RawTimestamp,
-    days_from_civil,
-    valid_date,
-)
+from python_ingest.sources.binlog.columns import to_avro
+from python_ingest.sources.binlog.values import RawDate, RawDateTime, RawTimestamp, valid_date
 from python_ingest.sources.tap import encoder as avro
+from python_ingest.sources.tap.columns import ColumnSpec
+from python_ingest.sources.tap.values import DAY_MICROS, days_from_civil
 
 _UTF8 = ("utf8mb4", "utf8mb3", "utf8")
 _STRUCTS = {(d.TINY, False): "<b", (d.TINY, True): "<B", (d.SHORT, False): "<h",

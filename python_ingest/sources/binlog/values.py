@@ -1,15 +1,22 @@
-"""Value forms that do not depend on a column: the raw parts of binlog values, calendar
-arithmetic for every year (Python's ``date`` stops at year 1, zero dates land before it), and
-the server's text forms of TIME, INET6, JSON, ENUM/SET member lists, and the shortest exact
-text of a FLOAT.
+"""MySQL/MariaDB value forms that do not depend on a column: the raw parts of binlog values,
+the zero-date policy (zero dates land before year 1), and the server's text forms of
+DATE/DATETIME, TIME, INET6, JSON and ENUM/SET member lists. The calendar arithmetic and the
+text forms every tap shares are in tap/values.py (re-exported here).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import struct
 from typing import Any, NamedTuple
+
+# Shared with the other taps (tap/values.py); re-exported here, their former home.
+from python_ingest.sources.tap.values import DAY_MICROS as DAY_MICROS
+from python_ingest.sources.tap.values import civil_from_days as civil_from_days
+from python_ingest.sources.tap.values import date_text as date_text
+from python_ingest.sources.tap.values import days_from_civil as days_from_civil
+from python_ingest.sources.tap.values import float32_text as float32_text
+from python_ingest.sources.tap.values import timestamp_text as timestamp_text
 
 # ---- raw values from the binlog (decoding.read_value) ---------------------------------------
 
@@ -38,32 +45,7 @@ class RawTime(NamedTuple):
     micros: int  # signed
 
 
-# ---- calendar arithmetic for every year (Python's date stops at year 1) -----------------------
-
-DAY_MICROS = 86_400_000_000
-
-
-def days_from_civil(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date (any year, H. Hinnant)."""
-    y -= m <= 2
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
-def civil_from_days(z: int) -> tuple[int, int, int]:
-    z += 719468
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d = doy - (153 * mp + 2) // 5 + 1
-    m = mp + (3 if mp < 10 else -9)
-    return yoe + era * 400 + (m <= 2), m, d
-
+# ---- zero dates -------------------------------------------------------------------------------
 
 _MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
@@ -82,19 +64,6 @@ def zero_day(y: int, m: int, d: int) -> int:
     """The documented day of an invalid (zero, partial-zero) date in a NOT NULL column:
     ``y*416 + m*32 + d`` days before -0001-12-31, distinct for every distinct source value."""
     return ZERO_DAY - (y * 416 + m * 32 + d)
-
-
-def date_text(days: int) -> str:
-    y, m, d = civil_from_days(days)
-    return f"{'-' if y < 0 else ''}{abs(y):04d}-{m:02d}-{d:02d}"
-
-
-def timestamp_text(micros: int) -> str:
-    """``YYYY-MM-DD HH:MM:SS.ffffff`` of micros since the epoch (UTC), any year."""
-    days, rest = divmod(micros, DAY_MICROS)
-    seconds, micro = divmod(rest, 1_000_000)
-    return (f"{date_text(days)} {seconds // 3600:02d}:{seconds // 60 % 60:02d}:"
-            f"{seconds % 60:02d}.{micro:06d}")
 
 
 DATE_TEXT = re.compile(r"^(-?\d+)-(\d+)-(\d+)(?:[ T](\d+):(\d+):(\d+)(?:\.(\d+))?)?$")
@@ -168,19 +137,6 @@ def json_text(value: Any) -> str:
             return [plain(x) for x in v]
         return v
     return json.dumps(plain(value), ensure_ascii=False)
-
-
-def float32_text(value: float) -> str:
-    """The shortest text that reads back as the same IEEE single."""
-    packed = struct.pack("<f", value)
-    for digits in range(1, 10):
-        text = f"{value:.{digits}g}"
-        try:
-            if struct.pack("<f", float(text)) == packed:
-                return text
-        except OverflowError:  # rounded beyond the largest float
-            continue
-    return repr(value)
 
 
 def quoted_list(column_type: str) -> tuple[str, ...]:

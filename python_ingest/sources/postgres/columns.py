@@ -44,12 +44,12 @@ from decimal import Decimal
 from typing import Any
 
 from python_ingest.exceptions import UnsupportedColumn
-from python_ingest.sources.binlog.columns import (
+from python_ingest.sources.tap.columns import (
     MAX_SPARK_PRECISION,
     ColumnSpec,
     make_spec,
 )
-from python_ingest.sources.binlog.values import DAY_MICROS, days_from_civil
+from python_ingest.sources.tap.values import DAY_MICROS, days_from_civil
 
 Converter = Callable[[str], Any]
 

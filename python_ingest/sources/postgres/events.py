@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from python_ingest.changelog.schema import KEY_SEPARATOR
-from python_ingest.sources.binlog.columns import ColumnSpec, key_text
 from python_ingest.sources.postgres.columns import Converter
 from python_ingest.sources.postgres.pgoutput import UNCHANGED
 from python_ingest.sources.tap import changes
 from python_ingest.sources.tap.changes import Change, Envelope, Problem
+from python_ingest.sources.tap.columns import ColumnSpec, key_text
 from python_ingest.sources.tap.keys import RowCounts
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, TableShape

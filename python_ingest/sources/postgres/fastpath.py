@@ -34,10 +34,10 @@ from typing import Any
 
 from python_ingest.changelog.keys import EMPTY_KEY_BYTES
 from python_ingest.changelog.schema import KEY_SEPARATOR
-from python_ingest.sources.binlog.columns import key_text
 from python_ingest.sources.postgres import native
 from python_ingest.sources.postgres.columns import to_money
 from python_ingest.sources.postgres.events import PgTable
+from python_ingest.sources.tap.columns import key_text
 from python_ingest.sources.tap.encoder import NULL, PRESENT, PRESENT_SMALL, long_bytes, varint
 from python_ingest.sources.tap.errors import MAX_MESSAGE_BYTES
 from python_ingest.sources.tap.producer import decimal_bytes

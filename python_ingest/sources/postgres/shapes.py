@@ -26,11 +26,11 @@ from typing import Any
 
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import UnsupportedColumn
-from python_ingest.sources.binlog.columns import ColumnSpec
 from python_ingest.sources.postgres import server
 from python_ingest.sources.postgres.columns import Converter, PgType, converter, spec_of
 from python_ingest.sources.postgres.pgoutput import Column, Relation
 from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.columns import ColumnSpec
 from python_ingest.sources.tap.registry import (
     CHANGELOG,
     PRIMARY,

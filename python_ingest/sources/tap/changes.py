@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from python_ingest.changelog.keys import row_key_text
-from python_ingest.sources.binlog.columns import OPERATION, ROW_ID, ColumnSpec
+from python_ingest.sources.tap.columns import OPERATION, ROW_ID, ColumnSpec
 from python_ingest.sources.tap.keys import RowCounts, row_digest
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, TableShape
 

@@ -28,8 +28,8 @@ from typing import Any
 from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import ConfigError
-from python_ingest.sources.binlog.columns import NATURAL_KEY_KINDS, ColumnSpec, canonical
 from python_ingest.sources.binlog.position import BinlogPosition
+from python_ingest.sources.tap.columns import NATURAL_KEY_KINDS, ColumnSpec, canonical
 from python_ingest.sources.tap.registry import (
     CHANGELOG,
     COLUMNS,

@@ -20,7 +20,7 @@ from typing import Any
 
 from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.exceptions import IncompatibleSchemaChange
-from python_ingest.sources.binlog.columns import (
+from python_ingest.sources.tap.columns import (
     OPERATION,
     ROW_ID,
     ColumnSpec,
