@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,11 @@ pytestmark = pytest.mark.secure
 
 
 @pytest.fixture(scope="module")
-def tls_postgres(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Any]:
+def tls_postgres(pki: Pki) -> Iterator[Any]:
     from python_ingest.sinks.pgserver import LocalPostgres
 
     require_postgres()
-    folder = Path("/tmp") / tmp_path_factory.mktemp("pgtls").name  # the server's user reads it
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="sluice-pgtls-", dir="/tmp"))  # its user reads it
     for name, source in (("server.crt", pki.server_cert), ("server.key", pki.server_key),
                          ("ca.crt", pki.ca)):
         shutil.copy(source, folder / name)
