@@ -24,18 +24,14 @@ created again at that position (``existence``, see existence.py). It is replaced
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
 import re
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from python_ingest.exceptions import SluiceError
-from python_ingest.runtime.files import private_dir
+from python_ingest.sources.tap.checkpoints import AckWindow as AckWindow  # its former home
+from python_ingest.sources.tap.checkpoints import CheckpointStore, Position
 
 OFFSET_BITS = 32
 GENERATION_SHIFT = 20  # bits of the binlog file index inside a ref key's file part
@@ -43,12 +39,9 @@ MAX_GENERATION = (1 << (31 - GENERATION_SHIFT)) - 1
 _FILE_INDEX = re.compile(r"\.(\d+)$")
 
 
-@dataclass(frozen=True, order=True)
-class BinlogPosition:
-    """A position in the server's binlog: file name and byte offset."""
-
-    file: str
-    pos: int
+class BinlogPosition(Position):
+    """A position in the server's binlog: file name and byte offset (ordered, tap/checkpoints.py
+    ``Position``)."""
 
     @property
     def file_index(self) -> int:
@@ -60,9 +53,6 @@ class BinlogPosition:
     def ref_key(self, generation: int = 0) -> int:
         """The ref key of a snapshot taken at this (transaction boundary) position."""
         return pack_ref(ref_file_index(self.file_index, generation), self.pos)
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.pos}"
 
 
 def ref_file_index(file_index: int, generation: int) -> int:
@@ -130,86 +120,12 @@ class BinlogCheckpoint:
                    {str(k): bool(v) for k, v in (data.get("existence") or {}).items()})
 
 
-class BinlogCheckpointStore:
+class BinlogCheckpointStore(CheckpointStore[BinlogCheckpoint]):
     """The checkpoint file of one source, plus the lock that keeps a second tap out."""
 
-    def __init__(self, state_dir: Path, source: str) -> None:
-        self.folder = state_dir / "tap"
-        self.path = self.folder / f"{source}.json"
-        self.lock_path = self.folder / f"{source}.lock"
-        self._lock: IO[str] | None = None
-
     def load(self) -> BinlogCheckpoint | None:
-        if not self.path.is_file():
-            return None
         try:
-            return BinlogCheckpoint.from_json(json.loads(self.path.read_text()))
+            data = self.read()
+            return None if data is None else BinlogCheckpoint.from_json(data)
         except (ValueError, KeyError) as exc:
-            raise SluiceError(f"the tap checkpoint {self.path} is unreadable ({exc}); restore it "
-                              "or delete it and bootstrap the tables again") from exc
-
-    def save(self, checkpoint: BinlogCheckpoint) -> None:
-        private_dir(self.folder)  # stop reasons may quote key values: owner-only
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
-            json.dump(checkpoint.to_json(), out, indent=2)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-    def try_lock(self) -> bool:
-        """Take the source's lock (held while a tap runs); False if another process has it."""
-        private_dir(self.folder)
-        handle = open(self.lock_path, "a+")  # noqa: SIM115 - held until release()
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            return False
-        self._lock = handle
-        return True
-
-    def release(self) -> None:
-        if self._lock is not None:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
-            self._lock.close()
-            self._lock = None
-
-
-class AckWindow:
-    """Tracks which produced messages the broker acknowledged, in production order.
-
-    Messages get consecutive sequence numbers; ``done_below`` is the first sequence number
-    not yet acknowledged, so a checkpoint taken after message ``s`` is safe once
-    ``done_below > s``.
-    """
-
-    def __init__(self) -> None:
-        self.next_seq = 0
-        self.done_below = 0
-        self._acked: deque[bool] = deque()
-        self.failures: list[str] = []
-
-    def issue(self) -> int:
-        seq = self.next_seq
-        self.next_seq += 1
-        self._acked.append(False)
-        return seq
-
-    def ack(self, seq: int, error: str | None = None) -> None:
-        if error is not None:
-            self.failures.append(error)
-            return
-        self._acked[seq - self.done_below] = True
-        while self._acked and self._acked[0]:
-            self._acked.popleft()
-            self.done_below += 1
-
-    @property
-    def in_flight(self) -> int:
-        return self.next_seq - self.done_below
+            raise SluiceError(self.unreadable(exc)) from exc

@@ -13,20 +13,19 @@ gets ``P << 18``: every transaction the stream sends after it commits above ``P`
 end of the last transaction whose events Kafka acknowledged; the slot's confirmed flush
 position is moved there only after the file is written), the slot it belongs to, the tables
 stopped, and the copies of full-row-identity tables (keys.RowCounts). Written like the binlog
-tap's (binlog/position.py: temp file, fsync, rename), under the same lock.
+tap's (tap/checkpoints.py: temp file, fsync, rename), under the same lock.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from python_ingest.exceptions import SluiceError, TapError
-from python_ingest.sources.binlog.position import BinlogCheckpointStore, BinlogPosition
 from python_ingest.sources.postgres.rowlog import RowLog
+from python_ingest.sources.tap.checkpoints import CheckpointStore, Position
 
 REF_SHIFT = 18
 MAX_COMMIT_LSN = (1 << (63 - REF_SHIFT)) - 1
@@ -61,9 +60,9 @@ def ref_key(commit_lsn: int, index: int) -> int:
     return (commit_lsn << REF_SHIFT) + index  # an index past 2^18 carries into the LSN bits
 
 
-def as_position(lsn: int) -> BinlogPosition:
+def as_position(lsn: int) -> Position:
     """An LSN as an ordered position (keys.RowCounts compares positions)."""
-    return BinlogPosition("lsn", lsn)
+    return Position("lsn", lsn)
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ class PgCheckpoint:
                    {str(k): list(v) for k, v in (data.get("gone") or {}).items()})
 
 
-class PgCheckpointStore(BinlogCheckpointStore):
+class PgCheckpointStore(CheckpointStore[PgCheckpoint]):
     """The checkpoint file of one PostgreSQL source, and the lock that keeps a second tap (or
     a bootstrap) out."""
 
@@ -114,11 +113,11 @@ class PgCheckpointStore(BinlogCheckpointStore):
         super().__init__(state_dir, source)
         self.row_log = RowLog(self.folder, source)
 
-    def load(self) -> PgCheckpoint | None:  # type: ignore[override]
-        if not self.path.is_file():
-            return None
+    def load(self) -> PgCheckpoint | None:
         try:
-            data = json.loads(self.path.read_text())
+            data = self.read()
+            if data is None:
+                return None
             if data.get("kind") != "postgres":
                 raise ValueError("not a PostgreSQL tap checkpoint")
             checkpoint = PgCheckpoint.from_json(data)
@@ -129,8 +128,4 @@ class PgCheckpointStore(BinlogCheckpointStore):
                         "counts": counts.get(t, {})} for t in sorted({*counts, *checkpoint.rows})}
             return replace(checkpoint, rows=rows, rows_base=None)  # counts inline, as written
         except (ValueError, KeyError, OSError) as exc:
-            raise SluiceError(f"the tap checkpoint {self.path} is unreadable ({exc}); restore it "
-                              "or delete it and bootstrap the tables again") from exc
-
-    def save(self, checkpoint: PgCheckpoint) -> None:  # type: ignore[override]
-        super().save(checkpoint)  # type: ignore[arg-type]
+            raise SluiceError(self.unreadable(exc)) from exc

@@ -28,7 +28,7 @@ from typing import Any
 from python_ingest.changelog.schema import KEY_SEPARATOR
 from python_ingest.config import SourceConfig
 from python_ingest.exceptions import ConfigError
-from python_ingest.sources.binlog.position import BinlogPosition
+from python_ingest.sources.tap.checkpoints import Position
 from python_ingest.sources.tap.columns import NATURAL_KEY_KINDS, ColumnSpec, canonical
 from python_ingest.sources.tap.registry import (
     CHANGELOG,
@@ -146,7 +146,7 @@ class RowCounts:
         saved = saved or {}
         self.saved = {t: {d: int(n) for d, n in (s.get("counts") or {}).items()}
                       for t, s in saved.items()}
-        self.since = {t: BinlogPosition(s["since"]["file"], int(s["since"]["pos"]))
+        self.since = {t: Position(s["since"]["file"], int(s["since"]["pos"]))
                       for t, s in saved.items() if s.get("since")}
         self.live = {t: dict(c) for t, c in self.saved.items()}
         self._delta: dict[str, Counter[str]] = {}
@@ -175,7 +175,7 @@ class RowCounts:
         for digest, n in self.live.pop(table, {}).items():
             self._delta.setdefault(table, Counter())[digest] -= n
 
-    def skip(self, table: str, position: BinlogPosition) -> bool:
+    def skip(self, table: str, position: Position) -> bool:
         """Whether a row change ending at ``position`` is in the table's bootstrap snapshot."""
         since = self.since.get(table)
         return since is not None and position <= since
@@ -194,7 +194,7 @@ class RowCounts:
                 else:
                     counts.pop(digest, None)
 
-    def to_json(self, position: BinlogPosition) -> dict[str, dict[str, Any]]:
+    def to_json(self, position: Position) -> dict[str, dict[str, Any]]:
         """The saved state for a checkpoint at ``position`` (snapshot marks it passed drop)."""
         tables = set(self.saved) | {t for t, s in self.since.items() if s > position}
         out: dict[str, dict[str, Any]] = {}
@@ -205,7 +205,7 @@ class RowCounts:
                           "counts": dict(sorted(self.saved.get(table, {}).items()))}
         return out
 
-    def reset(self, table: str, counts: dict[str, int], since: BinlogPosition) -> None:
+    def reset(self, table: str, counts: dict[str, int], since: Position) -> None:
         """A bootstrap's snapshot replaces the table's counts (the tap is not running)."""
         self.saved[table] = dict(counts)
         self.live[table] = dict(counts)

@@ -18,7 +18,7 @@ import fastavro
 
 from python_ingest.exceptions import BrokerError, MessageTooLargeError
 from python_ingest.kafka import security
-from python_ingest.sources.binlog.position import AckWindow
+from python_ingest.sources.tap.checkpoints import AckWindow
 
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
