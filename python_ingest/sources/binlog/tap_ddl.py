@@ -23,6 +23,7 @@ from typing import Any
 from python_ingest.exceptions import TapError
 from python_ingest.sources.binlog import ddl, server, statements
 from python_ingest.sources.binlog.position import BinlogPosition, pack_ref, ref_file_index
+from python_ingest.sources.tap import truncation
 from python_ingest.sources.tap.changes import Envelope
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, Registry, registered_key
 
@@ -123,7 +124,7 @@ def drop(tap: Any, db: str, name: str, end: BinlogPosition, timestamp: int, what
 
 def truncate(tap: Any, db: str, name: str, end: BinlogPosition, timestamp: int) -> None:
     """A delete for every row the table's topic holds live, with the ref key of the
-    TRUNCATE event's last byte (ddl.py)."""
+    TRUNCATE event's last byte (tap/truncation.py)."""
     qualified = f"{db}.{name}"
     if not server.included(tap.source, db, name) or qualified in tap.stopped:
         return  # not tapped, or stopped: the lake keeps it as it was
@@ -143,7 +144,7 @@ def delete_live(tap: Any, db: str, name: str, end: BinlogPosition, timestamp: in
     if kind == CHANGELOG or (kind == ROW and tap.rows.skip(qualified, end)):
         return True  # an append-only changelog keeps every change; or in a bootstrap snapshot
     assert tap.producer is not None
-    published = ddl.truncate(tap.producer, tap.settings.broker.bootstrap_servers,
+    published = truncation.truncate(tap.producer, tap.settings.broker.bootstrap_servers,
                              f"{tap.source.topic_base}.{db}.{name}", registry.versions(),
                              pack_ref(ref_file_index(end.file_index, tap._generation),
                                       end.pos - 1),

@@ -243,7 +243,7 @@ def members(conn: Any, shape: TableShape, root: int, rows: dict[bytes, dict[str,
 def publish_deletes(producer: Any, topic: str, versions: dict[int, dict[str, Any]],
                     live: dict[bytes, dict[str, Any]], keys: list[bytes], ref: int,
                     env: Envelope) -> int:
-    """A delete (ref key ``ref``) of each of ``keys``, as ddl.truncate writes them."""
+    """A delete (ref key ``ref``) of each of ``keys``, as truncation.truncate writes them."""
     sid = max(versions)
     encoder = Encoder(sid, versions[sid])
     fields = [f["name"] for f in versions[sid]["fields"]]

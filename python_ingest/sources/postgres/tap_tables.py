@@ -12,7 +12,6 @@ from python_ingest.exceptions import (
     TapError,
     UnsupportedColumn,
 )
-from python_ingest.sources.binlog import ddl
 from python_ingest.sources.postgres import partitions, pgoutput, publication, server, tables
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.fastpath import FastTable
@@ -21,6 +20,7 @@ from python_ingest.sources.postgres.position import (
 )
 from python_ingest.sources.postgres.shapes import catalog_relation, relation_shape
 from python_ingest.sources.postgres.tap_state import TapState
+from python_ingest.sources.tap import truncation
 from python_ingest.sources.tap.core import topic_for
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, Registry, registered_key
@@ -101,7 +101,7 @@ class TapTables(TapState):
             return True
         assert self.producer is not None
         schema, _, name = qualified.partition(".")
-        published = ddl.truncate(self.producer, self.settings.broker.bootstrap_servers,
+        published = truncation.truncate(self.producer, self.settings.broker.bootstrap_servers,
                                  topic_for(self.source, schema, name), versions,
                                  self._next_ref(), self._env)
         if isinstance(published, str):
@@ -143,7 +143,7 @@ class TapTables(TapState):
                        self.rows if found.shape.key.kind == ROW else None)
 
     def _truncate(self, oid: int) -> None:
-        """A delete for every row the table's topic holds live (binlog/ddl.py), with the
+        """A delete for every row the table's topic holds live (tap/truncation.py), with the
         TRUNCATE's ref key."""
         if oid not in self.tables:
             raise self._unknown(oid)
@@ -154,7 +154,7 @@ class TapTables(TapState):
         if table.shape.key.kind == CHANGELOG:
             return  # an append-only changelog keeps every change
         assert self.producer is not None
-        published = ddl.truncate(self.producer, self.settings.broker.bootstrap_servers,
+        published = truncation.truncate(self.producer, self.settings.broker.bootstrap_servers,
                                  table.topic, Registry(self.registry_root / qualified).versions(),
                                  self._next_ref(), self._env)
         if isinstance(published, str):
@@ -194,7 +194,7 @@ class TapTables(TapState):
         versions = Registry(self.registry_root / qualified).versions()
         ref = self._next_ref()
         self.producer.flush()  # every event published before it is in the topic
-        live, problem = ddl.live_rows(self.settings.broker.bootstrap_servers, table.topic,
+        live, problem = truncation.live_rows(self.settings.broker.bootstrap_servers, table.topic,
                                       versions, ref)
         keys_gone: list[bytes] = []
         if problem is None and live:

@@ -105,7 +105,7 @@ def test_the_slot_is_never_confirmed_past_an_unpublished_transaction(pg_env, mon
 def test_a_long_truncate_keeps_the_replication_connection_alive(pg_env, monkeypatch) -> None:
     """Publishing a TRUNCATE's deletes reads the table's whole topic; with a short
     wal_sender_timeout the server would end the connection meanwhile (a crash loop)."""
-    from python_ingest.sources.binlog import ddl
+    from python_ingest.sources.tap import truncation
 
     env = pg_env
     env.sql("CREATE TABLE items (id int PRIMARY KEY, v text)",
@@ -114,13 +114,13 @@ def test_a_long_truncate_keeps_the_replication_connection_alive(pg_env, monkeypa
     env.tap_until_end()
     env.sql("INSERT INTO items SELECT g, 'v' || g FROM generate_series(1, 3000) g")
     env.tap_until_end()
-    original = ddl.truncate
+    original = truncation.truncate
 
     def slow_truncate(*args: Any, **kwargs: Any) -> Any:
         time.sleep(3)  # a large topic's worth of reading
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(ddl, "truncate", slow_truncate)
+    monkeypatch.setattr(truncation, "truncate", slow_truncate)
     env.sql("TRUNCATE items", "INSERT INTO items VALUES (1, 'after')")
     tap = env.tap_until_end()
     assert tap.stats.messages == 3000 + 1
