@@ -24,6 +24,7 @@ from python_ingest.sources.binlog import tls
 from python_ingest.sources.binlog.columns import from_information_schema
 from python_ingest.sources.binlog.position import BinlogPosition
 from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.kinds import Catalog
 from python_ingest.sources.tap.registry import TableShape
 
 if TYPE_CHECKING:
@@ -284,3 +285,9 @@ class LocalServer:
             return
         stop_server(self.process, timeout_s)
         self.process = None
+
+
+def catalog() -> Catalog:
+    """The source's tables and their shapes (tap/kinds.py)."""
+    return Catalog(connect, tables,
+                   lambda conn, src, db, t, reg: table_shape(conn, db, t, src, reg))

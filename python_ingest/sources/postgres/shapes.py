@@ -31,6 +31,7 @@ from python_ingest.sources.postgres.columns import Converter, PgType, converter,
 from python_ingest.sources.postgres.pgoutput import Column, Relation
 from python_ingest.sources.tap import keys
 from python_ingest.sources.tap.columns import ColumnSpec
+from python_ingest.sources.tap.kinds import Catalog
 from python_ingest.sources.tap.registry import (
     CHANGELOG,
     PRIMARY,
@@ -192,3 +193,9 @@ def _shape(conn: Any, source: SourceConfig, schema: str, table: str,
     key = keys.decide(source, qualified, tuple(specs), primary, uniques, registered)
     return Shape(TableShape(schema, table, tuple(specs), key), tuple(converters), identity,
                  tuple(selects))
+
+
+def catalog() -> Catalog:
+    """The source's tables and their shapes (tap/kinds.py)."""
+    return Catalog(server.connect, server.tables,
+                   lambda conn, src, db, t, reg: table_shape(conn, src, db, t, reg).shape)
