@@ -124,3 +124,18 @@ def test_the_top_of_the_package_stays_small() -> None:
     long = {module_name(p): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 450}
     assert not long, f"modules over 450 lines: {long}"
+
+
+# sources/: the database packages depend on the tap core, never the reverse, never on each other
+# (#59). The tap core names a kind's modules only as strings (tap/kinds.py, imported lazily).
+SOURCE_KINDS = ("python_ingest.sources.binlog", "python_ingest.sources.postgres")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith(
+    ("python_ingest.sources.tap", *SOURCE_KINDS))))
+def test_the_tap_core_and_each_source_kind_stand_apart(module: str) -> None:
+    own = next((k for k in SOURCE_KINDS if module == k or module.startswith(k + ".")), None)
+    banned = [k for k in SOURCE_KINDS if k != own]
+    wrong = [f"line {line}: {target}" for target, _, line in imports_of(MODULES[module])
+             if any(target == k or target.startswith(k + ".") for k in banned)]
+    assert not wrong, f"{module} imports another source kind's package: {wrong}"
