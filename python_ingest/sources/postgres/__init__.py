@@ -1,7 +1,8 @@
 """The PostgreSQL source: logical replication (pgoutput) -> changelog events -> one Kafka topic
 per table, and a consistent snapshot from the slot's exported snapshot
-(docs/postgres-source.md). The binlog source's registry, producer, keys and error records are
-shared (python_ingest/sources/binlog).
+(docs/postgres-source.md). The tap core (python_ingest/sources/tap: registry, producer, keys,
+columns, checkpoints, error records) is shared with the binlog source; this package imports
+nothing of sources/binlog.
 
 Modules, one concept each:
 
@@ -14,6 +15,5 @@ Modules, one concept each:
 - ``slot``: where the tap starts (its checkpoint, or the slot created when missing).
 - ``tap``: the tap's main loop (``sluice tap``).
 - ``snapshot``: the consistent snapshot and hand-over (``sluice bootstrap``).
-- ``jobs``: the sluice job each tapped table becomes.
 - ``status``: the slot's lag for ``sluice status``.
 """

@@ -10,4 +10,10 @@ Modules, one concept each:
 - ``producer``: the Kafka producer that knows which events the broker acknowledged, and the
   barrier a checkpoint waits on.
 - ``errors``: values that cannot be published: left out, reported to the error topic.
+- ``columns``, ``values``: the column vocabulary (ColumnSpec, the kinds) and shared value forms.
+- ``checkpoints``: an ordered stream Position, the CheckpointStore base, the AckWindow.
+- ``truncation``: a table's deletes from its topic (TRUNCATE, DROP TABLE).
+- ``kinds``: the registry from a source's kind to its tap, bootstrap and catalog.
+
+The kind packages import this one; it imports none of them (tests/test_layers.py).
 """
