@@ -71,6 +71,8 @@ def ends_transaction(query: str) -> bool:
 class Tap(TapCore):
     """Reads one source's binlog and publishes its tapped tables' changes."""
 
+    store: BinlogCheckpointStore
+
     def __init__(self, settings: Settings, source: SourceConfig,
                  stop: threading.Event | None = None) -> None:
         super().__init__(settings, source,

@@ -29,6 +29,7 @@ class TapState(TapCore):
     """The state of one PostgreSQL source's tap (what every tap holds: tap/core.py)."""
 
     producer: BarrierProducer | None
+    store: PgCheckpointStore
 
     def __init__(self, settings: Settings, source: SourceConfig,
                  stop: threading.Event | None = None) -> None:

@@ -20,6 +20,7 @@ from python_ingest.exceptions import TapError
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.sources.tap import keys
 from python_ingest.sources.tap.changes import Change, Envelope
+from python_ingest.sources.tap.checkpoints import CheckpointStore
 from python_ingest.sources.tap.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.tap.producer import ChangelogProducer
 from python_ingest.sources.tap.registry import Registry, TableShape
@@ -53,7 +54,7 @@ class TapCore:
 
     producer: ChangelogProducer | None
 
-    def __init__(self, settings: Settings, source: SourceConfig, store: Any,
+    def __init__(self, settings: Settings, source: SourceConfig, store: CheckpointStore[Any],
                  stop: threading.Event | None = None) -> None:
         self.settings = settings
         self.source = source
