@@ -3,8 +3,8 @@
 pgoutput sends every value in its text form (the type's output function) and the snapshot
 selects every column ``::text``, under the same session settings (server.SESSION), so one
 converter per column serves both and the tap and the snapshot publish equal values.
-docs/types.md has the user's table; the kinds (``ColumnSpec.kind``, the binlog tap's names
-where the meaning is the same, so keys.py and registry.py work unchanged):
+docs/types.md has the user's table; the kinds (``ColumnSpec.kind``, tap/columns.py: the
+binlog tap's names where the meaning is the same, so keys.py and registry.py work unchanged):
 
 =========================================  ============================  =========
 PostgreSQL type                            Avro type (lake type)         kind
