@@ -53,7 +53,7 @@ def fill(cur: Any, rows: int, head: int) -> float:
             "TIMESTAMP'2026-01-01 00:00:00' - INTERVAL seq SECOND, "
             "IF(seq % 3 = 0, NULL, 'ünïcode note'), REPEAT(CONCAT('text ', seq % 10, ' '), 8), "
             "seq * 1.2345, (seq % 1000) / 7, CONCAT('label-', seq % 50) "
-            f"FROM seq_{low + 1}_to_{min(low + step, rows)}")
+            f"FROM bench.seq_{low + 1}_to_{min(low + step, rows)}")
     cur.execute(f"INSERT INTO bench.items_head SELECT * FROM bench.items WHERE id <= {head}")
     cur.execute("SET SESSION sql_log_bin = 1")
     return time.monotonic() - began

@@ -223,7 +223,12 @@ class _Loader:
         done = landed_chunks(spark, tables.raw, self.plan.id)
         left = [c for c in self.plan.chunks if c.index not in done]
         self.done = len(done)
-        while left and not table_exists(spark, tables.lake or ""):
+        while not table_exists(spark, tables.lake or ""):
+            if not left:  # landed before a kill, or no valid row at all: the run catches up
+                self._seed(None)
+                if not table_exists(spark, tables.lake or ""):
+                    return  # nothing valid to load: the stream's first batch creates the lake
+                break
             self._seed(left.pop(0))
         for at in range(0, len(left), self.wave):
             self._land([c.index for c in left[at:at + self.wave]])
@@ -285,10 +290,12 @@ class _Loader:
         self._report()
         return moved
 
-    def _seed(self, chunk: Chunk) -> None:
-        """The first chunk through the normal road: its run creates the job's tables."""
+    def _seed(self, chunk: Chunk | None) -> None:
+        """The first chunk through the normal road: its run creates the job's tables (None:
+        only the batches landed before)."""
         def land(run: Run) -> Checkpoint | None:
-            if chunk.index in landed_chunks(self.spark, self.tables.raw, self.plan.id):
+            if chunk is None \
+                    or chunk.index in landed_chunks(self.spark, self.tables.raw, self.plan.id):
                 return read_checkpoint(self.spark, self.tables.raw)  # landed before a kill
             return self._land([chunk.index], run)
 
