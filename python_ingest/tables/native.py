@@ -105,13 +105,15 @@ class NativeLake:
 
         hudi_table = HudiTable(str(self.location(table)))
         batches = hudi_table.read(HudiReadOptions(projection=columns))
-        schema = hudi_table.get_schema()
-        if columns is not None:
-            schema = pa.schema([schema.field(c) for c in columns])
         if not batches:
+            schema = hudi_table.get_schema()
+            if columns is not None:
+                schema = pa.schema([schema.field(c) for c in columns])
             return schema.empty_table()
         found = pa.Table.from_batches(batches)
-        return found.select(columns if columns is not None else schema.names)
+        if columns is None:  # as column_names: Hudi's meta columns left out
+            columns = [c for c in found.column_names if not c.startswith("_hoodie_")]
+        return found.select(columns)
 
     def _read_iceberg(self, table: str, columns: list[str] | None) -> pa.Table:
         scan = self._iceberg_table(table).scan(

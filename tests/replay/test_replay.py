@@ -104,6 +104,7 @@ def test_replay_fixes_rows_resolves_them_once_and_keeps_ref_key_order(
     resolved = {r["error_id"]: r["resolved_in_batch"] for r in error_rows(spark, job_name)
                 .collect()}
     assert resolved == {"fork:1:0:1": 2, "fork:1:0:4": 2, "fork:1:0:2": 3}
+    _listed_alike_without_a_jvm(spark, settings, job_name, ("", "fare_amount", "NO SUCH"))
     raw_before = spark.table(tables.raw).count()
     lake_before = _lake(spark, tables.lake)
     again = replay(spark, settings, job, Selection())
@@ -120,6 +121,22 @@ def test_replay_fixes_rows_resolves_them_once_and_keeps_ref_key_order(
     after = run_job(spark, settings, job)
     assert after.counts["read"] == 1 and after.batch_id == 4
     assert set(_lake(spark, tables.lake)) == {1, 2, 3, 4, 5}
+
+
+def _listed_alike_without_a_jvm(spark: Any, settings: Any, job: str,
+                                reasons: tuple[str, ...]) -> None:
+    """``sluice errors JOB``'s counts read by hudi-rs or pyiceberg (tables/native.py) are
+    Spark's, resolved ones included, for each --reason."""
+    from python_ingest.replay.selection import native_counts
+    from python_ingest.tables.native import NativeLake
+
+    lake = NativeLake.of(settings, settings.job(job))
+    for reason in reasons:
+        rows = error_rows(spark, job)
+        assert rows is not None
+        through_spark = by_reason(chosen(rows, reason or None, include_resolved=True))
+        assert native_counts(lake, job, reason or None) == through_spark, reason
+        assert through_spark or reason == "NO SUCH"
 
 
 def test_replay_decodes_messages_once_their_schema_is_registered(
@@ -154,6 +171,7 @@ def test_replay_decodes_messages_once_their_schema_is_registered(
     assert set(_lake(spark, tables.lake)) == {1, 2, 3}
     raw = {r["_replay_of"]: r["_batch_id"] for r in spark.table(tables.raw).collect()}
     assert raw == {None: 1, "decode:1:0:1": 2, "decode:1:0:2": 2}
+    _listed_alike_without_a_jvm(spark, settings, job_name, ("", "unknown schema"))
     assert replay(spark, settings, job, Selection()).selected == 0
 
 
