@@ -88,7 +88,9 @@ def limit(spark: Any, db: LocalServer, rows: int, work: Path) -> float:
         url=f"jdbc:mariadb://127.0.0.1:{db.port}/bench", dbtable="items",
         user=db.tap_user, password=db.tap_password, driver="org.mariadb.jdbc.Driver",
         partitionColumn="id", lowerBound="1", upperBound=str(rows + 1),
-        numPartitions=str(parts), fetchsize="10000").load()
+        numPartitions=str(parts), fetchsize="10000",
+        # Spark quotes names with "..." for a jdbc:mariadb URL (no dialect of its own)
+        sessionInitStatement="SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')").load()
     (frame.write.format("hudi")
      .option("hoodie.table.name", "limit_items")
      .option("hoodie.datasource.write.recordkey.field", "id")
