@@ -142,8 +142,9 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
 
     make_project(tmp_path)
     config = write_config(tmp_path / "sluice.yml", workdir, broker, {})
+    # a prefix: the session's warehouse may hold a PostgreSQL tap test's public_notes job
     result = scaffold(load_settings(config, env={}), list(topics.values()), tmp_path, config,
-                      value_format="json", say=None)
+                      value_format="json", say=None, job_prefix="dbzpg_")
     jobs = {t: next(j for j in result.jobs_added if t in j) for t in topics}
     runs = run_all(spark, load_settings(config, env={}), list(jobs.values()))
     counts: dict[str, int] = {}
