@@ -203,4 +203,4 @@ broker-stop: ## stop the embedded broker (its data stays in .sluice/broker)
 clean: broker-stop ## remove the local warehouse, broker data and build output (keeps .venv)
 	rm -rf .sluice/warehouse .sluice/broker .sluice/spark-warehouse target logs
 
-.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-pg-tap bench-verify bench-profile bench-formats bench-hudi-merge bench-mor-scan bench-e2e bench-freshness bench-many bench-fleet bench-merge bench-services bench-dispersal bench-cluster bench-debezium broker-stop clean
+.PHONY: help system-deps setup run test test-quick lint bench bench-tap bench-pg-tap bench-verify bench-profile bench-formats bench-hudi-merge bench-mor-scan bench-e2e bench-freshness bench-many bench-fleet bench-merge bench-services bench-dispersal bench-cluster bench-debezium bench-bootstrap broker-stop clean
