@@ -24,14 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from python_ingest.exceptions import SetupError
-from python_ingest.runtime.jars import (
-    DEPENDENCY_PLUGIN,
-    MVN_TIMEOUT_S,
-    hashed_dir,
-    maven,
-    repo_root,
-    resolve_command,
-)
+from python_ingest.runtime.jars import copy_dependencies, hashed_dir, repo_root, resolve_command
 from python_ingest.runtime.processes import free_port, stop_server
 
 POM = Path("jvm") / "apicurio" / "pom.xml"
@@ -50,24 +43,13 @@ def resolve(home: Path | None = None, root: Path | None = None) -> Path:
     final = app_dir(home, root)
     if (final / RUN_JAR).is_file():
         return final
-    mvn = maven()
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp", dir=final.parent))
     try:
         download = tmp / "download"
-        result = subprocess.run(
-            [mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(root / POM),
-             f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={download}",
-             "-DexcludeTransitive=true"],
-            capture_output=True, text=True, check=False, timeout=MVN_TIMEOUT_S)
+        copy_dependencies(root / POM, download, "-DexcludeTransitive=true",
+                          "the Apicurio Registry", lambda folder: any(folder.glob("*.tar.gz")))
         archives = sorted(download.glob("*.tar.gz"))
-        if result.returncode != 0 or not archives:
-            errors = [line for line in (result.stdout + result.stderr).splitlines()
-                      if line.startswith("[ERROR]")][:4]
-            raise SetupError(f"Maven could not fetch the Apicurio Registry pinned in "
-                             f"{root / POM} from Maven Central:\n" + "\n".join(errors) +
-                             "\nCheck network access to https://repo.maven.apache.org, then "
-                             "run 'make setup' again.")
         app = tmp / "app"
         with tarfile.open(archives[0]) as archive:
             archive.extractall(app, filter="data")

@@ -28,14 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from python_ingest.exceptions import SetupError
-from python_ingest.runtime.jars import (
-    DEPENDENCY_PLUGIN,
-    MVN_TIMEOUT_S,
-    hashed_dir,
-    maven,
-    repo_root,
-    resolve_command,
-)
+from python_ingest.runtime.jars import copy_dependencies, hashed_dir, repo_root, resolve_command
 from python_ingest.runtime.processes import free_port, stop_server
 from python_ingest.runtime.publish import publish_folder
 
@@ -67,21 +60,11 @@ def resolve(home: Path | None = None, root: Path | None = None) -> Path:
     final = jars_dir(home, root)
     if (final / CLASSPATH_FILE).is_file():
         return final
-    mvn = maven()
 
     def fill(tmp: Path) -> None:
-        result = subprocess.run(
-            [mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(root / POM),
-             f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={tmp}",
-             "-DincludeScope=runtime"],
-            capture_output=True, text=True, check=False, timeout=MVN_TIMEOUT_S)
+        copy_dependencies(root / POM, tmp, "-DincludeScope=runtime", "the jars",
+                          lambda folder: any(folder.glob("*.jar")))
         jars = sorted(p.name for p in tmp.glob("*.jar"))
-        if result.returncode != 0 or not jars:
-            errors = [line for line in (result.stdout + result.stderr).splitlines()
-                      if line.startswith("[ERROR]")][:4]
-            raise SetupError(f"Maven could not resolve the jars pinned in {root / POM} from "
-                             "Maven Central:\n" + "\n".join(errors) + "\nCheck network access "
-                             "to https://repo.maven.apache.org, then run 'make setup' again.")
         (tmp / CLASSPATH_FILE).write_text("".join(f"{name}\n" for name in jars))
 
     publish_folder(final, fill, lambda folder: (folder / CLASSPATH_FILE).is_file())

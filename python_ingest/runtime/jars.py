@@ -224,6 +224,25 @@ def _point_current(final: Path, use: str) -> None:
 MAVEN_MISSING = "Maven (mvn) is not installed: run 'make setup' (apt package maven)"
 
 
+def copy_dependencies(pom: Path, output: Path, selection: str, what: str,
+                      found: Callable[[Path], bool]) -> None:
+    """Copy the artifacts ``pom`` pins into ``output`` with Maven's dependency plugin
+    (``selection``: ``-DexcludeTransitive=true`` for the pinned artifact alone,
+    ``-DincludeScope=runtime`` for a whole class path): the tools' poms (Apicurio, Connect,
+    S3Proxy). A SetupError naming ``what`` and Maven's first errors when Maven fails or
+    ``found(output)`` is false."""
+    result = subprocess.run(
+        [maven(), "-B", "-q", "-Dstyle.color=never", "-f", str(pom),
+         f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={output}", selection],
+        capture_output=True, text=True, check=False, timeout=MVN_TIMEOUT_S)
+    if result.returncode != 0 or not found(output):
+        errors = [line for line in (result.stdout + result.stderr).splitlines()
+                  if line.startswith("[ERROR]")][:4]
+        raise SetupError(f"Maven could not fetch {what} pinned in {pom} from Maven Central:\n"
+                         + "\n".join(errors) + "\nCheck network access to "
+                         "https://repo.maven.apache.org, then run 'make setup' again.")
+
+
 def print_or_fail(action: Callable[[], Iterable[object]]) -> int:
     """A runtime module's ``python -m`` command: print each folder ``action`` yields, or the
     SetupError it raises, saying what to do (exit status 2)."""

@@ -27,14 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from python_ingest.exceptions import SetupError
-from python_ingest.runtime.jars import (
-    DEPENDENCY_PLUGIN,
-    MVN_TIMEOUT_S,
-    hashed_dir,
-    maven,
-    repo_root,
-    resolve_command,
-)
+from python_ingest.runtime.jars import copy_dependencies, hashed_dir, repo_root, resolve_command
 from python_ingest.runtime.processes import free_port, stop_server
 from python_ingest.runtime.publish import publish_folder
 
@@ -59,17 +52,8 @@ def resolve(home: Path | None = None, root: Path | None = None) -> Path:
         return final
 
     def fill(tmp: Path) -> None:
-        result = subprocess.run(
-            [maven(), "-B", "-q", "-Dstyle.color=never", "-f", str(root / POM),
-             f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={tmp}",
-             "-DexcludeTransitive=true"],
-            capture_output=True, text=True, check=False, timeout=MVN_TIMEOUT_S)
-        if result.returncode != 0 or _jar(tmp) is None:
-            errors = [line for line in (result.stdout + result.stderr).splitlines()
-                      if line.startswith("[ERROR]")][:4]
-            raise SetupError(f"Maven could not fetch S3Proxy pinned in {root / POM} from "
-                             "Maven Central:\n" + "\n".join(errors) + "\nCheck network "
-                             "access to https://repo.maven.apache.org, then run 'make setup'.")
+        copy_dependencies(root / POM, tmp, "-DexcludeTransitive=true", "S3Proxy",
+                          lambda folder: _jar(folder) is not None)
 
     return publish_folder(final, fill, lambda folder: _jar(folder) is not None)
 
