@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from python_ingest.config import Settings
+from python_ingest.config import JobConfig, Settings
 from python_ingest.config.files import FileSourceConfig
 from python_ingest.exceptions import ConfigError, SluiceError
 from python_ingest.kafka.offsets import backlog
@@ -85,7 +85,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     status = StatusFile(settings.path(settings.state_dir))
     data = status.read()
     alive = status.runner_alive(data)
-    ends, broker_error = _end_offsets(settings, {j.topic for j in jobs if j.source == "kafka"})
+    ends, broker_error = _end_offsets(settings, [j for j in jobs if j.source == "kafka"])
     now = datetime.now(UTC)
     out: dict[str, Any] = {"runner": {**(data.get("runner") or {}), "alive": alive},
                            "jobs": {}}
@@ -97,7 +97,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         if state in ("running", "maintaining", "retrying", "idle", "elsewhere") and not alive:
             state = "failing" if entry.get("failures") else "stopped"
         checkpoint = entry.get("checkpoint")
-        topic_ends = ends.get(job.topic)
+        topic_ends = ends.get(job.name) or None  # None: its topic or cluster not found
         behind = None if topic_ends is None else backlog(topic_ends, checkpoint)
         if job.files is not None:  # ready partitions not processed yet
             behind = _files_backlog(job.files, checkpoint)
@@ -161,15 +161,18 @@ def cmd_status_history(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _end_offsets(settings: Settings, topics: set[str]) -> tuple[dict[str, dict[int, int]],
-                                                                str | None]:
-    from python_ingest.kafka.offsets import EndOffsets
+def _end_offsets(settings: Settings, jobs: list[JobConfig]
+                 ) -> tuple[dict[str, dict[int, int]], str | None]:
+    """{job: its topic's end offsets} on each job's own cluster (Settings.kafka_for)."""
+    from python_ingest.kafka.offsets import ClusterEnds
 
-    if not topics:  # files jobs only: no broker to ask
+    if not jobs:  # files jobs only: no broker to ask
         return {}, None
-    watcher = EndOffsets(settings.broker.bootstrap_servers, timeout_s=2.0)  # answer fast
+    watcher = ClusterEnds(timeout_s=2.0)  # answer fast
+    problems: list[str] = []
     try:
-        return watcher.end(topics), None
+        ends = watcher.end({j.name: (settings.kafka_for(j), j.topic) for j in jobs}, problems)
+        return ends, "; ".join(problems) or None
     except SluiceError as exc:
         return {}, str(exc)
     finally:

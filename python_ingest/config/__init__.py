@@ -37,7 +37,8 @@ from python_ingest.config.files import (
     check_no_file_keys,
     parse_files,
 )
-from python_ingest.config.kafka import KafkaServers, parse_servers
+from python_ingest.config.kafka import ClusterOverride, KafkaServers, cluster_of, parse_servers
+from python_ingest.config.kafka import parse_override as _parse_override
 from python_ingest.config.kafka import with_env as _kafka_with_env
 from python_ingest.config.registry import URL_ENV as _REGISTRY_URL_ENV
 from python_ingest.config.registry import RegistryConfig, parse_registry
@@ -132,6 +133,9 @@ class JobConfig:
     registry: RegistryConfig | None = None
     # source: debezium, MySQL/MariaDB: order by binlog position or by GTID (changelog/debezium.py)
     ordering: str = "position"
+    # this job's Kafka cluster or user over the project's broker (config/kafka.py); every
+    # client of the job takes it from Settings.kafka_for
+    broker: ClusterOverride | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,11 @@ class Settings:
             known = ", ".join(sorted(self.jobs)) or "none"
             raise ConfigError("jobs", f"no job named '{name}'", f"known jobs: {known}")
         return self.jobs[name]
+
+    def kafka_for(self, of: JobConfig | SourceConfig) -> str:
+        """The bootstrap list (with its security settings) of a job's or a source's cluster:
+        its own ``broker:`` over the project's (config/kafka.py ``cluster_of``)."""
+        return cluster_of(self.broker.bootstrap_servers, of.broker)
 
     def format_of(self, job: JobConfig) -> str:
         """The format ``job``'s tables are written in: its own ``table_format``, else the
@@ -271,6 +280,7 @@ def parse_job(name: str, raw: Mapping[str, Any], root: Path,
         registry=job_registry,
         ordering=_choice(raw.get("ordering", "position"), ("position", "gtid"),
                          f"{where}.ordering"),
+        broker=_parse_override(raw.get("broker"), f"{where}.broker", root),
     )
     return job
 

@@ -150,6 +150,11 @@ def parse_security(raw: Any, where: str, root: Path) -> KafkaSecurity:
     check = raw.get("check_hostname", True)
     if not isinstance(check, bool):
         raise ConfigError(f"{where}.check_hostname", f"expected true or false, got {check!r}")
+    if raw.get("password_file") is not None:  # a missing secret fails before any data moves
+        path = root / Path(str(raw["password_file"])).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{where}.password_file", f"file {path} does not exist",
+                              "a file holding the SASL password, readable by sluice only")
     files = {}
     for key in _FILES:
         if raw.get(key):
@@ -215,6 +220,13 @@ class ClusterOverride:
         """The servers to use instead of the project's ``servers``."""
         return KafkaServers(self.bootstrap_servers or str(servers),
                             self.security or getattr(servers, "security", PLAINTEXT))
+
+
+def cluster_of(servers: str, override: ClusterOverride | None) -> str:
+    """The cluster a job or a source talks to: its own ``broker:`` over the project's
+    ``servers`` (``Settings.kafka_for``: every Kafka client of a job or a tap takes its
+    bootstrap list, and so its security settings, from here)."""
+    return servers if override is None else override.on(servers)
 
 
 def parse_override(raw: Any, where: str, root: Path) -> ClusterOverride | None:

@@ -68,6 +68,42 @@ class EndOffsets:
             self._consumer = None
 
 
+class ClusterEnds:
+    """End offsets of each job's topic on its own cluster (``Settings.kafka_for``: a job's
+    ``broker:`` or the project's), one EndOffsets per cluster. ``end({job: (servers,
+    topic)}, problems)`` → {job: {partition: end}}: a job whose cluster did not answer is
+    absent and the cluster's error is added to ``problems`` (the other clusters still
+    answer); without ``problems`` the first error is raised."""
+
+    def __init__(self, timeout_s: float = 15.0) -> None:
+        self.timeout_s = timeout_s
+        self._clusters: dict[tuple[str, str], EndOffsets] = {}
+
+    def end(self, wanted: Mapping[str, tuple[str, str]], problems: list[str] | None = None
+            ) -> dict[str, dict[int, int]]:
+        by_cluster: dict[tuple[str, str], list[str]] = {}
+        for job, (servers, _) in wanted.items():
+            key = (str(servers), repr(security.security_of(servers)))
+            by_cluster.setdefault(key, []).append(job)
+            if key not in self._clusters:
+                self._clusters[key] = EndOffsets(servers, self.timeout_s)
+        out: dict[str, dict[int, int]] = {}
+        for key, jobs in by_cluster.items():
+            try:
+                ends = self._clusters[key].end({wanted[j][1] for j in jobs})
+            except BrokerError as exc:
+                if problems is None:
+                    raise
+                problems.append(str(exc))
+                continue
+            out.update({j: ends.get(wanted[j][1], {}) for j in jobs})
+        return out
+
+    def close(self) -> None:
+        for watcher in self._clusters.values():
+            watcher.close()
+
+
 def backlog(ends: Mapping[int, int], checkpoint: Mapping[str, Any] | None) -> int | None:
     """Messages past the checkpoint (None: the job has no checkpoint yet, so it is unknown)."""
     if checkpoint is None:

@@ -217,7 +217,7 @@ def _decoded(spark: SparkSession, settings: Settings, job: JobConfig, schema: Ch
         "_kafka_partition", "_kafka_offset").collect()
     if not messages:
         return None, 0
-    spec = ReadSpec(job.reader, settings.broker.bootstrap_servers, job.read_timeout_s, schema,
+    spec = ReadSpec(job.reader, settings.kafka_for(job), job.read_timeout_s, schema,
                     batch_id, int(ingested_at.timestamp() * 1_000_000))
     rows: list[dict[str, Any]] = []
     failing = 0

@@ -229,7 +229,7 @@ def _kafka_backlog(spark: SparkSession, settings: Settings, job: JobConfig,
     """A Kafka job's messages past its checkpoint now, and per run (the plot's line)."""
     tables = report.tables
     try:
-        offsets = kafka_client.partition_offsets(settings.broker.bootstrap_servers, job.topic)
+        offsets = kafka_client.partition_offsets(settings.kafka_for(job), job.topic)
         checkpoint = read_checkpoint(spark, tables.raw)
         done = checkpoint.offsets if checkpoint else {}
         report.backlog = sum(max(0, p.end - done.get(p.partition, p.earliest)) for p in offsets)
@@ -237,7 +237,7 @@ def _kafka_backlog(spark: SparkSession, settings: Settings, job: JobConfig,
         report.backlog_error = str(exc)
     else:
         try:
-            _backlog_per_run(settings.broker.bootstrap_servers, job.topic, report.runs,
+            _backlog_per_run(settings.kafka_for(job), job.topic, report.runs,
                              {p.partition: p.end for p in offsets})
         except Exception as exc:  # kafka-python's own errors: the plot only lacks the line
             log.warning("job %s: no backlog per run (%s)", job.name, exc)

@@ -1,7 +1,7 @@
 """The continuous runner: every job of one process, batch after batch, in parallel by priority.
 
 One SparkSession (cloned per job: ``runtime.session.job_session``), one dbt manifest, one
-process. The main thread polls the end offsets of every job's topic (``offsets.EndOffsets``)
+process. The main thread polls the end offsets of every job's topic (``offsets.ClusterEnds``)
 every ``runner.poll_interval_s``; a job whose topic holds messages past its checkpoint, or
 that has never run in this process, or whose retry is due, gets a slot, at most
 ``runner.max_parallel_jobs`` at once, higher ``priority`` first, then the larger backlog.
@@ -45,8 +45,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import Settings
-from python_ingest.exceptions import BrokerError, SluiceError
-from python_ingest.kafka.offsets import EndOffsets, backlog
+from python_ingest.exceptions import SluiceError
+from python_ingest.kafka.offsets import ClusterEnds, backlog
 from python_ingest.runner.claims import Claims
 from python_ingest.runner.slots import (  # noqa: F401 (names the runner's callers import)
     SERVICES_POOL,
@@ -127,7 +127,7 @@ class Runner:
     def _run(self) -> dict[str, JobSlot]:
         names = sorted(self.slots)
         saved = self._install_signals()
-        offsets = EndOffsets(self.settings.broker.bootstrap_servers)
+        offsets = ClusterEnds()  # each job's own cluster (Settings.kafka_for)
         started = time.monotonic()
         self.dbt.manifest()  # parsed once, before the first batch
         self.claims = Claims(self.spark, {n: s.job.priority for n, s in self.slots.items()})
@@ -237,7 +237,7 @@ class Runner:
                 self.status.update_job(name, state="elsewhere", priority=slot.job.priority,
                                        held_by={k: holder.get(k) for k in ("host", "pid")})
 
-    def _poll(self, offsets: EndOffsets) -> None:
+    def _poll(self, offsets: ClusterEnds) -> None:
         """Every job's backlog from its topic's end offsets and its last checkpoint; a files job's
         is its count of ready unprocessed partitions (a listing of its landing dir)."""
         files = [s for s in self.slots.values() if s.job.files is not None]
@@ -246,13 +246,15 @@ class Runner:
             self._set_backlog(slot, _files_backlog(slot))
         if not kafka:
             return
-        try:
-            ends = offsets.end({s.job.topic for s in kafka})
-        except BrokerError as exc:
-            log.warning("runner: %s (retrying every poll)", exc)
-            return
+        problems: list[str] = []
+        ends = offsets.end({s.job.name: (self.settings.kafka_for(s.job), s.job.topic)
+                            for s in kafka}, problems)
+        for problem in problems:
+            log.warning("runner: %s (retrying every poll)", problem)
         for slot in kafka:
-            found = ends.get(slot.job.topic, {})
+            if slot.job.name not in ends:  # its cluster did not answer
+                continue
+            found = ends[slot.job.name]
             # no message ever: nothing to catch up on until its first (`latest` pins its start)
             if slot.checkpoint is None and found and not any(found.values()) \
                     and slot.job.starting_offsets == "earliest":

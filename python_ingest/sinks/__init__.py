@@ -44,7 +44,7 @@ def disperse(spark: SparkSession, settings: Settings, job: JobConfig, tables: Jo
     from python_ingest.sinks.kafka import disperse_kafka
 
     return disperse_kafka(spark, tables, target, until, settings.path(settings.state_dir),
-                          target.bootstrap_servers or settings.broker.bootstrap_servers)
+                          target.bootstrap_servers or settings.kafka_for(job))
 
 
 def disperse_all(spark: SparkSession, settings: Settings, job: JobConfig,

@@ -160,7 +160,9 @@ def direct_bootstrap(spark: SparkSession, settings: Settings, source: SourceConf
     tap (the module doc)."""
     started = time.monotonic()
     size = chunk_rows_ or source.bootstrap_chunk_rows
-    prepared = prepare(settings, source, qualified)
+    on_source = replace(settings, broker=replace(settings.broker,  # the source's cluster
+                                                 bootstrap_servers=settings.kafka_for(source)))
+    prepared = prepare(on_source, source, qualified)
     try:
         table = prepared.table
         job = job_for(settings, table.topic, qualified)
@@ -260,11 +262,11 @@ class _Loader:
         spark, tables = self.spark, self.tables
         raw = read_checkpoint(spark, tables.raw)
         batch_id = (raw.batch_id if raw else 0) + 1
-        spec = ReadSpec(self.job.reader, self.settings.broker.bootstrap_servers,
+        spec = ReadSpec(self.job.reader, self.settings.kafka_for(self.job),
                         self.job.read_timeout_s, self.schema, batch_id,
                         int(datetime.now(UTC).timestamp() * 1_000_000))
         work = BulkRead(self.source, self.prepared.table, spec, str(self.prepared.root),
-                        self.settings.broker.bootstrap_servers, self.prepared.generation)
+                        self.settings.kafka_for(self.source), self.prepared.generation)
         chunks = [c for c in self.plan.chunks if c.index in set(indices)]
         counted = spark.sparkContext.accumulator(0)
 

@@ -161,7 +161,7 @@ def _spark_error(exc: Exception) -> SluiceError:
 def plan_run(settings: Settings, job: JobConfig, checkpoint: Checkpoint | None,
              accept_data_loss: bool = False) -> Plan:
     """Work units for the next run of ``job`` from ``checkpoint`` and the broker's offsets."""
-    bootstrap = settings.broker.bootstrap_servers
+    bootstrap = settings.kafka_for(job)  # its own broker:, else the project's
     offsets = kafka_client.partition_offsets(bootstrap, job.topic)
     current_id = kafka_client.topic_id(bootstrap, job.topic)
     if checkpoint and checkpoint.topic_id and current_id and checkpoint.topic_id != current_id:
@@ -216,7 +216,7 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     log.info("job %s batch %d: reading %d messages in %d work units (%d left for later runs)",
              job.name, batch_id, work.planned, len(work.units), work.remaining)
     accept_loss = accept_data_loss or job.on_data_loss == "accept"
-    spec = ReadSpec(job.reader, settings.broker.bootstrap_servers, job.read_timeout_s, schema,
+    spec = ReadSpec(job.reader, settings.kafka_for(job), job.read_timeout_s, schema,
                     batch_id, int(datetime.now(UTC).timestamp() * 1_000_000),
                     error_budget_bytes=error_budget_bytes // max(len(work.units), 1),
                     accept_loss=accept_loss)
@@ -422,7 +422,7 @@ def _catch_up_errors(spark: SparkSession, settings: Settings, job: JobConfig,
     log.warning("job %s: the error table lacks batch %d (the last run stopped between its "
                 "commits); re-reading %d work units for its error rows", job.name,
                 checkpoint.batch_id, len(units))
-    spec = ReadSpec(job.reader, settings.broker.bootstrap_servers, job.read_timeout_s, schema,
+    spec = ReadSpec(job.reader, settings.kafka_for(job), job.read_timeout_s, schema,
                     checkpoint.batch_id, int(datetime.now(UTC).timestamp() * 1_000_000),
                     mode="errors")
     check_held(job.name)

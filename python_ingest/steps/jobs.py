@@ -52,7 +52,7 @@ def job_status(spark: SparkSession, settings: Settings, job: JobConfig,
         status["files"] = checkpoint.files.to_dict() if checkpoint and checkpoint.files else None
         return status
     try:
-        offsets = kafka_client.partition_offsets(settings.broker.bootstrap_servers, job.topic)
+        offsets = kafka_client.partition_offsets(settings.kafka_for(job), job.topic)
     except SluiceError as exc:
         status["broker_error"] = str(exc)
         offsets = []

@@ -1,5 +1,5 @@
 """Fixtures of the secured-connection tests (issue #61): a private CA (pki.py), a Kafka broker
-with SASL_SSL, mutual TLS and ACLs (kafka_server.py, one per test module), and a MariaDB that
+with SASL_SSL, mutual TLS and ACLs (kafka_server.py, one per session), and a MariaDB that
 takes TLS connections only. Everything is started here, on loopback ports, and stopped at the
 end; certificates and keys live in a temporary folder."""
 
@@ -21,7 +21,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one for every module (test_kafka.py, test_job_cluster.py)
 def secure_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[SecureBroker]:
     broker = start_secure_broker(tmp_path_factory.mktemp("secure-broker"), pki)
     yield broker
