@@ -5,12 +5,16 @@ claim per job it runs in ``<warehouse>/meta/.sluice_claims/`` (tables/lease.py: 
 only if absent, renewed in the background, taken over when its holder died). Every
 ``REFRESH_S`` a runner counts the live runners, gives up the idle claims beyond its fair share
 (``ceil(jobs / runners)``, its lowest-priority jobs first) and claims free jobs up to it
-(highest priority first). So a second runner started on the same config gets half the jobs
-within seconds, and the jobs of a runner that dies go to the others once its claims expire (at
-once when it ran on the same host: a runner there takes them even beyond its share, and
-hands the extra ones over when idle, so a runner on another host with room gets them within
-seconds instead of after the claims' TTL). A claim only decides who runs a job: each batch
-still takes the job's lease, so a run by hand beside the runners is refused, never doubled.
+(highest priority first). A job beyond the share that is busy (a batch running) starts no
+new batch (``holds`` is false for it) and is given up at the first refresh after its batch
+ends, so a runner whose jobs always have a backlog still hands them over. So a second
+runner started on the same config gets half the jobs within seconds, and the jobs of a runner
+that dies go to the others once its claims expire (at once when it ran on the same host: a
+runner there takes them even beyond its share, and hands the extra ones over after their
+batch, so a runner on another host with room gets them within seconds instead of after the
+claims' TTL). The host is ``SLUICE_HOST`` when set (runtime/processes.py ``host_name``).
+A claim only decides who runs a job: each batch still takes the job's lease, so a run by hand
+beside the runners is refused, never doubled.
 """
 
 from __future__ import annotations
@@ -51,15 +55,17 @@ class Claims:
         self.me = claim(spark, f"runner-{uuid.uuid4().hex[:12]}", RUNNER_DIR)
         self.held: dict[str, Lease] = {}
         self.elsewhere: dict[str, dict[str, Any]] = {}  # job -> the holder of its claim
+        self.leaving: set[str] = set()  # held beyond the share: no new batch, then given up
         self._next = 0.0
 
     def holds(self, job: str) -> bool:
         lease = self.held.get(job)
-        return lease is not None and not lease.lost.is_set()
+        return lease is not None and not lease.lost.is_set() and job not in self.leaving
 
     def refresh(self, busy: Callable[[str], bool], force: bool = False) -> bool:
-        """Give up claims beyond the fair share (not of a job ``busy`` now), claim free jobs
-        up to it and note who holds the others; whether anything the status shows changed."""
+        """Give up claims beyond the fair share (a job ``busy`` now: after its batch, starting
+        no other), claim free jobs up to it and note who holds the others; whether anything
+        the status shows changed."""
         now = time.monotonic()
         if not force and now < self._next:
             return False
@@ -77,6 +83,10 @@ class Claims:
             release(self.held.pop(name))
             log.info("runner: job %s handed over (%d runners share %d jobs)", name, runners,
                      len(self.priorities))
+        # still beyond the share: busy jobs, lowest priority first, start no new batch and are
+        # given up at a refresh after their batch (a backlog never leaves a job idle)
+        self.leaving = set([n for n in reversed(by_priority) if n in self.held]
+                           [:max(0, len(self.held) - share)])
         refused = set()
         for name in by_priority:
             if name in self.held:

@@ -1,6 +1,6 @@
-"""Processes sluice starts or waits on: whether a lease's holder died on this host, a free
-port for and the stop of a private server (MariaDB for the tap's tests and demo, PostgreSQL for
-dispersal, a Spark standalone cluster)."""
+"""Processes sluice starts or waits on: the host name it records, whether a lease's holder died
+on this host, a free port for and the stop of a private server (MariaDB for the tap's tests and
+demo, PostgreSQL for dispersal, a Spark standalone cluster)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,17 @@ import signal
 import socket
 import subprocess
 from typing import Any
+
+HOST_ENV = "SLUICE_HOST"
+
+
+def host_name() -> str:
+    """The name of this host as sluice records it in leases, runner claims and the status file:
+    ``SLUICE_HOST`` when set (two runners on one machine posing as two hosts, or a container
+    whose host name changes on every start), else the system's host name. Processes that
+    record one name must be able to see each other's pids: a holder named with this host's
+    name whose pid is gone is taken as dead."""
+    return os.environ.get(HOST_ENV, "").strip() or socket.gethostname()
 
 
 def free_port() -> int:
@@ -21,7 +32,7 @@ def free_port() -> int:
 def gone_from_this_host(holder: dict[str, Any]) -> bool:
     """Whether a lease's holder (``{"host": ..., "pid": ...}``) was a process on this host
     that no longer runs (killed, crashed): its lease need not be waited out."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+    if holder.get("host") != host_name() or not isinstance(holder.get("pid"), int):
         return False
     try:
         os.kill(holder["pid"], 0)

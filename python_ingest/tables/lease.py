@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -51,7 +50,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from python_ingest.exceptions import SluiceError
 from python_ingest.runtime.catalog import WAREHOUSE_CONF
-from python_ingest.runtime.processes import gone_from_this_host
+from python_ingest.runtime.processes import gone_from_this_host, host_name
 from python_ingest.runtime.s3 import is_s3, put_if_absent
 
 if TYPE_CHECKING:
@@ -287,7 +286,7 @@ def _live(holder: dict[str, Any]) -> bool:
 def _died_here(holder: dict[str, Any]) -> bool:
     """Whether the holder was a process on this host that no longer runs (killed, crashed),
     or a run of this process that ended without releasing: its lease need not be waited out."""
-    if holder.get("host") == socket.gethostname() and holder.get("pid") == os.getpid():
+    if holder.get("host") == host_name() and holder.get("pid") == os.getpid():
         with _held_lock:
             return holder.get("run") not in _live_runs
     return gone_from_this_host(holder)
@@ -309,7 +308,7 @@ def acquire(spark: SparkSession, job: str, ttl_s: float = TTL_S,
     """Take ``job``'s lease or raise LeaseHeldError naming its holder."""
     path, fs = lease_path(spark, job, folder)
     run = uuid.uuid4().hex[:12]
-    holder = {"run": run, "host": socket.gethostname(), "pid": os.getpid(),
+    holder = {"run": run, "host": host_name(), "pid": os.getpid(),
               "since": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
               "expires": time.time() + ttl_s, "ttl_s": ttl_s}
     _drop_older_lease_file(fs, path, job)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import socket
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -37,6 +36,7 @@ from typing import Any
 from python_ingest.exceptions import ConfigError
 from python_ingest.runtime.cost import Cost
 from python_ingest.runtime.files import private_dir, write_private
+from python_ingest.runtime.processes import host_name
 
 STATUS_FILE = "status.json"
 HEARTBEAT_STALE_S = 30.0  # a runner whose heartbeat is older than this is taken as gone
@@ -133,7 +133,7 @@ class StatusFile:
         with self._locked() as data:
             runner = data.get("runner") or {}
             if state == "starting" or runner.get("pid") != os.getpid():
-                runner = {"pid": os.getpid(), "host": socket.gethostname(),
+                runner = {"pid": os.getpid(), "host": host_name(),
                           "started_at": now_iso()}
             runner.update(state=state, jobs=jobs, heartbeat_at=now_iso(), **extra)
             data["runner"] = runner
@@ -160,7 +160,7 @@ class StatusFile:
         beat = parse_iso(runner.get("heartbeat_at"))
         if beat is None or (datetime.now(UTC) - beat).total_seconds() > HEARTBEAT_STALE_S:
             return False
-        if runner.get("host") == socket.gethostname():
+        if runner.get("host") == host_name():
             try:
                 os.kill(int(runner["pid"]), 0)
             except (ProcessLookupError, ValueError, KeyError):

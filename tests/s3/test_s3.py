@@ -1,6 +1,9 @@
-"""#60: the warehouse on S3 (a private S3Proxy), through Hadoop's S3A: a Hudi job and an
-Iceberg job run by `sluice run` land equal to their sources with no secret anywhere sluice
-writes; the job leases' compare-and-swap is S3's conditional put, raced by two processes."""
+"""#60: the warehouse on S3 (a private S3Proxy, one for the module), through Hadoop's S3A: a
+Hudi job and an Iceberg job (Hadoop catalog) run by `sluice run` land equal to their sources
+with no secret anywhere sluice writes; an Iceberg job whose catalog is the JDBC catalog on the
+tests' PostgreSQL lands its files in the bucket, equal to its source; the job leases'
+compare-and-swap is S3's conditional put, raced by two processes; a runner whose jobs always
+have a backlog still hands its surplus over to a runner that joins."""
 
 from __future__ import annotations
 
@@ -15,24 +18,26 @@ import yaml
 
 from python_ingest.runtime.s3proxy import S3Server
 from python_ingest.tables.formats import table_exists
+from tests.cluster.jdbc import jdbc_catalog
 from tests.conftest import REPO, write_config
 from tests.runner.fleet import Fleet
 from tests.s3.conftest import s3_config, s3_reader
 from tests.steps.helpers import as_lake, lake_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.s3]
+EVENTS = 120  # per job: enough for upserts and deletes of the same trips
 
 
 def test_two_processes_racing_for_leases_on_s3_one_wins_each(
         s3: S3Server, bucket: str, workdir: Path, broker: str, tmp_path: Path) -> None:
-    """Both racers take the same lease at the same moment, twelve times: fresh leases and
+    """Both racers take the same lease at the same moment, six times: fresh leases and
     expired ones left by another host. Exactly one wins each round (on S3A alone both would:
     its create checks, then writes, and its rename copies)."""
     config = write_config(tmp_path / "sluice.yml", workdir, broker, {},
                           catalog=s3_config(s3, f"{bucket}/race"))
     gates = tmp_path / "gates"
     gates.mkdir()
-    rounds = 12
+    rounds = 6
     racers = [subprocess.Popen(
         [sys.executable, "-m", "tests.s3.lease_racer", str(config), str(i), str(rounds),
          str(gates)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
@@ -61,7 +66,7 @@ def test_a_hudi_job_and_an_iceberg_job_on_s3_land_exactly_and_show_no_secret(
     written = yaml.safe_load(fleet.config.read_text())
     written["jobs"][fleet.names[1]]["table_format"] = "iceberg"
     fleet.config.write_text(yaml.safe_dump(written, sort_keys=False))
-    fleet.produce(300)
+    fleet.produce(EVENTS)
     runner = fleet.start(env=_env(s3))
     assert fleet.finish(runner, "finish its run") == 0, fleet.last_log(runner)
 
@@ -74,7 +79,7 @@ def test_a_hudi_job_and_an_iceberg_job_on_s3_land_exactly_and_show_no_secret(
         assert lake_rows(session, f"lake.{name}") == expected, name
         raw = session.sql(f"select count(*) from raw.{name}").collect()[0][0]
         errors = session.sql(f"select count(*) from errors.{name}__raw").collect()[0][0]
-        assert raw + errors == fleet.produced[name] == 300, name
+        assert raw + errors == fleet.produced[name] == EVENTS, name
     # by its path in the bucket: this process's catalog may already name another meta.runs
     # (the session's own warehouse, written by the tests before this one)
     runs = hudi.read.format("hudi").load(f"{warehouse}/meta/runs").collect()
@@ -85,6 +90,80 @@ def test_a_hudi_job_and_an_iceberg_job_on_s3_land_exactly_and_show_no_secret(
     seen = [p for p in [*tmp_path.rglob("*"), *(s3.data_dir / "buckets").rglob("*")]
             if p.is_file() and secret.encode() in p.read_bytes()]
     assert not seen, f"the secret key is written in {seen}"
+
+
+def test_an_iceberg_job_with_the_jdbc_catalog_on_postgresql_lands_its_rows_in_the_bucket(
+        spark: Any, s3: S3Server, bucket: str, postgres: Any, workdir: Path, broker: str,
+        tmp_path: Path, job_name: str) -> None:
+    """`sluice run --all` of an Iceberg project whose catalog is Iceberg's JDBC catalog in a
+    private PostgreSQL database and whose warehouse is in the bucket: the table pointers are
+    rows of PostgreSQL, every data and metadata file an object of the bucket, and the lake
+    read back through the same catalog equals the producer's oracle."""
+    import psycopg
+
+    warehouse = f"{bucket}/jdbc"
+    catalog = {**jdbc_catalog(postgres, job_name[-40:], tmp_path / "unused"),
+               "warehouse": warehouse, **{k: v for k, v in s3_config(s3, warehouse).items()
+                                          if k == "s3"}}
+    fleet = Fleet(tmp_path, workdir, broker, f"j{job_name[-22:]}", jobs=1, broken=False,
+                  catalog=catalog, table_format="iceberg")
+    name = fleet.names[0]
+    fleet.produce(EVENTS)
+    runner = fleet.start(env=_env(s3))
+    assert fleet.finish(runner, "finish its run") == 0, fleet.last_log(runner)
+
+    database = catalog["uri"].rsplit("/", 1)[1]
+    with psycopg.connect(postgres.dsn.replace("dbname=postgres", f"dbname={database}")) as conn:
+        pointers = dict(conn.execute(
+            "select table_namespace || '.' || table_name, metadata_location "
+            "from iceberg_tables where catalog_name = 'sluice'").fetchall())
+    for table in (f"lake.{name}", f"raw.{name}", "meta.runs"):
+        assert pointers.get(table, "").startswith(f"{warehouse}/"), (table, pointers)
+    objects = s3.data_dir / "buckets" / warehouse.removeprefix("s3a://")
+    assert list((objects / "lake" / name).rglob("*.parquet")), "no data file in the bucket"
+
+    session = s3_reader(spark, fleet.config, s3, "iceberg")
+    expected = {t: as_lake(r) for t, r in fleet.generators[name].rows.items()}
+    assert lake_rows(session, f"lake.{name}") == expected
+    raw = session.sql(f"select count(*) from raw.{name}").collect()[0][0]
+    errors = session.sql(f"select count(*) from errors.{name}__raw").collect()[0][0]
+    assert raw + errors == fleet.produced[name] == EVENTS
+    assert [r["job"] for r in session.sql("select job from meta.runs").collect()] == [name]
+
+
+def test_a_runner_whose_jobs_always_have_a_backlog_hands_its_surplus_to_a_second_runner(
+        spark: Any, s3: S3Server, bucket: str, workdir: Path, broker: str, tmp_path: Path,
+        job_name: str) -> None:
+    """Runner claims on the bucket (runner/claims.py): the first runner alone claims both
+    jobs; a second one joins. While the first's jobs are busy at every refresh (a backlog: a
+    batch always running), the surplus job starts no new batch and is given up after its
+    batch; the second runner claims it. Before #60 the first kept both for as long as its
+    jobs had a backlog, and the second ran nothing."""
+    from python_ingest.runner.claims import Claims
+
+    config = write_config(tmp_path / "sluice.yml", workdir, broker, {},
+                          catalog=s3_config(s3, f"{bucket}/claims"))
+    session = s3_reader(spark, config, s3)
+    jobs = {f"{job_name[-20:]}_{x}": 0 for x in "ab"}
+    first = Claims(session, jobs)
+    second: Claims | None = None
+    try:
+        first.refresh(lambda name: False, force=True)
+        assert sorted(n for n in jobs if first.holds(n)) == sorted(jobs)
+        second = Claims(session, jobs)
+        second.refresh(lambda name: False, force=True)
+        assert not any(second.holds(n) for n in jobs)  # both claimed by the first
+        first.refresh(lambda name: True, force=True)  # both jobs in a batch
+        assert [n for n in jobs if first.holds(n)] == sorted(jobs)[:1], \
+            "the surplus job would start another batch"
+        first.refresh(lambda name: name != sorted(jobs)[1], force=True)  # its batch ended
+        second.refresh(lambda name: False, force=True)
+        assert [n for n in jobs if first.holds(n)] == sorted(jobs)[:1]
+        assert [n for n in jobs if second.holds(n)] == sorted(jobs)[1:]
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
 
 
 def _env(s3: S3Server) -> dict[str, str]:

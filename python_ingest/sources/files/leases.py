@@ -21,7 +21,6 @@ import contextlib
 import fcntl
 import json
 import os
-import socket
 import time
 import uuid
 from collections.abc import Container, Iterator
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from python_ingest.runtime.processes import gone_from_this_host
+from python_ingest.runtime.processes import gone_from_this_host, host_name
 
 LEASE_SUFFIX = ".lease"
 TAKEOVER = ".takeover."
@@ -70,7 +69,7 @@ class PartitionLeases:
         return data if isinstance(data, dict) else {"token": "corrupt", "taken_at": 0.0}
 
     def _holder(self) -> dict[str, Any]:
-        return {"run": self.run_id, "token": uuid.uuid4().hex, "host": socket.gethostname(),
+        return {"run": self.run_id, "token": uuid.uuid4().hex, "host": host_name(),
                 "pid": os.getpid(), "taken_at": time.time()}
 
     def expired(self, holder: dict[str, Any], now: float | None = None) -> bool:
