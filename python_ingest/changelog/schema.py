@@ -22,6 +22,7 @@ from python_ingest.changelog import debezium
 from python_ingest.changelog.debezium_json import keep_older
 from python_ingest.changelog.registry import RegistryClient, subject_of
 from python_ingest.config import DEBEZIUM, ROW_KEY_ENCODINGS, JobConfig, Settings
+from python_ingest.config.table_formats import format_named
 from python_ingest.exceptions import ConfigError, SchemaRegistryError
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class ChangelogSchema:
         """``load`` for decoding ``job``'s events into its tables: ``empty_key`` as its table
         format needs (issue #50.2)."""
         return replace(cls.load(job, settings.root),
-                       empty_key=settings.format_of(job) == "hudi")
+                       empty_key=format_named(settings.format_of(job)).refuses_empty_keys)
 
     @classmethod
     def load(cls, job: JobConfig, root: Path) -> ChangelogSchema:

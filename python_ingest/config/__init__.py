@@ -46,6 +46,7 @@ from python_ingest.config.runner import RunnerConfig, parse_priority, parse_runn
 from python_ingest.config.secrets import masked_repr
 from python_ingest.config.services import ServicesConfig, parse_services
 from python_ingest.config.sources import SourceConfig, parse_source
+from python_ingest.config.table_formats import DEFAULT_FORMAT, TABLE_FORMATS
 from python_ingest.exceptions import ConfigError
 
 CONFIG_ENV = "SLUICE_CONFIG"
@@ -60,7 +61,6 @@ DATA_LOSS_POLICIES = ("fail", "accept")
 # composite key with a text or bytes column is the JSON list of its column texts, bytes are
 # hex) or joined (before issue #9.7: texts joined with '|', bytes as UTF-8 text).
 ROW_KEY_ENCODINGS = ("json", "joined")
-TABLE_FORMATS = ("hudi", "iceberg")  # docs/formats.md
 # Who may read the warehouse's tables, which all hold source rows (docs/reliability.md,
 # #35.6): their owner alone (namespace folders 0700), or also the owner's group (0750)
 TABLE_PERMISSIONS = ("owner", "group")
@@ -149,7 +149,7 @@ class Settings:
     jobs: Mapping[str, JobConfig] = field(default_factory=dict)
     state_dir: str = ".sluice"
     sources: Mapping[str, SourceConfig] = field(default_factory=dict)
-    table_format: str = "hudi"  # of every table sluice and dbt write (docs/formats.md)
+    table_format: str = DEFAULT_FORMAT  # of every table sluice and dbt write (docs/formats.md)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     table_permissions: str = "owner"  # TABLE_PERMISSIONS: the warehouse's namespace folders
     schema_registry: RegistryConfig | None = None  # the project's (config/registry.py)

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from python_ingest.config.table_formats import FORMAT_CONF as FORMAT_CONF  # bulk.py's import
+from python_ingest.config.table_formats import FORMATS, session_format
 from python_ingest.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -22,7 +24,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMAT_CONF = "spark.sluice.table_format"  # which format the session writes
 WAREHOUSE_CONF = "spark.sluice.warehouse"  # where Hudi tables live
 PERMISSIONS_CONF = "spark.sluice.table_permissions"  # owner or group: the namespaces' mode
 HUDI_COMMIT_PREFIX = "sluice."  # settings and options with it become Hudi commit metadata
@@ -236,12 +237,13 @@ def refuse_other_format(spark: SparkSession, table: str, wanted: str) -> None:
     """Raise before creating ``table`` in format ``wanted`` where a table of the other format
     already lives (both lay tables out as ``<warehouse>/<namespace>/<table>``)."""
     path = location(spark, table)
-    other, marker = ("Iceberg", "metadata") if wanted == "hudi" else ("Hudi", ".hoodie")
-    if fs_exists(spark, f"{path}/{marker}"):
+    for other in FORMATS.values():
+        if other.name == wanted or not fs_exists(spark, f"{path}/{other.marker}"):
+            continue
         raise ConfigError(
-            "table_format", f"{table}: an {other} table already lives at {path}, and "
+            "table_format", f"{table}: an {other.title} table already lives at {path}, and "
             f"table_format is now {wanted}", "a table keeps the format it was created in: set "
-            f"table_format (the project's, or the job's own) back to {other.lower()}, or point "
+            f"table_format (the project's, or the job's own) back to {other.name}, or point "
             f"catalog.warehouse at a new folder for {wanted} tables")
 
 
@@ -298,8 +300,8 @@ def drop_scratch(spark: SparkSession, table: str) -> None:
     when its process ends, its files stay, and Spark refuses to create a managed table over a
     non-empty folder (LOCATION_ALREADY_EXISTS) in the next process."""
     spark.sql(f"drop table if exists {table} purge")
-    if spark.conf.get(FORMAT_CONF, "iceberg") != "hudi":
-        return  # an Iceberg scratch table lives in the Iceberg catalog, which persists
+    if not session_format(spark).session_catalog:
+        return  # a scratch table in the Iceberg catalog, which persists, leaves no files
     hpath, fs = _hadoop_path(spark, location(spark, table))
     if fs.exists(hpath):
         fs.delete(hpath, True)

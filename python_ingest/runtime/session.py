@@ -24,9 +24,14 @@ from typing import TYPE_CHECKING
 from python_ingest.config import JobConfig, Settings
 from python_ingest.config.s3 import warehouse_location
 from python_ingest.config.secrets import redact
+from python_ingest.config.table_formats import (
+    FORMAT_CONF,
+    format_named,
+    project_format,
+    session_format,
+)
 from python_ingest.exceptions import ConfigError
 from python_ingest.runtime.catalog import (
-    FORMAT_CONF,
     HUDI_COMMIT_PREFIX,
     HUDI_READ_CONF,
     HUDI_WRITE_CONF,
@@ -183,9 +188,9 @@ def _heap_bytes(conf: dict[str, str], key: str) -> int:
 def format_conf(settings: Settings, table_format: str) -> dict[str, str]:
     """The session settings that differ between a session writing Hudi and one writing
     Iceberg (the default catalog, and the format sluice's table functions use)."""
-    return {FORMAT_CONF: table_format,
-            "spark.sql.defaultCatalog":
-                "spark_catalog" if table_format == "hudi" else settings.catalog.name}
+    spec = format_named(table_format)
+    return {FORMAT_CONF: spec.name,
+            "spark.sql.defaultCatalog": spec.default_catalog(settings.catalog.name)}
 
 
 def _catalog_conf(settings: Settings, prefix: str) -> dict[str, str]:
@@ -248,7 +253,7 @@ def prepare_catalog(session: SparkSession, every_table: bool = False) -> None:
     created so before anything is written in it, and set so at every session start."""
     for namespace in NAMESPACES:
         restrict_namespace(session, namespace)
-    if session.conf.get(FORMAT_CONF, "iceberg") == "hudi":
+    if session_format(session).session_catalog:
         found = register_tables(session, NAMESPACES, every_table)
         log.info("registered %d %sHudi tables of %s", found, "" if every_table else "shared ",
                  session.conf.get(WAREHOUSE_CONF))
@@ -300,7 +305,7 @@ def for_job(spark: SparkSession, settings: Settings, job: JobConfig) -> SparkSes
     (one per format and process). Tables keep their names (``raw.<job>``, ``lake.<model>``):
     a session resolves them in its own format's catalog, so dbt's two-part names work too."""
     wanted = settings.format_of(job)
-    if spark.conf.get(FORMAT_CONF, "iceberg") == wanted:
+    if session_format(spark).name == wanted:
         return spark
     return _format_session(spark, settings, wanted)
 
@@ -308,8 +313,8 @@ def for_job(spark: SparkSession, settings: Settings, job: JobConfig) -> SparkSes
 def project_session(spark: SparkSession) -> SparkSession:
     """The session writing the project's format (meta.runs lives there) for any session of
     this application: the project's format is the one the SparkContext was started with."""
-    project = spark.sparkContext.getConf().get(FORMAT_CONF, "iceberg")
-    if spark.conf.get(FORMAT_CONF, "iceberg") == project:
+    project = project_format(spark).name
+    if session_format(spark).name == project:
         return spark
     return _format_session(spark, None, project)
 
@@ -330,7 +335,7 @@ def _format_session(spark: SparkSession, settings: Settings | None,
 
 def _writing(session: SparkSession, settings: Settings, table_format: str) -> SparkSession:
     """``session`` set to write ``table_format`` (its catalog's namespaces ready)."""
-    if session.conf.get(FORMAT_CONF, "iceberg") == table_format:
+    if session_format(session).name == table_format:
         return session
     for key, value in format_conf(settings, table_format).items():
         session.conf.set(key, value)

@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from python_ingest.config.table_formats import session_format
 from python_ingest.exceptions import PipelineError
-from python_ingest.runtime.catalog import FORMAT_CONF, insert_operation_kept
+from python_ingest.runtime.catalog import insert_operation_kept
 from python_ingest.runtime.faults import fault_point
 from python_ingest.steps import history_writer, index_cache
 from python_ingest.steps.changeset import Declined
@@ -108,8 +109,8 @@ def why_not(spark: SparkSession, job: JobConfig, tables: JobTables) -> str | Non
         return "keep_step_tables is set"
     if tables.lake is None:
         return "the job has no lake model"
-    if spark.conf.get(FORMAT_CONF, "hudi") != "hudi":
-        return "its tables are Iceberg tables"
+    if not (spec := session_format(spark)).bucket_lakes:
+        return f"its tables are {spec.title} tables"
     if not table_exists(spark, tables.lake):
         _bucket_lakes.pop(tables.lake, None)
         return "its lake table is created by its first batch's dbt run"

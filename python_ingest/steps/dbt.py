@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from python_ingest.config import Settings
+from python_ingest.config.table_formats import session_format
 from python_ingest.exceptions import PipelineError
-from python_ingest.runtime.catalog import FORMAT_CONF
 from python_ingest.runtime.session import spark_conf, thread_session
 from python_ingest.tables.names import JobModels
 
@@ -74,7 +74,7 @@ class Dbt:
         # for_job); macros/sluice_table_format.sql reads it while models run
         session = thread_session()
         table_format = self.settings.table_format if session is None \
-            else str(session.conf.get(FORMAT_CONF, self.settings.table_format))
+            else session_format(session).name
         env = {"SLUICE_SPARK_MASTER": conf["spark.master"],
                "SLUICE_SPARK_JARS": conf["spark.jars"],
                "SLUICE_TABLE_FORMAT": table_format}

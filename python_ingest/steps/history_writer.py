@@ -37,14 +37,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from python_ingest.config.table_formats import session_format
 from python_ingest.exceptions import PipelineError
 from python_ingest.runtime.budget import over_budget
 from python_ingest.runtime.catalog import (
-    FORMAT_CONF,
     INSERT_OPERATION,
     insert_operation_kept,
-    keep_write_settings,
-    location,
 )
 from python_ingest.runtime.faults import fault_point
 from python_ingest.steps.changeset import FRAMEWORK
@@ -52,7 +50,7 @@ from python_ingest.steps.history import EXTRA_COLUMNS, HISTORY_STEP
 from python_ingest.steps.history_fold import Options, Outcome, as_time, history_batch
 from python_ingest.tables.checkpoints import step_checkpoint, step_properties
 from python_ingest.tables.evolve import widen, wider_columns
-from python_ingest.tables.formats import committing, position, table_exists
+from python_ingest.tables.formats import committing, position, table_exists, table_format
 from python_ingest.tables.lease import check_held
 
 if TYPE_CHECKING:
@@ -64,13 +62,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 NOT_COPIED = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
               "_hoodie_partition_path", "_hoodie_file_name", "_hoodie_is_deleted", "_merged_at")
-BUCKETS = 4
-# a Hudi history's write settings, as a bucket-index lake's (macros/sluice_lake_index.sql): each
-# key's versions in its hash bucket, no index look-up and no metadata table (whose commit
-# beside each small commit cost more than the commit)
-BUCKET_WRITE = {"hoodie.index.type": "BUCKET", "hoodie.index.bucket.engine": "SIMPLE",
-                "hoodie.bucket.index.num.buckets": str(BUCKETS),
-                "hoodie.bucket.index.hash.field": "_row_key", "hoodie.metadata.enable": "false"}
 # a history of at most this many versions is held in memory between batches (its stored
 # versions are then not read per batch); more: each batch reads its keys' versions. The
 # histories one process holds keep at most HELD_TOTAL versions together (about 1 KB each):
@@ -148,7 +139,7 @@ def shape(spark: SparkSession, lake: str, incoming: Mapping[str, str] | None = N
     lake_columns = wider_columns([(f.name, f.dataType.simpleString())
                                   for f in spark.table(lake).schema
                                   if f.name not in NOT_COPIED], incoming or {},
-                                 str(spark.conf.get(FORMAT_CONF, "hudi")))
+                                 session_format(spark).name)
     have = {n.lower() for n, _ in lake_columns}
     lake_columns += [(n, t) for n, t in added if n.lower() not in have and n not in NOT_COPIED]
     payload = tuple(n for n, _ in lake_columns if n not in FRAMEWORK)
@@ -168,21 +159,7 @@ def ensure(spark: SparkSession, history: str, found: Shape) -> None:
                 spark.sql(f"alter table {history} add column `{name}` {kind}")
         return
     ddl = ", ".join(f"`{n}` {t}" for n, t in found.columns)
-    if spark.conf.get(FORMAT_CONF, "hudi") == "hudi":
-        where = location(spark, history)
-        settings = ", ".join(f"'{k}'='{v}'" for k, v in BUCKET_WRITE.items())
-        spark.sql(f"create table {history} ({ddl}) using hudi location '{where}' "
-                  "tblproperties (type='mor', primaryKey='_row_key,_ref_key', "
-                  "preCombineField='_batch_id', "
-                  "'hoodie.record.merge.mode'='COMMIT_TIME_ORDERING', "
-                  f"{settings}, 'hoodie.compact.inline'='false')")
-        # every later process registers it with them (else: the record index's settings
-        # of a keyed table, runtime/catalog.py register), before its first commit
-        keep_write_settings(spark, where, BUCKET_WRITE)
-    else:
-        spark.sql(f"create table {history} ({ddl}) using iceberg tblproperties "
-                  "('format-version'='2', 'write.delete.mode'='merge-on-read', "
-                  "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')")
+    table_format(spark).create_history(spark, history, ddl)  # the format's own DDL
     log.info("created history table %s", history)
 
 
@@ -361,7 +338,7 @@ def _commit(spark: SparkSession, history: str, found: Shape, outcome: Outcome,
     values = ", ".join(f"s.`{n}`" for n in names)
     quoted = ", ".join(f"`{n}`" for n in names)
     with insert_operation_kept(spark):
-        if not removed and spark.conf.get(FORMAT_CONF, "hudi") == "hudi":
+        if not removed and session_format(spark).upserts_by_insert:
             spark.conf.set(INSERT_OPERATION, "upsert")
             spark.sql(f"insert into {history} ({quoted}) select {quoted} "
                       "from sluice_history_batch")

@@ -32,6 +32,7 @@ import time
 import zlib
 from typing import TYPE_CHECKING
 
+from python_ingest.config.table_formats import session_format
 from python_ingest.runtime.catalog import drop_scratch
 from python_ingest.tables.checkpoints import property_name, step_checkpoint, step_properties
 from python_ingest.tables.formats import (
@@ -40,7 +41,6 @@ from python_ingest.tables.formats import (
     committing,
     ensure_table,
     table_exists,
-    table_format,
 )
 from python_ingest.tables.names import JobTables
 
@@ -188,7 +188,7 @@ def _overwrite(spark: SparkSession, table: str, rows: DataFrame, done: int) -> N
     scratch = "meta.sluice_index_rewrite"
     rows.createOrReplaceTempView("sluice_index_rewrite")
     drop_scratch(spark, scratch)
-    using = "parquet" if table_format(spark).name == "hudi" else "iceberg"
+    using = session_format(spark).scratch_using
     spark.sql(f"create table {scratch} using {using} as select * from sluice_index_rewrite")
     columns = ", ".join(name for name, _ in INDEX_COLUMNS)
     committing(spark, step_properties(MERGE_STEP, done), lambda: spark.sql(

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import Settings, load_settings
+from python_ingest.config.table_formats import session_format
 from python_ingest.exceptions import PipelineError
 from python_ingest.runtime.catalog import (
-    FORMAT_CONF,
     drop_scratch,
     insert_operation_kept,
     keep_write_settings,
@@ -137,7 +137,7 @@ def _check_format(job: str) -> None:
     job's tables live in its own format's catalog."""
     settings = _settings_now()
     config = settings.jobs.get(job)
-    writes = _spark().conf.get(FORMAT_CONF, settings.table_format)
+    writes = session_format(_spark()).name
     if config is not None and settings.format_of(config) != writes:
         raise PipelineError(
             f"job {job} keeps its tables in {settings.format_of(config)} (its table_format) and "

@@ -36,6 +36,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from python_ingest.config.table_formats import DEFAULT_FORMAT, format_named, session_format
 from python_ingest.exceptions import ColumnTypeChangeError
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def _decimal(kind: str) -> tuple[int, int] | None:
     return (int(found[1]), int(found[2])) if found else None
 
 
-def widening(old: str, new: str, table_format: str = "hudi") -> str | None:
+def widening(old: str, new: str, table_format: str = DEFAULT_FORMAT) -> str | None:
     """Why ``old`` cannot widen to ``new`` without loss (None: it can, or they are equal).
     Types as Spark's ``simpleString`` spells them."""
     old, new = old.lower().replace(" ", ""), new.lower().replace(" ", "")
@@ -80,14 +81,14 @@ def widening(old: str, new: str, table_format: str = "hudi") -> str | None:
         if p2 - s2 < p - s:
             return (f"fewer digits before the point ({p2 - s2} instead of {p - s}): large values "
                     "would not fit")
-        if s2 != s and table_format == "iceberg":
+        if s2 != s and not format_named(table_format).rescales_decimals:
             return "a decimal of another scale (Iceberg widens a decimal's precision only)"
         return None
     return "not a widening sluice can apply without loss"
 
 
 def plan(table: str, current: dict[str, str], columns: Iterable[tuple[str, str]],
-         table_format: str = "hudi") -> list[tuple[str, str, str]]:
+         table_format: str = DEFAULT_FORMAT) -> list[tuple[str, str, str]]:
     """The columns of ``table`` to widen, as (name, old type, new type), from its columns'
     ``current`` types ({lowercase name: type}) and the ``columns`` about to be written
     (columns it lacks are left to ``ensure_table``); a ColumnTypeChangeError for the first
@@ -113,7 +114,7 @@ def plan(table: str, current: dict[str, str], columns: Iterable[tuple[str, str]]
 
 
 def wider_columns(columns: Iterable[tuple[str, str]], incoming: Mapping[str, str],
-                  table_format: str = "hudi") -> list[tuple[str, str]]:
+                  table_format: str = DEFAULT_FORMAT) -> list[tuple[str, str]]:
     """``columns`` (name, type) with the types ``incoming`` ({name: type}, any case) widen
     them to: a table derived from another (the history from the lake, history_writer.py)
     takes the wider type of the rows about to be written before the table it derives from
@@ -135,16 +136,14 @@ def widen(spark: SparkSession, table: str, columns: Iterable[tuple[str, str]],
     """Widen the columns of ``table`` that ``columns`` (name, Spark type) bring wider; its
     ``schema`` when the caller has it (else the catalog's, a lookup, no Spark job). Returns
     what it changed."""
-    from python_ingest.runtime.catalog import FORMAT_CONF
-
     columns = list(columns)
     if schema is None:
         schema = spark.table(table).schema
     current = {f.name.lower(): f.dataType.simpleString() for f in schema.fields}
-    fmt = str(spark.conf.get(FORMAT_CONF, "iceberg"))  # as formats.table_format
-    changes = plan(table, current, columns, fmt)
+    spec = session_format(spark)
+    changes = plan(table, current, columns, spec.name)
     if changes:
-        _alter(spark, table, changes, fmt)
+        _alter(spark, table, changes, spec.alters_by_schema_on_read)
         current.update({n.lower(): t for n, _, t in changes})
     _known[table] = current
     return changes
@@ -170,8 +169,8 @@ def forget(table: str) -> None:
 
 
 def _alter(spark: SparkSession, table: str, changes: list[tuple[str, str, str]],
-           fmt: str) -> None:
-    if fmt == "hudi":
+           schema_on_read: bool) -> None:
+    if schema_on_read:  # Hudi
         # a checkpoint the session carries for the step's own commit (formats.committing:
         # the dbt merge) must not ride in these commits: a crash before the step's commit
         # would leave its batch looking done

@@ -1,9 +1,10 @@
-"""The table format behind every sluice table: Apache Iceberg (default) or Apache Hudi.
+"""The table format behind every sluice table: Apache Hudi (default) or Apache Iceberg.
 
 Ingest, fork, runner and CLI call the functions here and never name a format; the session
-says which one it writes (``spark.sluice.table_format``, set by ``runtime.session`` from
-``table_format`` in sluice.yml). What differs between the formats is one small interface,
-``TableFormat``:
+says which one it writes (``config.table_formats.session_format``, the one accessor: set by
+``runtime.session`` from ``table_format`` in sluice.yml), and the registry there
+(``FORMATS``) names each format's implementation of one small interface, ``TableFormat``, and
+what else differs (its DDL's ``using`` clause, widening rule, history writes...):
 
 - ``exists`` / ``ensure_table``: a table by name, created or grown by new columns (append-only
   tables: raw, errors, staging, tombstones, runs);
@@ -19,17 +20,18 @@ says which one it writes (``spark.sluice.table_format``, set by ``runtime.sessio
   completed commit's completion time; Iceberg: the current snapshot id) and the rows written
   after one such position (dispersal, ``sinks/changes.py``).
 
-docs/formats.md puts the two side by side.
+docs/formats.md puts the two side by side; docs/table-formats.md says how to add a third.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
+from importlib import import_module
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from python_ingest.config.services import ServicesConfig
-from python_ingest.runtime.catalog import FORMAT_CONF
+from python_ingest.config.table_formats import FormatSpec, format_named, session_format
 from python_ingest.tables.shared import shared_write
 
 if TYPE_CHECKING:
@@ -43,7 +45,11 @@ class TableFormat(Protocol):
 
     name: str
 
+    def create_history(self, spark: SparkSession, table: str, ddl: str) -> None: ...
+
     def exists(self, spark: SparkSession, table: str) -> bool: ...
+
+    def refresh_schema(self, spark: SparkSession, table: str) -> None: ...
 
     def ensure_table(self, spark: SparkSession, table: str,
                      columns: Iterable[tuple[str, str]]) -> None: ...
@@ -76,15 +82,18 @@ class TableFormat(Protocol):
 
 
 def table_format(spark: SparkSession) -> TableFormat:
-    """The format this session writes (Iceberg for a session sluice did not configure)."""
-    name = spark.conf.get(FORMAT_CONF, "iceberg")
-    if name == "hudi":
-        from python_ingest.tables.hudi import HUDI
+    """The format this session writes (the default for a session sluice did not configure)."""
+    return implementation(session_format(spark))
 
-        return HUDI
-    from python_ingest.tables.iceberg import ICEBERG
 
-    return ICEBERG
+def implementation(spec: FormatSpec | str) -> TableFormat:
+    """The ``TableFormat`` of a registered format (config/table_formats.py ``FORMATS``),
+    imported when first asked for."""
+    if isinstance(spec, str):
+        spec = format_named(spec)
+    module, _, attribute = spec.implementation.partition(":")
+    found: TableFormat = getattr(import_module(module), attribute)
+    return found
 
 
 def table_exists(spark: SparkSession, table: str) -> bool:
@@ -105,12 +114,9 @@ def refresh_schemas(spark: SparkSession, tables: Iterable[str]) -> None:
     when a job's lease was held by another process since this one last released it (a Hudi
     table's entry is this process's own, tables/hudi.py ``refresh_schema``; an Iceberg
     catalog reads each table's metadata from the warehouse)."""
-    if table_format(spark).name != "hudi":
-        return
-    from python_ingest.tables.hudi import refresh_schema
-
+    fmt = table_format(spark)
     for table in tables:
-        refresh_schema(spark, table)
+        fmt.refresh_schema(spark, table)
 
 
 def ensure_table(spark: SparkSession, table: str, columns: Iterable[tuple[str, str]]) -> None:

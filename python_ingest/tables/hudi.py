@@ -26,6 +26,7 @@ from python_ingest.runtime.catalog import (
     HUDI_WRITE_CONF,
     SHARED_WRITE_CONF,
     fs_exists,
+    keep_write_settings,
     location,
     refuse_other_format,
     register,
@@ -59,10 +60,36 @@ APPEND_OPTIONS = {**HUDI_WRITE_CONF, "hoodie.datasource.write.operation": "bulk_
                   "hoodie.datasource.write.commitmeta.key.prefix": COMMIT_PREFIX}
 
 
+BUCKETS = 4  # of a history table
+# a Hudi history's write settings, as a bucket-index lake's (macros/sluice_lake_index.sql): each
+# key's versions in its hash bucket, no index look-up and no metadata table (whose commit
+# beside each small commit cost more than the commit)
+BUCKET_WRITE = {"hoodie.index.type": "BUCKET", "hoodie.index.bucket.engine": "SIMPLE",
+                "hoodie.bucket.index.num.buckets": str(BUCKETS),
+                "hoodie.bucket.index.hash.field": "_row_key", "hoodie.metadata.enable": "false"}
+
+
 class HudiFormat:
     """``tables.formats.TableFormat`` for Hudi."""
 
     name = "hudi"
+
+    def create_history(self, spark: SparkSession, table: str, ddl: str) -> None:
+        """A history table (steps/history_writer.py): merge-on-read, keyed by (_row_key,
+        _ref_key), its versions in hash buckets."""
+        where = location(spark, table)
+        settings = ", ".join(f"'{k}'='{v}'" for k, v in BUCKET_WRITE.items())
+        spark.sql(f"create table {table} ({ddl}) using hudi location '{where}' "
+                  "tblproperties (type='mor', primaryKey='_row_key,_ref_key', "
+                  "preCombineField='_batch_id', "
+                  "'hoodie.record.merge.mode'='COMMIT_TIME_ORDERING', "
+                  f"{settings}, 'hoodie.compact.inline'='false')")
+        # every later process registers it with them (else: the record index's settings
+        # of a keyed table, runtime/catalog.py register), before its first commit
+        keep_write_settings(spark, where, BUCKET_WRITE)
+
+    def refresh_schema(self, spark: SparkSession, table: str) -> None:
+        refresh_schema(spark, table)
 
     def exists(self, spark: SparkSession, table: str) -> bool:
         if spark.catalog.tableExists(table):

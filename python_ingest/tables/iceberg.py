@@ -43,6 +43,15 @@ class IcebergFormat:
 
     name = "iceberg"
 
+    def create_history(self, spark: SparkSession, table: str, ddl: str) -> None:
+        """A history table (steps/history_writer.py): format v2, merge-on-read deletes."""
+        spark.sql(f"create table {table} ({ddl}) using iceberg tblproperties "
+                  "('format-version'='2', 'write.delete.mode'='merge-on-read', "
+                  "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')")
+
+    def refresh_schema(self, spark: SparkSession, table: str) -> None:
+        """Nothing: the Iceberg catalog reads each table's metadata from the warehouse."""
+
     def exists(self, spark: SparkSession, table: str) -> bool:
         """Whether the catalog knows ``table`` (a catalog call, no Spark job). A two-part name
         is looked up in the default catalog only (pyspark's tableExists also answers from the
