@@ -38,6 +38,8 @@ from python_ingest.config.files import (
     parse_files,
 )
 from python_ingest.config.kafka import ClusterOverride, KafkaServers, cluster_of, parse_servers
+from python_ingest.config.kafka import connect_env as _connect_env
+from python_ingest.config.kafka import parse_connect as _parse_connect
 from python_ingest.config.kafka import parse_override as _parse_override
 from python_ingest.config.kafka import with_env as _kafka_with_env
 from python_ingest.config.registry import URL_ENV as _REGISTRY_URL_ENV
@@ -153,6 +155,7 @@ class Settings:
     runner: RunnerConfig = field(default_factory=RunnerConfig)
     table_permissions: str = "owner"  # TABLE_PERMISSIONS: the warehouse's namespace folders
     schema_registry: RegistryConfig | None = None  # the project's (config/registry.py)
+    kafka_connect: RegistryConfig | None = None  # Connect's REST API (runtime/connect_rest.py)
 
     def path(self, relative: str) -> Path:
         """Resolve a path from config against the project root."""
@@ -305,6 +308,7 @@ def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
     data["catalog"] = _catalog_with_env(_mapping(data.get("catalog"), "catalog"), env)
     if env.get("SLUICE_STATE_DIR"):  # e.g. a second runner on this host: its own status file
         data["state_dir"] = env["SLUICE_STATE_DIR"]
+    _connect_env(data, env)  # SLUICE_KAFKA_CONNECT_URL, _PASSWORD (config/kafka.py)
     if env.get(_REGISTRY_URL_ENV):  # the project's Schema Registry
         registry = data.get("schema_registry")
         data["schema_registry"] = {**(registry if isinstance(registry, dict) else {}),
@@ -352,7 +356,8 @@ def load_settings(path: str | os.PathLike[str] | None = None,
         data = json.loads(json.dumps(loaded))  # deep copy with plain types
     _env_overrides(data, env)
     _check_keys(data, {"spark", "catalog", "broker", "jobs", "state_dir", "sources",
-                       "table_format", "runner", "table_permissions", "schema_registry"},
+                       "table_format", "runner", "table_permissions", "schema_registry",
+                       "kafka_connect"},
                 "config")
 
     spark_raw = _mapping(data.get("spark"), "spark")
@@ -399,4 +404,5 @@ def load_settings(path: str | os.PathLike[str] | None = None,
                     table_permissions=_choice(
                         data.get("table_permissions", Settings.table_permissions),
                         TABLE_PERMISSIONS, "table_permissions"),
-                    schema_registry=registry)
+                    schema_registry=registry,
+                    kafka_connect=_parse_connect(data.get("kafka_connect"), root))

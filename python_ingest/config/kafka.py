@@ -35,6 +35,7 @@ from typing import Any
 
 from python_ingest import credentials
 from python_ingest.config.checks import check_keys, choice
+from python_ingest.config.registry import RegistryConfig, parse_registry
 from python_ingest.config.secrets import masked_repr
 from python_ingest.exceptions import ConfigError
 
@@ -243,3 +244,34 @@ def parse_override(raw: Any, where: str, root: Path) -> ClusterOverride | None:
     security = (None if raw.get("security") is None
                 else parse_security(raw["security"], f"{where}.security", root))
     return ClusterOverride(servers, security)
+
+
+CONNECT_URL_ENV = "SLUICE_KAFKA_CONNECT_URL"  # over kafka_connect.url
+CONNECT_PASSWORD_ENV = "SLUICE_KAFKA_CONNECT_PASSWORD"  # when set, the password comes from it
+
+
+def connect_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    """The SLUICE_KAFKA_CONNECT_* environment variables over ``data["kafka_connect"]``."""
+    if not (env.get(CONNECT_URL_ENV) or env.get(CONNECT_PASSWORD_ENV)):
+        return
+    raw = data.get("kafka_connect")
+    connect = dict(raw) if isinstance(raw, Mapping) else {}
+    if env.get(CONNECT_URL_ENV):
+        connect["url"] = env[CONNECT_URL_ENV]
+    if env.get(CONNECT_PASSWORD_ENV):
+        for key in credentials.FIELDS:
+            connect.pop(key, None)
+        connect["password_env"] = CONNECT_PASSWORD_ENV
+    data["kafka_connect"] = connect
+
+
+def parse_connect(raw: Any, root: Path, where: str = "kafka_connect") -> RegistryConfig | None:
+    """Kafka Connect's REST API (runtime/connect_rest.py): the Schema Registry's mapping (url,
+    ca_file, user and password_env/file, or token_env/file, timeout_s)."""
+    if raw is None:
+        return None
+    url = raw.get("url") if isinstance(raw, Mapping) else None
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}.url", f"expected an http(s) URL, got {url!r}",
+                          "a Connect worker's REST listener, e.g. https://connect:8443")
+    return parse_registry(raw, where, root)

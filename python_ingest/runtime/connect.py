@@ -5,8 +5,9 @@
 runs ``python -m python_ingest.runtime.connect resolve``, which copies them and their runtime
 closure with Maven into ``<jars home>/connect-<sha256 of the pom, 12 hex>/`` (built under a
 temporary name and renamed, as the other jars are). ``start_standalone`` runs a standalone
-worker (offsets in a file) with one or more connectors, its REST API on a free loopback port,
-and waits until every connector's task runs. Nothing is fetched at run time.
+worker (offsets in a file) with one or more connectors, its REST API on a free loopback port
+(http, or https with ``https``: the listener's key store; runtime/connect_rest.py is the client),
+and waits until the API answers and every connector's task runs. Nothing is fetched at run time.
 
 JSON is the worker's default; ``avro_converters`` gives a connector Avro with a Schema Registry:
 Apicurio's Kafka Connect AvroConverter (pinned in the pom), set to write as Confluent's
@@ -15,19 +16,17 @@ converter does, so what lands is what any Confluent-framed Avro topic holds.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from python_ingest.exceptions import SetupError
+from python_ingest.runtime.connect_rest import ConnectRest, ConnectRestError
 from python_ingest.runtime.jars import copy_dependencies, hashed_dir, repo_root, resolve_command
 from python_ingest.runtime.processes import free_port, stop_server
 from python_ingest.runtime.publish import publish_folder
@@ -76,15 +75,13 @@ class ConnectWorker:
     """A running standalone Connect worker and the names of its connectors."""
 
     process: subprocess.Popen[bytes]
-    rest: str  # http://127.0.0.1:<port>
+    rest: str  # http(s)://127.0.0.1:<port>
     connectors: tuple[str, ...]
     log: Path
+    client: ConnectRest
 
     def status(self, connector: str) -> dict[str, Any]:
-        name = urllib.parse.quote(connector, safe="")
-        with urllib.request.urlopen(f"{self.rest}/connectors/{name}/status",
-                                    timeout=5) as response:
-            return dict(json.loads(response.read()))
+        return self.client.status(connector)
 
     def stop(self) -> None:
         stop_server(self.process, 60)
@@ -119,13 +116,17 @@ def _properties(values: Mapping[str, object]) -> str:
 
 def start_standalone(folder: Path, bootstrap: str, connectors: Sequence[Mapping[str, object]],
                      *, worker: Mapping[str, object] | None = None, heap: str = "512m",
-                     wait_s: float = 120.0) -> ConnectWorker:
+                     wait_s: float = 120.0, https: Mapping[str, str] | None = None,
+                     client: Mapping[str, Any] | None = None) -> ConnectWorker:
     """Start a standalone worker in ``folder`` running ``connectors`` (each its properties,
     with ``name``); returns once every connector's task is RUNNING. Converters default to
     JSON with schemas (a connector may set its own); ``worker`` overrides any worker
-    setting."""
+    setting. ``https``: the REST listener is https, with these ``ssl.*`` settings (its key
+    store; Kafka reads them under ``listeners.https.``); ``client``: ConnectRest's fields
+    for talking to it (``ca_file``, ``user``, ``password``...)."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
+    scheme = "https" if https else "http"
     settings = {
         "bootstrap.servers": bootstrap,
         "key.converter": "org.apache.kafka.connect.json.JsonConverter",
@@ -134,7 +135,8 @@ def start_standalone(folder: Path, bootstrap: str, connectors: Sequence[Mapping[
         "value.converter.schemas.enable": "true",
         "offset.storage.file.filename": str(folder / "offsets.dat"),
         "offset.flush.interval.ms": "1000",
-        "listeners": f"http://127.0.0.1:{port}",
+        "listeners": f"{scheme}://127.0.0.1:{port}",
+        **{f"listeners.https.{key}": value for key, value in (https or {}).items()},
         # plugins from their ServiceLoader manifests (Kafka's, Debezium's): no reflective scan
         # of the ~100 jars (6 s of the worker's start here); a class without a manifest, as
         # Apicurio's converter, still loads by its name from the classpath
@@ -162,18 +164,24 @@ def start_standalone(folder: Path, bootstrap: str, connectors: Sequence[Mapping[
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=folder, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
-    handle = ConnectWorker(process, f"http://127.0.0.1:{port}",
-                           tuple(str(c["name"]) for c in connectors), folder / "connect.log")
+    rest = f"{scheme}://127.0.0.1:{port}"
+    handle = ConnectWorker(process, rest, tuple(str(c["name"]) for c in connectors),
+                           folder / "connect.log", ConnectRest(rest, **{"timeout_s": 5.0,
+                                                                        **(client or {})}))
     deadline = time.monotonic() + wait_s
     states: dict[str, str] = {name: "not started" for name in handle.connectors}
+    answered = False
     while time.monotonic() < deadline and process.poll() is None:
         try:
+            answered = answered or handle.client.get("/") is not None
             for name in handle.connectors:
                 tasks = handle.status(name).get("tasks") or []
                 states[name] = ",".join(str(t.get("state")) for t in tasks) or "no task"
-        except OSError:
-            pass
-        if all(set(state.split(",")) == {"RUNNING"} for state in states.values()):
+        except ConnectRestError as exc:
+            if not exc.retry:  # a certificate or a login: waiting cures neither
+                handle.stop()
+                raise
+        if answered and all(set(state.split(",")) == {"RUNNING"} for state in states.values()):
             return handle
         if any("FAILED" in state for state in states.values()):
             break
