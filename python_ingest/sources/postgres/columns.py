@@ -61,6 +61,13 @@ _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 
 
+# a base type's kind where its name alone decides it (numeric, money and arrays apart; any
+# other type travels as its text)
+_KINDS = {"float4": "float", "float8": "double", "bool": "bool", "bytea": "bytes",
+          "date": "date", "timestamp": "datetime", "timestamptz": "timestamp",
+          "json": "json", "jsonb": "json", "uuid": "uuid"}
+
+
 @dataclass(frozen=True)
 class PgType:
     """A type as pg_type describes it, domains resolved to their base type."""
@@ -75,14 +82,8 @@ def spec_of(name: str, pg_type: PgType, nullable: bool = True) -> ColumnSpec:
     """The column's spec (its kind and Avro type)."""
     t = pg_type.name
     if pg_type.category == "A":
-        kind = "string"
-    elif t in _LONG:
-        kind = "long"
-    elif t == "float4":
-        kind = "float"
-    elif t == "float8":
-        kind = "double"
-    elif t == "numeric":
+        return make_spec(name, "string", nullable=nullable)
+    if t == "numeric":
         precision, scale = numeric_modifier(pg_type.typmod)
         if precision is None or scale < 0 or max(precision, scale) > MAX_SPARK_PRECISION:
             return make_spec(name, "bigdecimal", nullable=nullable)
@@ -90,24 +91,9 @@ def spec_of(name: str, pg_type: PgType, nullable: bool = True) -> ColumnSpec:
         # digits after the point: decimal(s,s) holds every such value (Avro and Spark need
         # scale <= precision)
         return make_spec(name, "decimal", max(precision, scale), scale, nullable=nullable)
-    elif t == "money":
+    if t == "money":
         return make_spec(name, "decimal", 19, 2, nullable=nullable)
-    elif t == "bool":
-        kind = "bool"
-    elif t == "bytea":
-        kind = "bytes"
-    elif t == "date":
-        kind = "date"
-    elif t == "timestamp":
-        kind = "datetime"
-    elif t == "timestamptz":
-        kind = "timestamp"
-    elif t in ("json", "jsonb"):
-        kind = "json"
-    elif t == "uuid":
-        kind = "uuid"
-    else:
-        kind = "string"
+    kind = "long" if t in _LONG else _KINDS.get(t, "string")
     return make_spec(name, kind, nullable=nullable)
 
 

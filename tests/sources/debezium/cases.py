@@ -78,13 +78,14 @@ def load() -> tuple[list[tuple[bytes | None, bytes | None]], dict[str, Any]]:
              for k, v in data["messages"]], data["table"])
 
 
-def _decoder(row: dict[str, Any]) -> Any:
-    """A ``value_format: json`` Debezium job's decoder reading ``row`` (no config file)."""
+def json_decoder(row: dict[str, Any], table: str = "kinds") -> Any:
+    """A ``value_format: json`` Debezium job's decoder of ``table`` reading ``row`` (its row
+    schema as the scaffold writes it; no config file)."""
     from python_ingest.changelog import debezium
     from python_ingest.changelog.decode import Decoder
     from python_ingest.changelog.schema import ENVELOPE, ChangelogSchema, spark_type
 
-    avro, fmt = debezium.flat_schema(row, "kinds", "json")
+    avro, fmt = debezium.flat_schema(row, table, "json")
     fields = {f["name"]: f["type"] for f in avro["fields"]}
     payload = tuple((n, spark_type(t, n)) for n, t in fields.items()
                     if n not in ENVELOPE and n != debezium.REF_KEY)
@@ -107,14 +108,14 @@ def check_kinds(messages: list[tuple[bytes | None, bytes | None]],
     for value in values:
         after = next(f for f in json.loads(value)["schema"]["fields"] if f["field"] == "after")
         rows.append(connect_to_avro(after))
-    first = _decoder(rows[0])
+    first = json_decoder(rows[0])
     with_tip = [i for i, v in enumerate(values) if b'"field":"tip"' in v]
     assert with_tip, "no event carries the added column"
     for value in values[:with_tip[0]]:
         first.decode(value)
     with pytest.raises(ReadError, match=r"column\(s\) tip"):
         first.decode(values[with_tip[0]])
-    decoder = _decoder(merged_row(rows))
+    decoder = json_decoder(merged_row(rows))
     lake: dict[str, tuple[int, dict[str, Any] | None]] = {}
     for value in values:
         row = decoder.decode(value)

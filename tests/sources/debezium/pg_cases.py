@@ -25,10 +25,11 @@ tests/sources/debezium/test_connect_postgres.py``.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+from tests.sources.debezium.cases import json_decoder
 
 FILE = Path(__file__).parent / "cases" / "postgres_json_ordering_toast.json"
 TABLES = {"orders": ("id", "v"), "notes": ("id", "body", "raw", "n", "tiny")}
@@ -69,20 +70,11 @@ def load() -> tuple[dict[str, list[bytes]], dict[str, Any]]:
 def decoder(values: list[bytes], table: str) -> Any:
     """A ``value_format: json`` Debezium job's decoder for ``table``, its row schema as the
     scaffold writes it from the events (no config file)."""
-    from python_ingest.changelog import debezium
-    from python_ingest.changelog.decode import Decoder
-    from python_ingest.changelog.schema import ENVELOPE, ChangelogSchema, spark_type
     from python_ingest.sources.debezium.topics import connect_to_avro, merged_row
 
     rows = [connect_to_avro(next(f for f in json.loads(v)["schema"]["fields"]
                                  if f["field"] == "after")) for v in values]
-    avro, fmt = debezium.flat_schema(merged_row(rows), table, "json")
-    fields = {f["name"]: f["type"] for f in avro["fields"]}
-    payload = tuple((n, spark_type(t, n)) for n, t in fields.items()
-                    if n not in ENVELOPE and n != debezium.REF_KEY)
-    schema = ChangelogSchema(avro=avro, payload=payload, row_key=("id",),
-                             ref_key=debezium.REF_KEY, writer_schemas={}, confluent=False)
-    return Decoder(replace(schema, debezium=fmt))
+    return json_decoder(merged_row(rows), table)
 
 
 def fold(values: list[bytes], table: str) -> dict[str, Any]:
