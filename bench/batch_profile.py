@@ -48,9 +48,9 @@ STEPS = {"ingest": ("python_ingest.steps.pipeline", "ingest"),
          "status": ("python_ingest.steps.pipeline", "record_status"),
          "record": ("python_ingest.tables.runs.Run", "finish"),
          "dbt": ("python_ingest.steps.dbt.Dbt", "run"),
-         "validate": ("python_ingest.steps.fork", "_validate_fallback"),
-         # --history: the history table's commit per batch (steps/history_writer.py)
-         "history": ("python_ingest.steps.history_writer", "write_batch")}
+         "validate": ("python_ingest.steps.fork.split", "_validate_fallback"),
+         # --history: the history table's commit per batch (steps/history/writer.py)
+         "history": ("python_ingest.steps.history.writer", "write_batch")}
 
 
 def tree_cpu_s(root: int) -> float:
@@ -165,7 +165,7 @@ def phases(spark: Any, timer: Timer) -> None:
 
 
 def keep_history(work: Path, name: str) -> None:
-    """The job's lake model with ``history=true`` (python_ingest/steps/history.py)."""
+    """The job's lake model with ``history=true`` (python_ingest/steps/history/rules.py)."""
     [model] = [p for p in (work / "models").rglob(f"{name}.sql") if "lake" in p.parts]
     text = model.read_text()
     if "config(" in text:
@@ -217,7 +217,7 @@ def main() -> int:
         instrument(timer)
         import logging  # the batch path's own line per merge: where its seconds went
 
-        for logger in ("python_ingest.steps.batch", "python_ingest.steps.history_writer"):
+        for logger in ("python_ingest.steps.batch", "python_ingest.steps.history.writer"):
             merges = logging.getLogger(logger)  # the history's line: its seconds per part
             merges.setLevel(logging.INFO)
             merges.addHandler(logging.StreamHandler(sys.stdout))

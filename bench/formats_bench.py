@@ -43,7 +43,7 @@ def one_format(fmt: str, bootstrap: str, workdir: Path, events: int, lake_rows: 
     """Run the three measurements for ``fmt``; returns the figures."""
     from python_ingest.demo.trips import Event, produce
     from python_ingest.steps import pipeline
-    from python_ingest.steps.index import build_index
+    from python_ingest.steps.merge.index import build_index
     from python_ingest.tables.names import JobTables
 
     topic = f"bench.formats.{fmt}"

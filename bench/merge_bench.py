@@ -6,7 +6,7 @@ broker for all):
   2. the lake table is filled to the size with Spark's range (Hudi bulk inserts), compacted
      (so that the measured merge is never the delta commit that compacts inline; its cost is
      printed apart), and its global index built in bulk
-     (steps/index.py build_index, as after a bootstrap);
+     (steps/merge/index.py build_index, as after a bootstrap);
   3. 10k changes (50% full-row updates of random existing keys, 40% inserts, 10% deletes of
      random existing keys; shuffled, one partition order) go through ingest, staging and the
      fork; the merge step (`steps.pipeline._merge`: change set + MERGE, as `sluice run` does)
@@ -61,7 +61,7 @@ def one_size(size: int, bootstrap: str, workdir: Path, naive: bool) -> dict[str,
     MERGE's with ``naive``)."""
     from python_ingest.demo.trips import Event, produce
     from python_ingest.steps import pipeline
-    from python_ingest.steps.index import build_index
+    from python_ingest.steps.merge.index import build_index
     from python_ingest.tables.formats import maintain
     from python_ingest.tables.names import JobTables
 

@@ -46,7 +46,7 @@ def prepared(bench: Bench, names: list[str], events: int) -> list[tuple[str, str
     """Per job: the converter's SQL over its newest raw batch, and its suite."""
     from python_ingest.steps.batch import BATCH_FROM, BATCH_TO, compile_job
     from python_ingest.steps.dbt import Dbt
-    from python_ingest.steps.fork import suite_path
+    from python_ingest.steps.fork.split import suite_path
     from python_ingest.steps.jobs import run_ingest
     from python_ingest.tables.checkpoints import read_checkpoint
     from python_ingest.tables.names import JobTables
@@ -70,8 +70,8 @@ def prepared(bench: Bench, names: list[str], events: int) -> list[tuple[str, str
 def apart(spark: Any, jobs: list[tuple[str, str, Path]], report: Path, slots: int) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
-    from python_ingest.steps.driver import driver_rows
-    from python_ingest.steps.fork import split
+    from python_ingest.steps.fork.split import split
+    from python_ingest.steps.merge.driver import driver_rows
 
     def one(job: tuple[str, str, Path]) -> int:
         name, sql, suite = job
@@ -87,8 +87,8 @@ def apart(spark: Any, jobs: list[tuple[str, str, Path]], report: Path, slots: in
 
 
 def together(spark: Any, jobs: list[tuple[str, str, Path]], report: Path, slots: int) -> int:
-    from python_ingest.steps.driver import driver_rows
-    from python_ingest.steps.fork import split
+    from python_ingest.steps.fork.split import split
+    from python_ingest.steps.merge.driver import driver_rows
 
     union = " union all ".join(f"select '{name}' as __sluice_job, * from ({sql})"
                                for name, sql, _ in jobs)

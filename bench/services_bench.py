@@ -59,7 +59,7 @@ def one_variant(variant: str, bootstrap: str, workdir: Path, rows: int, batches:
     """Fill, merge ``batches`` small batches, count files, time scans."""
     from python_ingest.demo.trips import produce
     from python_ingest.steps import pipeline
-    from python_ingest.steps.index import build_index
+    from python_ingest.steps.merge.index import build_index
     from python_ingest.tables.formats import append, maintain
     from python_ingest.tables.lease import job_lease
     from python_ingest.tables.names import JobTables

@@ -26,7 +26,7 @@ key. The feed lists it as a delete with that ref key, in the batch that closed t
 The points: a batch id (``_batch_id``, the batch that opened the version; a delete's
 ``_closed_batch_id``) or a time (the version's ``_valid_from``, the source commit time of its
 change; a delete's ``_valid_to``), both bounds included. The schema and rules of the history:
-python_ingest/steps/history.py.
+python_ingest/steps/history/rules.py.
 """
 
 from __future__ import annotations
@@ -215,8 +215,8 @@ def changes_frame(spark: SparkSession, table: str, since: Point,
     missing = [c for c in (CLOSED_REF, CLOSED_BATCH) if c not in columns]
     if missing:
         raise SluiceError(f"{table} has no column {', '.join(missing)}: it was not written by "
-                          "sluice's history (python_ingest/steps/history.py), or by an older one; "
-                          "the change feed needs them to find deletes")
+                          "sluice's history (python_ingest/steps/history/rules.py), or by an "
+                          "older one; the change feed needs them to find deletes")
     payload = ", ".join(f"'{c}', {_quoted(c)}" for c in image_columns(columns))
     image = f"named_struct({payload})"
     opened = _bounds("_valid_from", since, until, "_batch_id")

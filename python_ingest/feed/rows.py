@@ -33,8 +33,8 @@ def native_changes(lake: NativeLake, table: str, since: Point,
     missing = [c for c in (CLOSED_REF, CLOSED_BATCH) if c not in columns]
     if missing:
         raise SluiceError(f"{table} has no column {', '.join(missing)}: it was not written by "
-                          "sluice's history (python_ingest/steps/history.py), or by an older one; "
-                          "the change feed needs them to find deletes")
+                          "sluice's history (python_ingest/steps/history/rules.py), or by an "
+                          "older one; the change feed needs them to find deletes")
     images = image_columns(columns)
     rows = lake.read(table, [*FRAME, *images])
     return feed_of(rows, images, since, until)

@@ -4,9 +4,10 @@ Great Expectations' Data Docs pages load Bootstrap, jQuery, bootstrap-table, Fon
 Vega from CDNs. ``make setup`` runs ``python -m python_ingest.reports.assets vendor``: npm packs
 each package below (exact version, checked against its pinned sha512), and the files the pages
 need are copied into the report assets folder (``.sluice/report-assets`` or
-``$SLUICE_REPORT_ASSETS_DIR``; see ``steps.fork.report_assets_home``) with a ``manifest.json``
-mapping each CDN address to its file. The fork copies that folder into every report folder and
-points the pages at it (``steps.fork.localize_pages``): nothing is fetched when a page is viewed.
+``$SLUICE_REPORT_ASSETS_DIR``; see ``steps.fork.split.report_assets_home``) with a
+``manifest.json`` mapping each CDN address to its file. The fork copies that folder into every
+report folder and points the pages at it (``steps.fork.split.localize_pages``): nothing is
+fetched when a page is viewed.
 
 Like the jars, the folder appears atomically (built under a temporary name, then renamed) and
 is rebuilt only when the package list below changes (its hash is in the manifest).
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from python_ingest.exceptions import SetupError
-from python_ingest.steps.fork import ASSETS_MANIFEST, report_assets_home
+from python_ingest.steps.fork.split import ASSETS_MANIFEST, report_assets_home
 
 NPM_TIMEOUT_S = 600
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.reports.data import JobReport
 from python_ingest.runtime.files import private_dir, write_private
-from python_ingest.steps.fork import ERROR_PREFIX, STEP, error_query
+from python_ingest.steps.fork.split import ERROR_PREFIX, STEP, error_query
 from python_ingest.tables.formats import table_exists
 
 if TYPE_CHECKING:

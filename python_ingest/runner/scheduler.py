@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from python_ingest.steps.dbt import Dbt
-    from python_ingest.steps.fork import DocsJob
+    from python_ingest.steps.fork.split import DocsJob
     from python_ingest.steps.pipeline import PipelineResult
 
 log = logging.getLogger(__name__)

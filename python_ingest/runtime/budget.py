@@ -1,5 +1,5 @@
-"""A memory budget shared by what one process holds per table (steps/index_cache.py's indexes,
-steps/history_writer.py's history versions): which to let go, least recently used first."""
+"""A memory budget shared by what one process holds per table (steps/merge/index_cache.py's indexes,
+steps/history/writer.py's history versions): which to let go, least recently used first."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
     raw.<job> batches (lake checkpoint, raw checkpoint]
       → the converter's compiled SQL, a view over those raw rows     (no table, no commit)
-      → the fork in one Spark pass (steps/fork.py split)             errors.<job> only when a
+      → the fork in one Spark pass (steps/fork/split.py split)             errors.<job> only when a
                                                                        row failed (fork ckpt)
       → the lake model's compiled change set, per batch, in memory   (no table, no commit)
       → errors.<job> (rejected partial updates, rare), the global
@@ -14,7 +14,7 @@ job (``dbt compile`` on the parsed project, with placeholders for the batch: var
 converter's columns or the lake's columns change. Each batch then runs their SQL on the job's
 own session, so jobs of one runner run truly in parallel (a dbt invocation holds a
 process-wide lock). Commits per batch when nothing fails: raw (ingest) and the lake, whose
-commit carries a small batch's index entries (steps/index.py ``catch_up`` writes them to the
+commit carries a small batch's index entries (steps/merge/index.py ``catch_up`` writes them to the
 index table every few batches); a batch the lake model's SQL merges commits the index too.
 
 It applies to a Hudi lake written by upsert into its hash buckets (the default: lake_index
@@ -46,11 +46,12 @@ from python_ingest.config.table_formats import session_format
 from python_ingest.exceptions import PipelineError
 from python_ingest.runtime.catalog import insert_operation_kept
 from python_ingest.runtime.faults import fault_point
-from python_ingest.steps import history_writer, index_cache
-from python_ingest.steps.changeset import Declined
-from python_ingest.steps.driver import ChangeSet, driver_changes, driver_rows, quoted
-from python_ingest.steps.fork import ERROR_COLUMNS, DocsJob, finish_fork, split
-from python_ingest.steps.index import (
+from python_ingest.steps.fork.split import ERROR_COLUMNS, DocsJob, finish_fork, split
+from python_ingest.steps.history import writer as history_writer
+from python_ingest.steps.merge import index_cache
+from python_ingest.steps.merge.changeset import Declined
+from python_ingest.steps.merge.driver import ChangeSet, driver_changes, driver_rows, quoted
+from python_ingest.steps.merge.index import (
     CATCH_UP_BATCHES,
     MERGE_STEP,
     ensure_index,
@@ -76,7 +77,7 @@ BATCH_ID, PARTIAL_KEYS = "__SLUICE_BATCH_ID__", "__SLUICE_PARTIAL_KEYS__"
 VALID = "__SLUICE_VALID__"  # the valid rows (a view of the batch's)
 PARTIAL_KEYS_LITERAL = 1000  # more partial-update keys than this: a subquery (as the macro)
 # a batch the lake model's SQL merged brings at most this many index entries to the index held
-# in memory (steps/index_cache.py); more, and the index is read again by the next small batch
+# in memory (steps/merge/index_cache.py); more, and the index is read again by the next small batch
 HELD_ENTRIES = 200_000
 INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"
 CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
@@ -252,7 +253,7 @@ def _merge(spark: SparkSession, compiled: CompiledJob, tables: JobTables, view: 
         index_cache.complete(spark, tables)  # the lake model's SQL reads the index table
         computed = _sql_changes(spark, compiled, view, batch_id, partial_batches)
     changes, figures = computed.changes, computed.figures
-    # a change set folded on the driver: its entries ride in the lake commit (steps/index.py)
+    # a change set folded on the driver: its entries ride in the lake commit (steps/merge/index.py)
     deferred = computed.entries is not None and bool(figures["written"]) and not skip
     try:
         timings["change_set_s"] = time.perf_counter() - timer

@@ -52,8 +52,8 @@ from python_ingest.sources.binlog.position import BinlogPosition
 from python_ingest.sources.kafka.reader import ReadSpec
 from python_ingest.steps.bulk import finish, lake_holds_rows
 from python_ingest.steps.dbt import Dbt
-from python_ingest.steps.fork import suite_path
-from python_ingest.steps.index import MERGE_STEP
+from python_ingest.steps.fork.split import suite_path
+from python_ingest.steps.merge.index import MERGE_STEP
 from python_ingest.steps.pipeline import report_dir, run_job
 from python_ingest.tables.checkpoints import (
     Checkpoint,

@@ -40,8 +40,8 @@ from python_ingest.steps.batch import (
     compile_job,
     why_not,
 )
-from python_ingest.steps.fork import ERROR_COLUMNS, STEP, split
-from python_ingest.steps.index import MERGE_STEP
+from python_ingest.steps.fork.split import ERROR_COLUMNS, STEP, split
+from python_ingest.steps.merge.index import MERGE_STEP
 from python_ingest.tables.checkpoints import step_checkpoint, step_properties
 from python_ingest.tables.formats import append, committing, ensure_table, table_exists
 from python_ingest.tables.lease import check_held

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import SluiceError
 from python_ingest.kafka import client as kafka_client
-from python_ingest.steps.ingest import IngestResult, ingest
+from python_ingest.steps.ingest.land import IngestResult, ingest
 from python_ingest.tables.checkpoints import read_checkpoint
 from python_ingest.tables.formats import refresh_schemas
 from python_ingest.tables.lease import job_lease

@@ -32,12 +32,13 @@ from python_ingest.runtime.cost import Meter, metered
 from python_ingest.runtime.faults import fault_point
 from python_ingest.runtime.files import private_dir
 from python_ingest.runtime.session import active, for_job
-from python_ingest.steps import history_writer, index_cache
 from python_ingest.steps.batch import run_batches, why_not
 from python_ingest.steps.dbt import Dbt
-from python_ingest.steps.fork import ERROR_COLUMNS, DocsJob, fork, suite_path
-from python_ingest.steps.index import MERGE_STEP, ensure_index
-from python_ingest.steps.ingest import ingest
+from python_ingest.steps.fork.split import ERROR_COLUMNS, DocsJob, fork, suite_path
+from python_ingest.steps.history import writer as history_writer
+from python_ingest.steps.ingest.land import ingest
+from python_ingest.steps.merge import index_cache
+from python_ingest.steps.merge.index import MERGE_STEP, ensure_index
 from python_ingest.steps.services import due_services
 from python_ingest.tables.checkpoints import (
     Checkpoint,
@@ -229,7 +230,7 @@ def _max_batch(spark: SparkSession, table: str) -> int:
 
 def fork_staged(spark: SparkSession, settings: Settings, project: Path, tables: JobTables,
                 run: Run, defer: Callable[[DocsJob], None] | None = None) -> str | None:
-    """The fork of every staged batch the valid table lacks (steps/fork.py); counts to
+    """The fork of every staged batch the valid table lacks (steps/fork/split.py); counts to
     ``run``; returns the expectation report's path (None when there is no staging table)."""
     if not table_exists(spark, tables.staging):
         return None

@@ -8,7 +8,7 @@ position delete files rewritten, every table's snapshots expired down to ``keep_
 (never one a checkpoint is read from), orphan files removed by ``sluice maintain`` only
 (tables/iceberg.py; docs/formats.md). Both: the global index compacted to one
 entry per key, delete markers older than the job's ``tombstone_retention`` dropped
-(steps/index.py); raw rows of merged batches older than ``raw_retention`` deleted
+(steps/merge/index.py); raw rows of merged batches older than ``raw_retention`` deleted
 (``expire_raw``); the append-only step tables' small files (raw, staging, valid, errors:
 a file or more per batch) rewritten into few, sorted by batch (``compact_files``). Inline,
 after a run's merges: the lake's services after every ``services.compact_every``-th batch,
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.changelog.schema import REPLAY_COLUMN
 from python_ingest.config import JobConfig
 from python_ingest.steps.dbt import Dbt
-from python_ingest.steps.index import MERGE_STEP, compact_index
+from python_ingest.steps.merge.index import MERGE_STEP, compact_index
 from python_ingest.tables.checkpoints import step_checkpoint
 from python_ingest.tables.formats import compact_files, maintain, name_tables, table_exists
 from python_ingest.tables.lease import job_lease

@@ -216,8 +216,8 @@ def commit_merge(statements: list[str]) -> dict[str, int]:
 
 def history(job: str, config: dict[str, Any]) -> str:
     """The lake model's history (``config``: its history settings) for every batch merged
-    and not yet in it (python_ingest/steps/history_writer.py), after the model's merges."""
-    from python_ingest.steps import history_writer as writer
+    and not yet in it (python_ingest/steps/history/writer.py), after the model's merges."""
+    from python_ingest.steps.history import writer
 
     held = _jobs.get(job)
     if held is None or held.tables is None:

@@ -7,7 +7,7 @@ A source column widened (``decimal(8,2)`` -> ``decimal(12,2)``, ``int`` -> ``big
 (``adapter.sluice_widen``) call ``widen`` with the columns they are about to write; it
 compares them with the table's schema already in hand and changes a column's type only when
 they differ, so a batch whose schema did not change costs nothing more (no Spark job). The
-history (``lake.<model>__history``, steps/history_writer.py) takes its types from the lake's
+history (``lake.<model>__history``, steps/history/writer.py) takes its types from the lake's
 widened by the batch's valid rows (``wider_columns``: on the batch path it is written before
 the lake's upsert widens the lake) and is widened the same way before its commit.
 

@@ -75,7 +75,7 @@ class HudiFormat:
     name = "hudi"
 
     def create_history(self, spark: SparkSession, table: str, ddl: str) -> None:
-        """A history table (steps/history_writer.py): merge-on-read, keyed by (_row_key,
+        """A history table (steps/history/writer.py): merge-on-read, keyed by (_row_key,
         _ref_key), its versions in hash buckets."""
         where = location(spark, table)
         settings = ", ".join(f"'{k}'='{v}'" for k, v in BUCKET_WRITE.items())

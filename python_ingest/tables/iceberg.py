@@ -44,7 +44,7 @@ class IcebergFormat:
     name = "iceberg"
 
     def create_history(self, spark: SparkSession, table: str, ddl: str) -> None:
-        """A history table (steps/history_writer.py): format v2, merge-on-read deletes."""
+        """A history table (steps/history/writer.py): format v2, merge-on-read deletes."""
         spark.sql(f"create table {table} ({ddl}) using iceberg tblproperties "
                   "('format-version'='2', 'write.delete.mode'='merge-on-read', "
                   "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')")

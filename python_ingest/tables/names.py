@@ -12,7 +12,7 @@ staging.<model>__valid rows that passed the job's suite            fork
 errors.<job>           rows that failed the suite or the merge     fork, merge
 lake.<lake model>      the deduplicated, current table             merge (dbt lake model)
 lake.<lake model>__history  one row per version of a key (history:   merge (steps/history*)
-                       true on the lake model; python_ingest/steps/history.py)
+                       true on the lake model; python_ingest/steps/history/rules.py)
 meta.<job>__index      each row key's ref key, deleted or not, per    merge
                        batch: the merge's global index (docs/index.md)
 meta.<job>__tombstones deletes, before the index (read once to build  merge (before the
@@ -90,7 +90,7 @@ class JobTables:
     @property
     def history(self) -> str | None:
         """The lake model's history table (``history: true``): one row per version of a key,
-        its schema in python_ingest/steps/history.py."""
+        its schema in python_ingest/steps/history/rules.py."""
         return f"{self.lake}__history" if self.lake else None
 
     @property

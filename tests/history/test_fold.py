@@ -1,7 +1,7 @@
-"""The history's rules (steps/history_fold.py) without Spark: the merge oracle's random
+"""The history's rules (steps/history/fold.py) without Spark: the merge oracle's random
 streams (duplicates, forced re-deliveries, out of order across batches, partial updates,
 deletes), applied batch by batch to a history held in a dict, beside the lake's own fold
-(steps/changeset.py, which test_changeset checks against the oracle). After every batch, for
+(steps/merge/changeset.py, which test_changeset checks against the oracle). After every batch, for
 every key: the versions tile time without gap or overlap, each version's values are the row
 after its change, and the current versions equal the lake row for row."""
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from python_ingest.steps.changeset import Declined, KeyState, change_set, fill_current
-from python_ingest.steps.history_fold import Options, history_batch
+from python_ingest.steps.history.fold import Options, history_batch
+from python_ingest.steps.merge.changeset import Declined, KeyState, change_set, fill_current
 from tests.steps.test_changeset import COLUMNS, as_changes
 from tests.steps.test_merge_oracle import Change, examples
 

@@ -15,8 +15,8 @@ import pytest
 
 from python_ingest.demo import trips as demo
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.steps.history import HISTORY_STEP
-from python_ingest.steps.index import MERGE_STEP
+from python_ingest.steps.history.rules import HISTORY_STEP
+from python_ingest.steps.merge.index import MERGE_STEP
 from python_ingest.steps.pipeline import run_job
 from python_ingest.tables.checkpoints import step_checkpoint
 from tests.conftest import REPO, sluice_cmd, trips_job

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from python_ingest.reports.assets import PACKAGES, is_vendored, packages_hash
-from python_ingest.steps.fork import ASSETS_MANIFEST, localize_pages, report_assets_home
+from python_ingest.steps.fork.split import ASSETS_MANIFEST, localize_pages, report_assets_home
 from tests.reports.conftest import external_assets
 
 PAGE = """<html><head>

@@ -17,7 +17,7 @@ from python_ingest.demo.trips import TripsGenerator, produce, trips_schema
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.reports.dashboard import _intro, _job_section, _jobs_table
 from python_ingest.reports.data import JobReport, RunPoint, _files_per_run
-from python_ingest.steps.fork import error_query
+from python_ingest.steps.fork.split import error_query
 from python_ingest.steps.pipeline import report_dir, run_job
 from python_ingest.tables.checkpoints import ProcessedPartitions
 from python_ingest.tables.names import JobTables

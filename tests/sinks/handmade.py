@@ -8,7 +8,7 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
-from python_ingest.steps.index import INDEX_COLUMNS
+from python_ingest.steps.merge.index import INDEX_COLUMNS
 from python_ingest.tables.checkpoints import step_properties
 from python_ingest.tables.formats import append, ensure_table
 from python_ingest.tables.names import JobTables

@@ -16,7 +16,7 @@ from python_ingest.kafka.client import partition_offsets, read_range
 from python_ingest.sinks.changes import lake_position
 from python_ingest.sinks.kafka import avro_schema, disperse_kafka, warehouse
 from python_ingest.sinks.state import PositionFile
-from python_ingest.steps.index import INDEX_COLUMNS
+from python_ingest.steps.merge.index import INDEX_COLUMNS
 from python_ingest.tables.formats import ensure_table
 from python_ingest.tables.names import JobModels, JobTables
 from tests.sinks.handmade import COLUMNS, TRICKY, WHEN, row, write_batch

@@ -21,7 +21,7 @@ from python_ingest.exceptions import DispersalError
 from python_ingest.sinks.changes import lake_position
 from python_ingest.sinks.pgserver import LocalPostgres
 from python_ingest.sinks.postgres import disperse_postgres
-from python_ingest.steps.index import INDEX_COLUMNS
+from python_ingest.steps.merge.index import INDEX_COLUMNS
 from python_ingest.tables.checkpoints import step_properties
 from python_ingest.tables.formats import append, ensure_table
 from python_ingest.tables.names import JobModels, JobTables

@@ -60,8 +60,8 @@ def as_lake(row: dict[str, Any]) -> dict[str, Any]:
 
 def index_state(spark: Any, tables: Any) -> dict[str, tuple[int, bool]]:
     """Each key's newest index entry: (ref key, deleted), as a reader of the index sees it:
-    with the entries of the batches whose lake commits carry them (steps/index.py)."""
-    from python_ingest.steps import index_cache
+    with the entries of the batches whose lake commits carry them (steps/merge/index.py)."""
+    from python_ingest.steps.merge import index_cache
 
     index_cache.complete(spark, tables)
     return {r[0]: (int(r[1]), bool(r[2])) for r in spark.sql(f"""

@@ -13,8 +13,8 @@ import pytest
 
 from python_ingest.demo import trips as demo
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.steps import index_cache
 from python_ingest.steps.dbt import Dbt
+from python_ingest.steps.merge import index_cache
 from python_ingest.steps.pipeline import merge_progress, run_job
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
 from python_ingest.tables.formats import table_exists

@@ -1,4 +1,4 @@
-"""The change set folded on the driver (steps/changeset.py) against the merge oracle: random
+"""The change set folded on the driver (steps/merge/changeset.py) against the merge oracle: random
 streams (duplicates, forced re-deliveries, out of order across batches, partial updates,
 deletes) applied batch by batch to a lake held in a dict must give the oracle's rows after
 every batch; a batch is declined only when the oracle rejects a partial update in it.
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from python_ingest.steps.changeset import (
+from python_ingest.steps.merge.changeset import (
     Declined,
     KeyState,
     change_set,
@@ -107,8 +107,8 @@ def test_a_null_the_rules_branch_on_is_declined() -> None:
 def test_only_the_macros_own_change_set_is_folded_on_the_driver() -> None:
     from pyspark.sql import types as T
 
-    from python_ingest.steps.changeset import FRAMEWORK
-    from python_ingest.steps.driver import is_the_macros
+    from python_ingest.steps.merge.changeset import FRAMEWORK
+    from python_ingest.steps.merge.driver import is_the_macros
 
     framework = [T.StructField(n, T.StringType()) for n in FRAMEWORK[1:]]
     schema = T.StructType([T.StructField("_row_key", T.StringType()),
@@ -131,7 +131,7 @@ def test_transported_rows_come_back_as_collect_gives_them() -> None:
 
     from pyspark.sql import types as T
 
-    from python_ingest.steps.driver import transport
+    from python_ingest.steps.merge.driver import transport
 
     schema = T.StructType([T.StructField("k", T.StringType()),
                            T.StructField("at", T.TimestampType()),

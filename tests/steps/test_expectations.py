@@ -1,4 +1,4 @@
-"""The suite compiled to SQL (steps/expectations.py) judges rows exactly as Great Expectations
+"""The suite compiled to SQL (steps/fork/expectations.py) judges rows exactly as Great Expectations
 does: the same rows fail each expectation, in one Spark pass, with nothing collected on the
 driver; a type without a SQL form is left to Great Expectations with a warning naming it."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from python_ingest.steps.expectations import Compiled, compile_suite, failure_name, label
-from python_ingest.steps.fork import _validate_fallback, judged_suite, split
+from python_ingest.steps.fork.expectations import Compiled, compile_suite, failure_name, label
+from python_ingest.steps.fork.split import _validate_fallback, judged_suite, split
 
 SUITE = [
     {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "city"}},

@@ -14,7 +14,7 @@ import pytest
 
 from python_ingest.demo.trips import Event, produce
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.steps.fork import error_query, judged_suite
+from python_ingest.steps.fork.split import error_query, judged_suite
 from python_ingest.steps.pipeline import report_dir, run_job
 from python_ingest.tables.checkpoints import step_checkpoint
 from tests.conftest import trips_job

@@ -33,7 +33,7 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     from python_ingest.config import load_settings
     from python_ingest.runtime.session import build_session
-    from python_ingest.steps import fork
+    from python_ingest.steps.fork import split as fork
     from python_ingest.tables.formats import ensure_table, read_table
 
     logging.basicConfig(level=logging.INFO)

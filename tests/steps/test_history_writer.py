@@ -1,4 +1,4 @@
-"""The history writer's state held between batches (steps/history_writer.py), without Spark:
+"""The history writer's state held between batches (steps/history/writer.py), without Spark:
 a batch with the process's state in hand reads neither the checkpoint nor the stored
 versions, and any commit not the process's own (a table service, another process) makes the
 next batch read the table again, so what it folds against is always the table's rows."""
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from python_ingest.steps import history_writer as writer
-from python_ingest.steps.history import EXTRA_COLUMNS
-from python_ingest.steps.history_fold import Options
+from python_ingest.steps.history import writer
+from python_ingest.steps.history.fold import Options
+from python_ingest.steps.history.rules import EXTRA_COLUMNS
 
 pytestmark = pytest.mark.history
 PAYLOAD = (("_row_key", "string"), ("_ref_key", "bigint"), ("_is_deleted", "boolean"),

@@ -1,4 +1,4 @@
-"""The merge's global index (meta.<job>__index, steps/index.py): it agrees with the lake after
+"""The merge's global index (meta.<job>__index, steps/merge/index.py): it agrees with the lake after
 a kill between its commit and the lake's, is built in bulk when missing, and its compaction
 keeps each key's newest entry and drops delete markers only past the retention."""
 
@@ -14,7 +14,7 @@ from python_ingest.demo.trips import TripsGenerator
 from python_ingest.exceptions import ConfigError
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.steps.dbt import Dbt
-from python_ingest.steps.index import build_index, compact_index
+from python_ingest.steps.merge.index import build_index, compact_index
 from python_ingest.steps.pipeline import JobTables, run_job
 from python_ingest.steps.services import maintain_job
 from python_ingest.tables.checkpoints import step_checkpoint, step_properties

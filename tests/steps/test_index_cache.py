@@ -1,13 +1,13 @@
-"""The index held in memory (steps/index_cache.py) and the entries a lake commit carries
-(steps/index.py): the parts that need no Spark."""
+"""The index held in memory (steps/merge/index_cache.py) and the entries a lake commit carries
+(steps/merge/index.py): the parts that need no Spark."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from python_ingest.steps import index_cache
-from python_ingest.steps.changeset import KeyState
-from python_ingest.steps.index import carried_entries, entries_property
+from python_ingest.steps.merge import index_cache
+from python_ingest.steps.merge.changeset import KeyState
+from python_ingest.steps.merge.index import carried_entries, entries_property
 
 
 def test_a_batchs_entries_survive_the_commit_property_exactly() -> None:

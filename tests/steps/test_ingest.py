@@ -141,9 +141,9 @@ def test_max_bytes_throttles_by_estimated_message_size(
 def test_malformed_messages_land_in_the_error_table_with_reason_and_bytes(
         spark: Any, broker: str, make_settings: Any, job_name: str, budget: int | None,
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "python_ingest.steps.ingest")
+    caplog.set_level(logging.INFO, "python_ingest.steps.ingest.land")
     if budget is not None:  # error rows beyond the budget are re-read instead of collected
-        monkeypatch.setattr("python_ingest.steps.ingest.error_budget_bytes", budget)
+        monkeypatch.setattr("python_ingest.steps.ingest.land.error_budget_bytes", budget)
     settings = make_settings({job_name: trips_job(job_name)})
     job = settings.job(job_name)
     events = produce(broker, job.topic, 400, seed=31, malformed_rate=0.25)
@@ -331,7 +331,7 @@ def test_records_deleted_between_plan_and_read_are_data_loss_never_a_silent_skip
     tasks read them: the run fails naming the gone offsets, or, accepted, records the loss
     (and the failed run's written files stay invisible: on Hudi they belong to an instant
     older than the table's first completed commit)."""
-    from python_ingest.steps import ingest as ingest_step
+    from python_ingest.steps.ingest import land as ingest_step
 
     spark = format_spark
     settings = make_settings({job_name: trips_job(job_name, reader=reader)},
@@ -444,7 +444,7 @@ def test_a_batch_without_error_rows_makes_no_error_commit(
         spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
     """No empty commits (#34): a clean batch commits the raw table only; the settled file
     says its errors are done, and a batch with errors commits them as before."""
-    from python_ingest.steps.ingest import _settled
+    from python_ingest.steps.ingest.land import _settled
     from python_ingest.tables.formats import commit_times
 
     settings = make_settings({job_name: trips_job(job_name)})

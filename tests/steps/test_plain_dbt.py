@@ -18,7 +18,7 @@ import pytest
 from python_ingest.demo import trips as demo
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.steps.dbt import Dbt
-from python_ingest.steps.history import HISTORY_STEP
+from python_ingest.steps.history.rules import HISTORY_STEP
 from python_ingest.steps.jobs import run_ingest
 from python_ingest.steps.pipeline import MERGE_STEP, run_job
 from python_ingest.tables import formats

@@ -126,9 +126,9 @@ def test_poison_values_cost_one_error_row_each_never_the_batch(
 def test_an_error_flood_is_bounded_on_the_driver_and_every_message_lands_once(
         spark: Any, broker: str, make_settings: Any, job_name: str,
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "python_ingest.steps.ingest")
+    caplog.set_level(logging.INFO, "python_ingest.steps.ingest.land")
     budget = 40_000  # bytes of error rows the driver may hold, for the whole run
-    monkeypatch.setattr("python_ingest.steps.ingest.error_budget_bytes", budget)
+    monkeypatch.setattr("python_ingest.steps.ingest.land.error_budget_bytes", budget)
     settings = make_settings({job_name: trips_job(job_name, records_per_task=100)})
     job = settings.job(job_name)
     events = produce(broker, job.topic, 300, seed=91, malformed_rate=0.1)  # 4 partitions

@@ -124,7 +124,7 @@ def test_a_widening_reaches_the_history_table() -> None:
     widens the lake), and its rows are written with it, not with the lake's old type."""
     from pyspark.sql import types as T
 
-    from python_ingest.steps.history_writer import ensure, shape
+    from python_ingest.steps.history.writer import ensure, shape
 
     lake = T.StructType([T.StructField("_row_key", T.StringType()),
                          T.StructField("_ref_key", T.LongType()),

@@ -2,7 +2,7 @@
 
 Every JsonConverter message (``schemas.enable=true``) carries its row's schema; a read task
 that meets one adding a column or widening one (changelog/debezium_json.py) stops the read
-with a ``ReadError`` naming the new Avro fields. The ingest step (steps/ingest.py) hands that
+with a ``ReadError`` naming the new Avro fields. The ingest step (steps/ingest/land.py) hands that
 error to ``follow``, which widens the job's ``.avsc`` as ``sluice debezium scaffold`` would
 (a new column appended; a wider type taken, the former one kept in the field's
 ``sluice.older_types`` so the batch's older messages still read), and the step then reads the

@@ -20,7 +20,7 @@ import pytest
 from python_ingest.config import JobConfig
 from python_ingest.demo.files import trip_records, write_demo_partitions, write_file
 from python_ingest.sources.files.leases import LEASE_SUFFIX, lease_dir, lease_file
-from python_ingest.steps.ingest import IngestResult, ingest
+from python_ingest.steps.ingest.land import IngestResult, ingest
 from python_ingest.steps.jobs import job_status, run_ingest
 from python_ingest.tables.checkpoints import read_checkpoint
 from python_ingest.tables.names import JobTables
@@ -278,7 +278,7 @@ def test_killed_between_read_and_commit_then_rerun_lands_each_partition_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """kill -9 of the real CLI after reading, before committing; then a run that fails
     between its raw and its error commit (as a kill there would leave it); then a rerun."""
-    from python_ingest.steps import ingest_files
+    from python_ingest.steps.ingest import files as ingest_files
 
     landing = write_demo_partitions(tmp_path, hours=2, rows_per_file=4)
     (landing / DAY / "hour=05" / "part-1.json").write_text("{broken\n")

@@ -68,7 +68,7 @@ Rules (``fold.py``, the reference; the merge's rules from macros/sluice_merge_ch
   exist (between a delete and a re-insert).
 
 Written in the same batch as the lake from the same valid changes (``staging.<model>__valid``
-rows of the batch; steps/history_writer.py: the runner's batch path before the lake's commit, its
+rows of the batch; steps/history/writer.py: the runner's batch path before the lake's commit, its
 step tables' path and a plain ``dbt run`` after it), one commit per batch carrying the
 checkpoint
 ``sluice.history.batch_id``: a batch whose history committed before a kill is not written again

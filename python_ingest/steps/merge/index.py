@@ -11,10 +11,10 @@ between the two commits computes the same change set and skips the index
 
 The batch path (steps/batch.py) defers a small batch's entries: they ride in the metadata of
 its lake commit (``sluice.index.entries``), the only commit of its merge, and are kept in memory
-(steps/index_cache.py); ``catch_up`` writes the entries of several such batches to the index in
-one commit, every ``CATCH_UP_BATCHES`` batches and before anything reads the index table (the
-lake model's SQL, the step tables' merge, index compaction, dispersal's deletes). A kill loses
-nothing: the lake's commits still carry them, and the next run catches up first.
+(steps/merge/index_cache.py); ``catch_up`` writes the entries of several such batches to the
+index in one commit, every ``CATCH_UP_BATCHES`` batches and before anything reads the index
+table (the lake model's SQL, the step tables' merge, index compaction, dispersal's deletes). A
+kill loses nothing: the lake's commits still carry them, and the next run catches up first.
 
 Services (``steps/services.py``): ``compact_index`` rewrites the index to one entry per key,
 dropping delete markers older than the job's ``tombstone_retention``; ``build_index`` builds

@@ -1,12 +1,12 @@
 """The history's rules in plain Python: a batch's valid changes applied to the versions of the
-keys they touch (python_ingest/steps/history.py states the rules and the schema).
+keys they touch (python_ingest/steps/history/rules.py states the rules and the schema).
 
 Per key, the versions the table holds are read back into a timeline of entries in ref-key
 order (versions, and the deletes an ``invalidate`` history only records as a version's
 ``_closed_ref_key``); the batch's changes are applied to it one by one in ref-key order, then
 every entry's bounds are computed again. What comes out is what the table must be for those
 keys: the rows to write (new versions, and old ones whose bounds or values moved) and the
-record keys to remove (versions a forced change replaced). The writer (steps/history_writer.py)
+record keys to remove (versions a forced change replaced). The writer (steps/history/writer.py)
 commits both at once; tests/history/ checks the fold against the merge oracle.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from python_ingest.steps.changeset import group_changes
+from python_ingest.steps.merge.changeset import group_changes
 
 OPENED = ("_row_key", "_ref_key", "_is_deleted", "_event_ts", "_source", "_data_center",
           "_batch_id")  # of the change that opened the version

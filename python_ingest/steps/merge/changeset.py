@@ -5,7 +5,7 @@ row key the batch changes, saying what it does (``_merge_action``) and the row's
 it. For a batch of a few hundred rows, running that SQL costs Spark about two seconds of
 analysis, planning and five stages, for what a dictionary does in milliseconds. The runner's
 batch path (steps/batch.py) therefore folds small batches here, with each key's state from the
-global index held in memory (steps/index_cache.py), and hands the result to the same upsert.
+global index held in memory (steps/merge/index_cache.py), and hands the result to the same upsert.
 
 The rules are the macro's, line for line (its comments say why each holds):
 

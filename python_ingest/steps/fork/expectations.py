@@ -3,7 +3,7 @@
 The suite stays Great Expectations' own JSON file (``expectations/<staging model>.json``, what
 users edit). Each row-level expectation with a SQL form becomes a predicate saying "this row
 is unexpected", and the fork evaluates all of them in one Spark job that tags every row with
-the expectations it failed (steps/fork.py) instead of one Great Expectations validation per
+the expectations it failed (steps/fork/split.py) instead of one Great Expectations validation per
 batch (a Spark job or more per expectation, and the failing rows' ids collected on the driver).
 
 Semantics follow Great Expectations' Spark implementation: column map expectations ignore

@@ -47,7 +47,7 @@ from python_ingest.sources.kafka.reader import (
     read_units,
 )
 from python_ingest.sources.kafka.workunits import Plan, WorkUnit, plan, start_positions
-from python_ingest.steps.outcome import IngestResult
+from python_ingest.steps.ingest.outcome import IngestResult
 from python_ingest.tables.checkpoints import Checkpoint, append_with_checkpoint, read_checkpoint
 from python_ingest.tables.formats import ensure_table, read_table
 from python_ingest.tables.lease import check_held
@@ -182,7 +182,7 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
            accept_data_loss: bool = False) -> IngestResult:
     """Run one ingestion of ``job``; fills ``run`` with counts and returns what it did."""
     if job.source == "files":  # partitions of a landing dir (docs/files-source.md)
-        from python_ingest.steps.ingest_files import files_ingest
+        from python_ingest.steps.ingest.files import files_ingest
 
         return files_ingest(spark, settings, job, run)
     schema = ChangelogSchema.of(settings, job)

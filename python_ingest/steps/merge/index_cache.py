@@ -1,10 +1,10 @@
 """The global index of a job, held in the process's memory between its batches.
 
-The batch path's small batches (steps/changeset.py) need each key's state before the batch:
+The batch path's small batches (steps/merge/changeset.py) need each key's state before the batch:
 its newest index entry (ref key, deleted). Reading ``meta.<job>__index`` for it is a Hudi
 scan and a Spark job per batch; a runner runs the same job batch after batch, so the index is
 read once (one row per key: the newest entry) and kept, and each batch's own entries are added
-after its commit: the lake commit that carries them (steps/index.py: a small batch's entries
+after its commit: the lake commit that carries them (steps/merge/index.py: a small batch's entries
 reach the index table later, several batches at a time) or the index commit of a batch the
 lake model's SQL merged.
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from python_ingest.runtime.budget import over_budget
-from python_ingest.steps.changeset import KeyState
-from python_ingest.steps.index import catch_up
+from python_ingest.steps.merge.changeset import KeyState
+from python_ingest.steps.merge.index import catch_up
 from python_ingest.tables.formats import position
 from python_ingest.tables.lease import check_held
 
@@ -144,7 +144,7 @@ def committed(spark: SparkSession, index: str, batch_id: int,
 
 def lake_committed(index: str, batch_id: int, entries: Iterable[tuple[str, int, bool]]
                    ) -> None:
-    """``batch_id``'s entries were committed with its lake commit (steps/index.py
+    """``batch_id``'s entries were committed with its lake commit (steps/merge/index.py
     ``entries_property``), not to ``index``: the held states take them; the index table, and
     so the position, stay as they were until ``caught_up``."""
     with _lock:
@@ -185,7 +185,7 @@ def complete(spark: SparkSession, tables: JobTables) -> None:
 
 
 def bring_up(spark: SparkSession, tables: JobTables) -> None:
-    """The index table brought up to the lake (steps/index.py ``catch_up``), under the job's
+    """The index table brought up to the lake (steps/merge/index.py ``catch_up``), under the job's
     lease; what is held of it stays valid."""
     before = position(spark, tables.index)
     check_held(tables.job)

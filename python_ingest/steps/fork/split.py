@@ -2,7 +2,7 @@
 
 The staging model's Great Expectations suite (``expectations/<staging model>.json``) judges
 the new converted rows in one Spark pass: the suite is compiled to SQL predicates
-(steps/expectations.py), every row is tagged with the expectations it failed, and one
+(steps/fork/expectations.py), every row is tagged with the expectations it failed, and one
 aggregate counts them. Each row failing any expectation becomes one row of ``errors.<job>``
 listing every failed expectation and column, with the row as JSON; all other rows are valid:
 the merge's input. The tagged batch is computed once and persisted, so converted rows = valid
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.exceptions import PipelineError
-from python_ingest.steps.docs import (  # noqa: F401 (their names here too, as before)
+from python_ingest.steps.fork.docs import (  # noqa: F401 (their names here too, as before)
     ASSETS_DIR_ENV,
     ASSETS_MANIFEST,
     ERROR_PREFIX,
@@ -50,7 +50,7 @@ from python_ingest.steps.docs import (  # noqa: F401 (their names here too, as b
     localize_pages,
     report_assets_home,
 )
-from python_ingest.steps.expectations import (
+from python_ingest.steps.fork.expectations import (
     Compiled,
     compile_suite,
     failure_name,
@@ -59,7 +59,7 @@ from python_ingest.steps.expectations import (
     label,
     quoted,
 )
-from python_ingest.steps.expectations import load_suite as parse_suite
+from python_ingest.steps.fork.expectations import load_suite as parse_suite
 from python_ingest.tables.checkpoints import step_checkpoint, step_properties
 from python_ingest.tables.formats import append, ensure_table, read_table
 
@@ -150,7 +150,7 @@ def split(spark: SparkSession, batch: DataFrame, suite_file: Path, report_dir: P
           run_name: str, staging: str, valid_table: str, error_table: str,
           per_batch: bool = False) -> Split:
     """Judge ``batch`` (converted rows) by the suite in one Spark pass: each row tagged with
-    the expectations it failed (steps/expectations.py), the counts in one aggregate, the
+    the expectations it failed (steps/fork/expectations.py), the counts in one aggregate, the
     failing rows made error rows by the executors (nothing collected on the driver).
     ``per_batch``: the same aggregate says which batches have valid rows, and which of them
     valid partial updates (the merge's look-up of current rows)."""

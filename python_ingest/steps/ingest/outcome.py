@@ -1,5 +1,5 @@
 """What an ingestion run did (``IngestResult``), for either source kind: shared by
-steps/ingest.py (Kafka) and steps/ingest_files.py (files), which import neither of each
+steps/ingest/land.py (Kafka) and steps/ingest/files.py (files), which import neither of each
 other's internals. (The fault points crash tests kill a run at: runtime/faults.py.)"""
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from python_ingest.sources.files.partitions import (
 )
 from python_ingest.sources.files.reader import FileReader, ParsedFile
 from python_ingest.sources.kafka.workunits import Plan
-from python_ingest.steps.outcome import IngestResult
+from python_ingest.steps.ingest.outcome import IngestResult
 from python_ingest.tables.checkpoints import (
     Checkpoint,
     ProcessedPartitions,

@@ -1,8 +1,8 @@
 """The batch path's change set on the driver, for a run of few valid rows.
 
 ``driver_rows`` brings the run's valid rows to the driver (at most ``DRIVER_ROWS``);
-``driver_changes`` folds a batch of them (steps/changeset.py) against the global index held
-in memory (steps/index_cache.py), reads the lake rows of the keys that keep columns of their
+``driver_changes`` folds a batch of them (steps/merge/changeset.py) against the global index held
+in memory (steps/merge/index_cache.py), reads the lake rows of the keys that keep columns of their
 current row, and returns the change set as the DataFrame the lake model's SQL gives: the same
 schema (from the SQL's analysis, once per compiled job), for the same index insert and upsert
 (steps/batch.py). It costs a Spark job or two on local rows instead of the SQL's five stages
@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from python_ingest.steps import index_cache
-from python_ingest.steps.changeset import FRAMEWORK, Declined, change_set, fill_current
+from python_ingest.steps.merge import index_cache
+from python_ingest.steps.merge.changeset import FRAMEWORK, Declined, change_set, fill_current
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -127,7 +127,7 @@ def is_the_macros(sql: str, schema: Any, valid_columns: list[str]) -> bool:
 
 def driver_changes(spark: SparkSession, sql: str, compiled_key: str, tables: JobTables,
                    view: str, batch_id: int, rows: list[dict[str, Any]]) -> ChangeSet:
-    """The batch's change set folded on the driver (steps/changeset.py), as the DataFrame the
+    """The batch's change set folded on the driver (steps/merge/changeset.py), as the DataFrame the
     lake model's SQL would give. Raises Declined when the batch must take the SQL path."""
     from pyspark import StorageLevel
     from pyspark.sql import types as T

@@ -1,6 +1,6 @@
 """The history table's writer: one commit per batch, from the batch's valid changes.
 
-Called on both of the runner's paths (python_ingest/steps/history.py says what is written):
+Called on both of the runner's paths (python_ingest/steps/history/rules.py says what is written):
 
 * the batch path (steps/batch.py ``_merge``): after the index, before the lake's upsert, from
   the valid rows the fork holds for the batch;
@@ -45,9 +45,9 @@ from python_ingest.runtime.catalog import (
     insert_operation_kept,
 )
 from python_ingest.runtime.faults import fault_point
-from python_ingest.steps.changeset import FRAMEWORK
-from python_ingest.steps.history import EXTRA_COLUMNS, HISTORY_STEP
-from python_ingest.steps.history_fold import Options, Outcome, as_time, history_batch
+from python_ingest.steps.history.fold import Options, Outcome, as_time, history_batch
+from python_ingest.steps.history.rules import EXTRA_COLUMNS, HISTORY_STEP
+from python_ingest.steps.merge.changeset import FRAMEWORK
 from python_ingest.tables.checkpoints import step_checkpoint, step_properties
 from python_ingest.tables.evolve import widen, wider_columns
 from python_ingest.tables.formats import committing, position, table_exists, table_format
@@ -250,11 +250,11 @@ def driver_valid(spark: SparkSession, valid: str,
                  small: Mapping[int, Sequence[Mapping[str, Any]]] | None,
                  batch_id: int) -> list[dict[str, Any]] | None:
     """The batch's valid rows from those the batch path holds on the driver (``small``:
-    steps/driver.py ``driver_rows``, timestamps and dates as numbers), as ``collect`` gives
+    steps/merge/driver.py ``driver_rows``, timestamps and dates as numbers), as ``collect`` gives
     them; None when it holds none (the writer then reads the view)."""
     if small is None:
         return None
-    from python_ingest.steps.driver import transport
+    from python_ingest.steps.merge.driver import transport
 
     travel = transport(spark.table(valid).schema)
     return None if travel is None else travel.as_collected(small.get(batch_id, ()))
@@ -365,7 +365,7 @@ def catch_up(spark: SparkSession, dbt: Dbt | None, tables: JobTables, done: int 
             or not table_exists(spark, tables.lake):
         return
     if done is None:
-        from python_ingest.steps.index import MERGE_STEP
+        from python_ingest.steps.merge.index import MERGE_STEP
 
         done = step_checkpoint(spark, tables.lake, MERGE_STEP)
     if not table_exists(spark, tables.valid):

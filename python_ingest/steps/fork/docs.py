@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from python_ingest.runtime.jars import repo_root
-from python_ingest.steps.expectations import failure_name, judged_suite, sql_string
+from python_ingest.steps.fork.expectations import failure_name, judged_suite, sql_string
 
 log = logging.getLogger(__name__)
 
