@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import bench_settings  # noqa: E402
 from bench.common import tap_rate as rate_of  # noqa: E402
 from python_ingest.cli.progress import printer  # noqa: E402
+from python_ingest.config.source_kinds import PostgresOptions
 from python_ingest.kafka import broker  # noqa: E402
 from python_ingest.sinks.pgserver import LocalPostgres  # noqa: E402
 from python_ingest.sources.postgres import pgoutput, server  # noqa: E402
@@ -171,7 +172,8 @@ def main() -> int:
             repl.close()
             write_changes(conn, args.rows, args.changes)
             conn.close()
-            rows, seconds = bare_read(source, "bare", source.publication_name, args.changes)
+            rows, seconds = bare_read(source, "bare", source.of(PostgresOptions).publication_name,
+                                      args.changes)
             bare_rate = rows / seconds
             print(f"pgoutput alone (psycopg2 stream + decode): {rows} row changes in "
                   f"{seconds:.1f}s = {bare_rate:,.0f} row changes/s")

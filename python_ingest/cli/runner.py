@@ -114,16 +114,16 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             "services": entry.get("services"),
             "late_partitions": entry.get("late_partitions") if job.files else None,
             "held_by": entry.get("held_by") if state == "elsewhere" else None}
-    from python_ingest.sources.postgres.status import print_sources, source_status
+    from python_ingest.sources.tap.kinds import print_sources, source_status
 
-    sources = source_status(settings) if not args.job else {}  # slot lag (PostgreSQL)
+    sources = source_status(settings) if not args.job else {}  # e.g. a PostgreSQL slot's lag
     if sources:
         out["sources"] = sources
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0
     _print_status(out)
-    print_sources(sources)
+    print_sources(settings, sources)
     return 0
 
 

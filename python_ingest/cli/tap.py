@@ -53,13 +53,13 @@ def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
 def _scaffold(args: argparse.Namespace, settings: Settings, source: SourceConfig) -> int:
     """Write each tapped table's dbt models and suite, and add its job to the config."""
     from python_ingest.cli.scaffolding import config_file, say_scaffolded
-    from python_ingest.scaffold.dbt import scaffold
+    from python_ingest.sources.tap import kinds
     from python_ingest.steps.dbt import project_dir
 
     config = config_file(args)
     project = project_dir(settings)
-    result = scaffold(settings, source, project, config if config.is_file() else None,
-                      history=args.history)
+    result = kinds.scaffold(source)(settings, source, project,
+                                    config if config.is_file() else None, history=args.history)
     say_scaffolded(result, project, config, "next: `sluice run --all` (or `sluice run <job>`) "
                    f"after `sluice tap {source.name}`")
     return 0

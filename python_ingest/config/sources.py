@@ -1,29 +1,37 @@
 """Sources (``sources:`` in sluice.yml) that ``sluice tap`` reads: MySQL-family servers (their
 binlog) and PostgreSQL servers (logical replication, ``kind: postgres``,
-docs/postgres-source.md)."""
+docs/postgres-source.md). ``SourceConfig`` holds what every kind has; its ``options`` are its
+kind's own settings (config/source_kinds.py), read through ``source.of(<Kind>Options)``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from python_ingest import credentials
 from python_ingest.config.checks import NAME, check_keys, choice, mapping, positive_int
 from python_ingest.config.kafka import ClusterOverride, parse_override
 from python_ingest.config.secrets import masked_repr
+from python_ingest.config.source_kinds import (
+    SECTIONS,
+    BinlogOptions,
+    SourceOptions,
+    check_kind_keys,
+)
 from python_ingest.exceptions import ConfigError
 
-SOURCE_KINDS = ("mariadb", "mysql", "postgres")
-POSTGRES = "postgres"
-START_FROM = ("current", "earliest")
+SOURCE_KINDS = tuple(SECTIONS)
+OptionsT = TypeVar("OptionsT", bound=SourceOptions)
 
 
 @dataclass(frozen=True, repr=False)
 class SourceConfig:
-    """A MySQL-family server whose binlog ``sluice tap`` reads (see docs/binlog-tap.md); its
-    repr leaves the password out and masks one in a URL (config/secrets.py)."""
+    """A database server ``sluice tap`` reads: a MySQL-family binlog (docs/binlog-tap.md) or
+    a PostgreSQL slot (docs/postgres-source.md). The fields every kind has, and ``options``:
+    the kind's own (``of``). Its repr leaves the password out and masks one in a URL
+    (config/secrets.py)."""
 
     name: str
     kind: str = "mariadb"
@@ -39,19 +47,11 @@ class SourceConfig:
     partitions: int = 4
     data_center: str | None = None
     schema_registry: str | None = None
-    server_id: int = 4201
     heartbeat_s: float = 1.0
     checkpoint_interval_s: float = 1.0
-    start_from: str = "current"
     bootstrap_chunk_rows: int = 10_000
     bootstrap_workers: int = 2
     key_columns: Mapping[str, Any] = field(default_factory=dict)  # sources/tap/keys.py
-    # kind: postgres only (docs/postgres-source.md)
-    database: str = "postgres"
-    slot: str | None = None  # default sluice_<source>
-    publication: str | None = None  # default sluice_<source>
-    slot_lag_warn_bytes: int = 1 << 30  # `sluice status` warns past this much retained WAL
-    streaming: bool = False  # pgoutput protocol 2: large transactions streamed before commit
     # TLS, both kinds (MariaDB/MySQL: sources/binlog/tls.py; docs/security.md)
     sslmode: str | None = None  # libpq's (disable ... verify-full); None: libpq's default
     sslrootcert: str | None = None  # the CA bundle that verify-ca / verify-full check against
@@ -59,6 +59,8 @@ class SourceConfig:
     sslkey: str | None = None
     # the tap's own Kafka cluster or user (config/kafka.py); None: the project's broker
     broker: ClusterOverride | None = None
+    # the kind's own settings (config/source_kinds.py): BinlogOptions, PostgresOptions
+    options: SourceOptions = field(default_factory=BinlogOptions)
 
     def __repr__(self) -> str:
         return masked_repr(self)
@@ -67,15 +69,13 @@ class SourceConfig:
     def topic_base(self) -> str:
         return self.topic_prefix or self.name
 
-    @property
-    def slot_name(self) -> str:
-        """PostgreSQL: the replication slot the tap reads (created when missing)."""
-        return self.slot or f"sluice_{self.name}"
-
-    @property
-    def publication_name(self) -> str:
-        """PostgreSQL: the publication of the tapped tables (created when missing)."""
-        return self.publication or f"sluice_{self.name}"
+    def of(self, kind: type[OptionsT]) -> OptionsT:
+        """The kind's own settings, as ``kind`` (e.g. ``source.of(PostgresOptions).slot_name``);
+        a source of another kind is a config error naming it."""
+        if not isinstance(self.options, kind):
+            raise ConfigError(f"sources.{self.name}", f"source {self.name} is kind {self.kind}, "
+                              f"which has no {kind.__name__}")
+        return self.options
 
     def secret(self) -> str:
         """The password (credentials.py): from ``password_env``, ``password_file`` or
@@ -99,19 +99,22 @@ def _patterns(value: Any, field_name: str) -> tuple[str, ...]:
 
 
 def parse_source(name: str, raw: Mapping[str, Any], root: Path | None = None) -> SourceConfig:
-    """Validate one binlog source's mapping from the config file into a SourceConfig."""
+    """Validate one source's mapping from the config file into a SourceConfig."""
     where = f"sources.{name}"
     if not NAME.match(name):
         raise ConfigError(where, "source names are lowercase letters, digits and underscores")
-    check_keys(raw, set(SourceConfig.__dataclass_fields__) - {"name"}, where)
     d = SourceConfig
+    kind = choice(raw.get("kind", d.kind), SOURCE_KINDS, f"{where}.kind")
+    section = SECTIONS[kind]
+    common = set(SourceConfig.__dataclass_fields__) - {"name", "options"}
+    check_kind_keys(raw, common, name, kind, where)
+    check_keys(raw, common | set(section.options.KEYS), where)
     for text in ("host", "user", *credentials.FIELDS, "topic_prefix", "data_center",
-                 "schema_registry", "database", "slot", "publication", *_SSL_FILES):
+                 "schema_registry", *_SSL_FILES):
         if text in raw and not isinstance(raw[text], str):
             raise ConfigError(f"{where}.{text}", "expected text" if "password" in text
                               else f"expected text, got {raw[text]!r}")
-    kind = choice(raw.get("kind", d.kind), SOURCE_KINDS, f"{where}.kind")
-    port = positive_int(raw.get("port", 5432 if kind == POSTGRES else d.port), f"{where}.port")
+    port = positive_int(raw.get("port", section.port), f"{where}.port")
     if port > 65535:
         raise ConfigError(f"{where}.port", f"not a TCP port: {port}")
     return SourceConfig(
@@ -129,30 +132,22 @@ def parse_source(name: str, raw: Mapping[str, Any], root: Path | None = None) ->
         partitions=positive_int(raw.get("partitions", d.partitions), f"{where}.partitions"),
         data_center=raw.get("data_center"),
         schema_registry=raw.get("schema_registry"),
-        server_id=positive_int(raw.get("server_id", d.server_id), f"{where}.server_id"),
         heartbeat_s=_positive_float(raw.get("heartbeat_s", d.heartbeat_s),
                                     f"{where}.heartbeat_s"),
         checkpoint_interval_s=_positive_float(
             raw.get("checkpoint_interval_s", d.checkpoint_interval_s),
             f"{where}.checkpoint_interval_s"),
-        start_from=choice(raw.get("start_from", d.start_from), START_FROM,
-                           f"{where}.start_from"),
         bootstrap_chunk_rows=positive_int(raw.get("bootstrap_chunk_rows",
                                                    d.bootstrap_chunk_rows),
                                            f"{where}.bootstrap_chunk_rows"),
         bootstrap_workers=positive_int(raw.get("bootstrap_workers", d.bootstrap_workers),
                                         f"{where}.bootstrap_workers"),
         key_columns=dict(mapping(raw.get("key_columns"), f"{where}.key_columns")),
-        database=raw.get("database", d.database),
-        slot=_identifier(raw.get("slot"), f"{where}.slot"),
-        publication=_identifier(raw.get("publication"), f"{where}.publication"),
-        slot_lag_warn_bytes=positive_int(raw.get("slot_lag_warn_bytes", d.slot_lag_warn_bytes),
-                                         f"{where}.slot_lag_warn_bytes"),
-        streaming=_flag(raw.get("streaming", d.streaming), f"{where}.streaming"),
         sslmode=None if raw.get("sslmode") is None else choice(raw["sslmode"], SSL_MODES,
                                                                f"{where}.sslmode"),
         **{f: _file(raw.get(f), root) for f in _SSL_FILES},
         broker=parse_override(raw.get("broker"), f"{where}.broker", root or Path.cwd()),
+        options=section.parse(name, raw, where),
     )
 
 
@@ -163,21 +158,3 @@ _SSL_FILES = ("sslrootcert", "sslcert", "sslkey")
 def _file(value: str | None, root: Path | None) -> str | None:
     """A file named in the config, relative to the config file's folder."""
     return None if value is None else str((root or Path.cwd()) / Path(value).expanduser())
-
-
-def _flag(value: Any, field_name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(field_name, f"expected true or false, got {value!r}")
-    return value
-
-
-def _identifier(value: Any, field_name: str) -> str | None:
-    """A PostgreSQL slot or publication name: lowercase letters, digits, underscores."""
-    if value is None:
-        return None
-    if not NAME.match(value) or len(value) > 63:
-        raise ConfigError(field_name, f"expected a name of lowercase letters, digits and "
-                          f"underscores (at most 63), got {value!r}")
-    return str(value)
-
-

@@ -1,4 +1,4 @@
-"""`sluice verify` against a PostgreSQL source: its tables, their columns as verify compares
+"""`sluice verify` against a PostgreSQL source: its tables' columns as verify compares
 them (verify/canonical_pg.py), a consistent snapshot and the LSN it stands at.
 
 The PostgreSQL side of run.py, as the functions there are the MariaDB/MySQL side: the same
@@ -17,18 +17,10 @@ from python_ingest.sources.postgres.shapes import table_shape
 from python_ingest.tables.formats import table_exists
 from python_ingest.verify.canonical_pg import PgColumn
 from python_ingest.verify.compare import Target, key_first
+from python_ingest.verify.kinds import SourceVerify
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-def tables(source: SourceConfig) -> list[tuple[str, str]]:
-    """The (schema, table) pairs the source taps."""
-    conn = server.connect(source)
-    try:
-        return server.tables(conn, source)
-    finally:
-        conn.close()
 
 
 def connect(source: SourceConfig) -> Any:
@@ -75,3 +67,22 @@ def estimate(conn: Any, schema: str, table: str) -> int:
                     (server.quoted(schema, table),))
         row = cur.fetchone()
     return max(0, int(row[0] or 0)) if row else 0
+
+
+class PgVerify(SourceVerify):
+    """PostgreSQL: REPEATABLE READ read-only snapshots, positions in the WAL (LSNs)."""
+
+    position_kind = "LSN"
+
+    def connect(self, source: SourceConfig) -> Any:
+        return connect(source)
+
+    def resolve_target(self, spark: SparkSession, conn: Any, source: SourceConfig,
+                       job: JobConfig, lake_table: str, db: str, table: str) -> Target:
+        return resolve_target(spark, conn, source, job, lake_table, db, table)
+
+    def snapshot(self, conn: Any) -> str:
+        return snapshot(conn)
+
+    def estimate(self, conn: Any, db: str, table: str) -> int:
+        return estimate(conn, db, table)

@@ -1,6 +1,7 @@
 """One verify of a job: find its source table, compare, settle lag, record the result.
 
-The source is MariaDB/MySQL (the functions here) or PostgreSQL (verify/postgres.py)."""
+What differs by source kind (MariaDB/MySQL: verify/binlog.py, PostgreSQL: verify/postgres.py)
+is the kind's verify part (verify/kinds.py), looked up in the registry (sources/tap/kinds.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import JobConfig, Settings, SourceConfig
 from python_ingest.exceptions import SluiceError
-from python_ingest.sources.binlog import server
+from python_ingest.sources.tap import kinds
 from python_ingest.sources.tap.jobs import job_name
-from python_ingest.tables.formats import table_exists
 from python_ingest.tables.runs import Run
-from python_ingest.verify import postgres as pg
-from python_ingest.verify.canonical import Column
 from python_ingest.verify.compare import (
     Difference,
     LakeSide,
@@ -25,8 +23,8 @@ from python_ingest.verify.compare import (
     VerifyResult,
     bisect,
     diff_rows,
-    key_first,
 )
+from python_ingest.verify.kinds import SourceVerify
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,13 +40,18 @@ POLL_S = 2.0
 
 def source_tables(source: SourceConfig) -> list[tuple[str, str]]:
     """The ``(db, table)`` (PostgreSQL: ``(schema, table)``) pairs a source's tap reads."""
-    if source.kind == "postgres":
-        return pg.tables(source)
-    conn = server.connect(source)
+    catalog = kinds.catalog(source)
+    conn = catalog.connect(source)
     try:
-        return list(server.tables(conn, source))
+        return list(catalog.tables(conn, source))
     finally:
         conn.close()
+
+
+def verifier(source: SourceConfig) -> SourceVerify:
+    """The verify part of ``source``'s kind (verify/kinds.py)."""
+    part: SourceVerify = kinds.part(source, "verify")()
+    return part
 
 
 def fed_jobs(settings: Settings) -> set[str]:
@@ -68,49 +71,6 @@ def find_source(settings: Settings, job: JobConfig) -> tuple[SourceConfig, str, 
                       "verify compares a lake table with the table its tap reads")
 
 
-def resolve_target(spark: SparkSession, conn: Any, job: JobConfig, lake_table: str, db: str,
-                   table: str) -> Target:
-    """The columns both sides hold (the key first), with their types on each side."""
-    if not table_exists(spark, lake_table):
-        raise SluiceError(f"{lake_table} does not exist yet: run 'sluice run {job.name}' first")
-    lake_types = {f.name.lower(): f.dataType.simpleString()
-                  for f in spark.table(lake_table).schema.fields if not f.name.startswith("_")}
-    with conn.cursor() as cur:
-        cur.execute("SELECT COLUMN_NAME, DATA_TYPE, NUMERIC_SCALE, IS_NULLABLE FROM "
-                    "information_schema.COLUMNS WHERE TABLE_SCHEMA=%s AND TABLE_NAME=%s "
-                    "ORDER BY ORDINAL_POSITION", (db, table))
-        source_columns = cur.fetchall()
-    columns = {str(name): Column(str(name), str(kind).lower(), int(scale or 0),
-                                 lake_types[str(name).lower()], nullable == "YES")
-               for name, kind, scale, nullable in source_columns
-               if str(name).lower() in lake_types}
-    ordered = key_first(job, columns, f"{db}.{table}", lake_table)
-    return Target(job.name, lake_table, f"{server.quote(db)}.{server.quote(table)}",
-                  job.row_key, tuple(ordered))
-
-
-def _snapshot(conn: Any) -> str:
-    """Start a consistent snapshot on ``conn``; returns its binlog position (as far as known)."""
-    with conn.cursor() as cur:
-        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")  # MariaDB: the snapshot's position
-        status = dict(cur.fetchall())
-        if status.get("Binlog_snapshot_file"):
-            return f"{status['Binlog_snapshot_file']}:{status['Binlog_snapshot_position']}"
-        cur.execute("SHOW MASTER STATUS")  # MySQL: close to it
-        row = cur.fetchone()
-        return f"{row[0]}:{row[1]}" if row else "unknown"
-
-
-def _estimate(conn: Any, db: str, table: str) -> int:
-    with conn.cursor() as cur:
-        cur.execute("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA=%s "
-                    "AND TABLE_NAME=%s", (db, table))
-        row = cur.fetchone()
-    return int(row[0] or 0) if row else 0
-
-
 def verify(spark: SparkSession, settings: Settings, job: JobConfig, lake_table: str, *,
            range_rows: int = RANGE_ROWS, fanout: int = FANOUT, settle_s: float = SETTLE_S,
            quiet_s: float = QUIET_S,
@@ -121,22 +81,19 @@ def verify(spark: SparkSession, settings: Settings, job: JobConfig, lake_table: 
     source, db, table = find_source(settings, job)
     run = Run(job=job.name)
     run.details["steps"] = ["verify"]
-    postgres = source.kind == "postgres"
-    conn = pg.connect(source) if postgres else server.connect(source)
+    side = verifier(source)
+    conn = side.connect(source)
     try:
-        if postgres:
-            target = pg.resolve_target(spark, conn, source, job, lake_table, db, table)
-        else:
-            target = resolve_target(spark, conn, job, lake_table, db, table)
+        target = side.resolve_target(spark, conn, source, job, lake_table, db, table)
         result = VerifyResult(job.name, lake_table, f"{db}.{table}",
-                              position_kind="LSN" if postgres else "binlog")
+                              position_kind=side.position_kind)
         lake = LakeSide(spark, target)
         result.lake_position = lake.position()
-        result.source_position = pg.snapshot(conn) if postgres else _snapshot(conn)
+        result.source_position = side.snapshot(conn)
         say(f"comparing {db}.{table} at {result.position_kind} {result.source_position} with "
             f"{lake_table}")
         src = SourceSide(conn, target)
-        rows = pg.estimate(conn, db, table) if postgres else _estimate(conn, db, table)
+        rows = side.estimate(conn, db, table)
         mod, ranges = bisect(src, lake, result, rows, range_rows, fanout, say)
         if ranges:
             source_rows, lake_rows = src.rows(mod, ranges), lake.rows(mod, ranges)

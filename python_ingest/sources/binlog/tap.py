@@ -22,6 +22,7 @@ from collections import deque
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
+from python_ingest.config.source_kinds import BinlogOptions
 from python_ingest.exceptions import IncompatibleSchemaChange, PartialRowImage, TapError
 from python_ingest.sources.binlog import (
     decoding,
@@ -130,7 +131,8 @@ class Tap(TapCore):
                  f"GTID {self._resume_gtid}" if by_gtid else start, self.source.topic_base)
         stream = BinLogStreamReader(
             connection_settings=server.connection_settings(self.source),
-            server_id=self.source.server_id, resume_stream=True, blocking=not until_end,
+            server_id=self.source.of(BinlogOptions).server_id, resume_stream=True,
+            blocking=not until_end,
             log_file=start.file, log_pos=start.pos, is_mariadb=by_gtid,
             auto_position=self._resume_gtid,
             slave_heartbeat=self.source.heartbeat_s, ignored_schemas=list(server.SYSTEM_SCHEMAS),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from python_ingest.config.source_kinds import BinlogOptions
 from python_ingest.exceptions import SluiceError, TapError
 from python_ingest.sources.binlog import server
 from python_ingest.sources.binlog.existence import Existence
@@ -42,13 +43,14 @@ def start_position(tap: Any) -> BinlogPosition:
                         tap.source.name, checkpoint.server, resume.identity,
                         checkpoint.gtid)
         return checkpoint.position
-    start = (server.master_position(tap._conn) if tap.source.start_from == "current"
+    start_from = tap.source.of(BinlogOptions).start_from
+    start = (server.master_position(tap._conn) if start_from == "current"
              else server.first_position(tap._conn))
     tap._server = identify(tap._conn).to_json()
     tap._gtid = start_gtid(tap._conn, start)
     tap.store.save(BinlogCheckpoint(start, tap._gtid, server=tap._server))
     log.info("source %s: no checkpoint yet, starting at %s (%s)", tap.source.name, start,
-             tap.source.start_from)
+             start_from)
     return start
 
 

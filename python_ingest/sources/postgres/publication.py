@@ -29,6 +29,7 @@ import logging
 from typing import Any
 
 from python_ingest.config import SourceConfig
+from python_ingest.config.source_kinds import PostgresOptions
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ _warned: set[tuple[str, str, str]] = set()
 def add(conn: Any, source: SourceConfig, tables: list[tuple[str, str]]) -> list[str]:
     """Add ``tables`` (schema, table) to the source's own publication (server.py
     ``ensure_publication`` finds them), each with its mark (module doc); the tables added."""
-    if source.publication is not None:
+    if source.of(PostgresOptions).publication is not None:
         return []
     added = []
     for schema, table in tables:
@@ -49,7 +50,8 @@ def add(conn: Any, source: SourceConfig, tables: list[tuple[str, str]]) -> list[
                 cur.execute("BEGIN")
                 cur.execute("SET LOCAL lock_timeout = '2s'")  # never stall the tap or writers
                 cur.execute(f"LOCK TABLE {name} IN SHARE MODE")
-                cur.execute(f'ALTER PUBLICATION "{source.publication_name}" ADD TABLE {name}')
+                cur.execute(f'ALTER PUBLICATION "{source.of(PostgresOptions).publication_name}" '
+                            f'ADD TABLE {name}')
                 cur.execute(f"SELECT %s::regclass::oid, EXISTS (SELECT 1 FROM {name})",
                             (name,))
                 oid, holds = cur.fetchone()
@@ -65,12 +67,12 @@ def add(conn: Any, source: SourceConfig, tables: list[tuple[str, str]]) -> list[
                             "its changes are not streamed until it is added (the tap tries "
                             "again; as the table's owner: ALTER PUBLICATION \"%s\" ADD TABLE "
                             "%s, then bootstrap it)", source.name, schema, table,
-                            source.publication_name, str(exc).strip(),
-                            source.publication_name, name)
+                            source.of(PostgresOptions).publication_name, str(exc).strip(),
+                            source.of(PostgresOptions).publication_name, name)
             continue
         added.append(f"{schema}.{table}")
         log.info("source %s: added table %s.%s to the publication %s", source.name, schema,
-                 table, source.publication_name)
+                 table, source.of(PostgresOptions).publication_name)
     return added
 
 

@@ -13,6 +13,7 @@ import fnmatch
 from typing import Any
 
 from python_ingest.config import SourceConfig
+from python_ingest.config.source_kinds import PostgresOptions
 from python_ingest.exceptions import TapError
 from python_ingest.sources.postgres import publication
 from python_ingest.sources.postgres.columns import PgType
@@ -29,7 +30,7 @@ def _dsn(source: SourceConfig) -> dict[str, Any]:
     them), and UTF-8 as the client encoding whatever the database's (LATIN1 ...): the server
     converts the text it sends, and pgoutput.py and the converters read UTF-8."""
     dsn = {"host": source.host, "port": source.port, "user": source.user,
-           "dbname": source.database, "options": SESSION, "connect_timeout": 10,
+           "dbname": source.of(PostgresOptions).database, "options": SESSION, "connect_timeout": 10,
            "application_name": f"sluice tap {source.name}", "client_encoding": "UTF8"}
     for name in ("sslmode", "sslrootcert", "sslcert", "sslkey"):
         if getattr(source, name) is not None:
@@ -51,7 +52,8 @@ def connect(source: SourceConfig) -> Any:
         conn = psycopg2.connect(**_dsn(source), **_password(source))
     except psycopg2.OperationalError as exc:
         raise TapError(f"source {source.name}: cannot connect to PostgreSQL at "
-                       f"{source.host}:{source.port} database {source.database} as "
+                       f"{source.host}:{source.port} database "
+                       f"{source.of(PostgresOptions).database} as "
                        f"{source.user}: {str(exc).strip()}") from exc
     conn.autocommit = True
     return conn
@@ -113,7 +115,8 @@ def check_server(conn: Any, source: SourceConfig) -> None:
                           "WHERE datname = current_database()")[0][0]
     if encoding == "SQL_ASCII":
         raise TapError(
-            f"source {source.name}: database {source.database} has the encoding SQL_ASCII: "
+            f"source {source.name}: database {source.of(PostgresOptions).database} has the "
+            "encoding SQL_ASCII: "
             "the server neither checks nor converts its text, so a value that is not UTF-8 "
             "cannot be published (it would stop the tap at every start). Move the data into a "
             "UTF8 database (createdb -E UTF8 -T template0 NEW, then pg_dump -E <the bytes' real "
@@ -144,22 +147,24 @@ def quoted(schema: str, table: str) -> str:
 def ensure_publication(conn: Any, source: SourceConfig) -> bool:
     """Create the source's publication of its tables when missing (True when created); a
     publication sluice created gains the tables included since."""
-    name = source.publication_name
+    name = source.of(PostgresOptions).publication_name
     found = rows(conn, "SELECT pubowner::regrole::text FROM pg_publication WHERE pubname = %s",
                  (name,))
     listed = ", ".join(quoted(s, t) for s, t in tables(conn, source))
     if not found:
         if not listed:
-            raise TapError(f"source {source.name}: no table of database {source.database} "
+            raise TapError(f"source {source.name}: no table of database "
+                           f"{source.of(PostgresOptions).database} "
                            f"matches include {list(source.include)}")
         conn.cursor().execute(f'CREATE PUBLICATION "{name}" FOR TABLE {listed} '
                               f"WITH (publish = '{PUBLISHED}', "
                               "publish_via_partition_root = true)")  # a partitioned table's
         # changes come under its own name (its topic), not its partitions'.
         return True
-    if source.publication is None:  # ours: add the tables included since, each with its
+    if source.of(PostgresOptions).publication is None:  # ours: add the tables included
+        # since, each with its mark (publication.py)
         published = set(rows(conn, "SELECT schemaname, tablename FROM pg_publication_tables "
-                                   "WHERE pubname = %s", (name,)))  # mark (publication.py)
+                                   "WHERE pubname = %s", (name,)))
         publication.add(conn, source, [t for t in tables(conn, source) if t not in published])
     return False
 
@@ -187,11 +192,12 @@ def wait_inactive(conn: Any, source: SourceConfig, timeout_s: float = 15.0) -> N
     deadline = time.monotonic() + timeout_s
     while True:
         found = rows(conn, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s "
-                           "AND active", (source.slot_name,))
+                           "AND active", (source.of(PostgresOptions).slot_name,))
         if not found:
             return
         if time.monotonic() > deadline:
-            raise TapError(f"source {source.name}: the slot {source.slot_name} is in use by "
+            raise TapError(f"source {source.name}: the slot "
+                           f"{source.of(PostgresOptions).slot_name} is in use by "
                            f"server process {found[0][0]}: another tap of it runs (on another "
                            "host?); run one per source")
         time.sleep(0.1)

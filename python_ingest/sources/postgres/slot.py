@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from python_ingest.config import SourceConfig
+from python_ingest.config.source_kinds import PostgresOptions
 from python_ingest.exceptions import TapError
 from python_ingest.sources.postgres import server
 from python_ingest.sources.postgres.position import PgCheckpoint, PgCheckpointStore, lsn_text
@@ -19,16 +20,17 @@ def start_position(conn: Any, source: SourceConfig, store: PgCheckpointStore
                    ) -> tuple[int, PgCheckpoint | None]:
     """The LSN to stream from, and the checkpoint it comes from (None: a new start, whose
     checkpoint is written here)."""
-    slot = source.slot_name
+    pg = source.of(PostgresOptions)
+    slot = pg.slot_name
     checkpoint = store.load()
     info = server.slot_info(conn, slot)
     if info is not None and info["plugin"] != "pgoutput":
         raise TapError(f"source {source.name}: the replication slot {slot} uses the plugin "
                        f"{info['plugin']}, the tap reads pgoutput: name another slot "
                        f"(sources.{source.name}.slot) or drop this one")
-    if info is not None and info["database"] != source.database:
+    if info is not None and info["database"] != pg.database:
         raise TapError(f"source {source.name}: the replication slot {slot} belongs to database "
-                       f"{info['database']}, the source reads {source.database}: name another "
+                       f"{info['database']}, the source reads {pg.database}: name another "
                        f"slot (sources.{source.name}.slot)")
     if checkpoint is not None:
         if info is None or checkpoint.slot != slot:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
+from python_ingest.config.source_kinds import PostgresOptions
 from python_ingest.exceptions import TapError
 from python_ingest.kafka import broker as broker_mod
 from python_ingest.sources.postgres import events, server, tables
@@ -82,7 +83,8 @@ def _tables(conn: Any, source: SourceConfig, spec: str) -> list[tuple[str, str]]
             raise TapError(f"'{item}' is not <schema>.<table>")
         if (schema, table) not in tapped:
             raise TapError(f"{schema}.{table} is not a table source {source.name} taps (its "
-                           f"include/exclude, or no such table in database {source.database})")
+                           "include/exclude, or no such table in database "
+                           f"{source.of(PostgresOptions).database})")
         wanted.append((schema, table))
     return wanted
 
@@ -118,15 +120,16 @@ def bootstrap_tables(settings: Settings, source: SourceConfig, spec: str,
         wanted = _tables(conn, source, spec)
         server.ensure_publication(conn, source)
         checkpoint = store.load()
-        slot = server.slot_info(conn, source.slot_name)
+        own_slot = source.of(PostgresOptions).slot_name
+        slot = server.slot_info(conn, own_slot)
         new_slot = slot is None
-        if new_slot and checkpoint is not None and checkpoint.slot == source.slot_name and \
+        if new_slot and checkpoint is not None and checkpoint.slot == own_slot and \
                 set(wanted) != set(server.tables(conn, source)):
-            raise TapError(f"the slot {source.slot_name} of source {source.name} is gone: the "
+            raise TapError(f"the slot {own_slot} of source {source.name} is gone: the "
                            "changes of every table since the checkpoint are lost, so bootstrap "
                            f"them all: `sluice bootstrap {source.name} all`")
         repl = server.replication_connect(source)
-        name = source.slot_name if new_slot else f"{source.slot_name}_snap_{os.getpid()}"
+        name = own_slot if new_slot else f"{own_slot}_snap_{os.getpid()}"
         point, exported = server.create_slot(repl, name, export=True, temporary=not new_slot)
         assert exported is not None
         say(f"snapshot {exported} at {lsn_text(point)} "
@@ -149,7 +152,7 @@ def bootstrap_tables(settings: Settings, source: SourceConfig, spec: str,
         start = point if old is None else old.lsn
         if old is None and slot is not None:
             start = slot["confirmed_flush"] or point
-        store.save(PgCheckpoint(start, source.slot_name, stopped, rows.to_json(
+        store.save(PgCheckpoint(start, own_slot, stopped, rows.to_json(
             as_position(start)), relations, gone=dict(old.gone) if old is not None else {}))
         say(f"snapshot of {len(wanted)} table(s) published: {result.total} rows in "
             f"{result.seconds:.1f}s; the tap streams from {lsn_text(start)}")

@@ -90,7 +90,7 @@ class PgTap(TapTables, TapCheckpoints):
                            + "; ".join(server.no_identity_error(self.source, t) for t in refused))
         if server.ensure_publication(self._conn, self.source):
             log.info("source %s: created the publication %s", self.source.name,
-                     self.source.publication_name)
+                     self.pg.publication_name)
         partitions.guard(self._conn, self.source)  # TRUNCATE of one partition (partitions.py)
         start, checkpoint = start_position(self._conn, self.source, self.store)
         for slot in unused_slots(self._conn, self.settings, self.source):  # a removed source's
@@ -111,26 +111,26 @@ class PgTap(TapTables, TapCheckpoints):
         import psycopg2
 
         try:
-            options = {"proto_version": "1", "publication_names": self.source.publication_name}
-            if self.source.streaming:
+            options = {"proto_version": "1", "publication_names": self.pg.publication_name}
+            if self.pg.streaming:
                 options.update(proto_version="2", streaming="on")
             if self._conn.server_version >= 140000:  # partitions.py's logical messages
                 options["messages"] = "true"
-            cur.start_replication(slot_name=self.source.slot_name, decode=False,
+            cur.start_replication(slot_name=self.pg.slot_name, decode=False,
                                   start_lsn=start, status_interval=self.source.heartbeat_s * 5,
                                   options=options)
         except psycopg2.Error as exc:
             raise TapError(f"source {self.source.name}: cannot stream from the slot "
-                           f"{self.source.slot_name}: {str(exc).strip()} (another tap may be "
+                           f"{self.pg.slot_name}: {str(exc).strip()} (another tap may be "
                            "reading it)") from exc
         # from here on the tap alone reads the stream and says what the server may drop
         self._stream = stream = ReplicationStream(
             self._repl, start, server.keepalive_interval(self._conn, self.source.heartbeat_s))
         log.info("tapping source %s from %s (slot %s, publication %s) into topics "
-                 "%s.<schema>.<table>", self.source.name, lsn_text(start), self.source.slot_name,
-                 self.source.publication_name, self.source.topic_base)
+                 "%s.<schema>.<table>", self.source.name, lsn_text(start), self.pg.slot_name,
+                 self.pg.publication_name, self.source.topic_base)
         last_ask = 0.0
-        read = self._streamed if self.source.streaming else self._message
+        read = self._streamed if self.pg.streaming else self._message
         while not self.stop.is_set():
             try:
                 payloads = stream.read_batch()  # all that is waiting: one call, not one each

@@ -61,7 +61,7 @@ class TapCheckpoints(TapState):
     def _save(self, lsn: int) -> None:
         """Write the checkpoint, then confirm the LSN to the server (never the other way)."""
         rows, base = self._row_copies(lsn)
-        self.store.save(PgCheckpoint(lsn, self.source.slot_name, dict(self.stopped), rows,
+        self.store.save(PgCheckpoint(lsn, self.pg.slot_name, dict(self.stopped), rows,
                                      dict(self._oids), base,
                                      {q: sorted(k) for q, k in self._gone.items() if k}))
         if base == lsn:

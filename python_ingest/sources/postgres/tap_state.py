@@ -8,6 +8,7 @@ from collections import deque
 from typing import Any
 
 from python_ingest.config import Settings, SourceConfig
+from python_ingest.config.source_kinds import PostgresOptions
 from python_ingest.sources.postgres import pgoutput, server
 from python_ingest.sources.postgres.events import PgTable
 from python_ingest.sources.postgres.fastpath import FastTable, RefKeys
@@ -36,6 +37,7 @@ class TapState(TapCore):
         super().__init__(settings, source,
                          PgCheckpointStore(settings.path(settings.state_dir), source.name),
                          stop)
+        self.pg = source.of(PostgresOptions)  # the source's own settings (its slot, ...)
         self.relations: dict[int, pgoutput.Relation] = {}
         self.tables: dict[int, PgTable | None] = {}  # None: not tapped (excluded or stopped)
         self._fast: dict[int, FastTable] = {}  # the tapped tables fastpath.py can publish

@@ -76,9 +76,9 @@ class TapTables(TapState):
                 return None
             if verdict == tables.RECREATED and not (joined if joined is not None else
                                                      tables.joins_at_create(
-                    self._conn, self.source.publication_name, rel.namespace)):
+                    self._conn, self.pg.publication_name, rel.namespace)):
                 self._stop_table(qualified, why + f"; the publication "
-                                 f"{self.source.publication_name} took the new table in after "
+                                 f"{self.pg.publication_name} took the new table in after "
                                  "its CREATE, so its first rows are not in the stream: "
                                  f"bootstrap it: `sluice bootstrap {self.source.name} "
                                  f"{qualified}`")
@@ -224,7 +224,7 @@ class TapTables(TapState):
         each with its mark in the stream (publication.py), so a table dropped and created
         again is followed while the tap runs."""
         now = time.monotonic()
-        if self.source.publication is not None or \
+        if self.pg.publication is not None or \
                 now - self._publication_checked < max(self.source.heartbeat_s, 1.0):
             return
         self._publication_checked = now
@@ -247,7 +247,7 @@ class TapTables(TapState):
                 found["rows"]:
             log.warning("source %s: table %s joined the publication %s holding rows, which "
                         "are not in the stream: bootstrap it (`sluice bootstrap %s %s`)",
-                        self.source.name, qualified, self.source.publication_name,
+                        self.source.name, qualified, self.pg.publication_name,
                         self.source.name, qualified)
 
     def _stop_table(self, qualified: str, reason: str) -> None:
