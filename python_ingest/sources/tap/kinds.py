@@ -145,8 +145,8 @@ def on_its_cluster(settings: Settings, source: SourceConfig) -> Settings:
     """``settings`` with the source's own ``broker:`` (cluster or user) as the broker."""
     if source.broker is None:
         return settings
-    servers = source.broker.on(settings.broker.bootstrap_servers)
-    return replace(settings, broker=replace(settings.broker, bootstrap_servers=servers))
+    return replace(settings, broker=replace(settings.broker,
+                                            bootstrap_servers=settings.kafka_for(source)))
 
 
 def tap(settings: Settings, source: SourceConfig, stop: threading.Event | None = None
