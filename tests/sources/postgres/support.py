@@ -26,6 +26,14 @@ def admin(postgres: Any, database: str = "postgres") -> Iterator[Any]:
         conn.close()
 
 
+def recreate_database(env: Any, encoding: str) -> None:
+    """Drop the test's database and create it again in ``encoding`` (C collation)."""
+    with admin(env.server) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE {env.database}")
+        cur.execute(f"CREATE DATABASE {env.database} ENCODING '{encoding}' LC_COLLATE 'C' "
+                    "LC_CTYPE 'C' TEMPLATE template0")
+
+
 def partitioned_events(below_2024: str = "") -> tuple[str, ...]:
     """A table ``events`` partitioned by year (2023, 2024); ``below_2024``: how 2024 is
     partitioned further."""

@@ -65,13 +65,10 @@ def test_tls_settings_reach_every_connection(pg_env) -> None:
 def test_a_latin1_database_is_tapped(pg_env) -> None:
     """The server sends text in the client encoding: UTF-8 on every connection, whatever the
     database's (the decoder reads UTF-8; a LATIN1 database crash-looped it)."""
-    from tests.sources.postgres.support import admin
+    from tests.sources.postgres.support import recreate_database
 
     env = pg_env
-    with admin(env.server) as conn, conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE {env.database}")
-        cur.execute(f"CREATE DATABASE {env.database} ENCODING 'LATIN1' LC_COLLATE 'C' "
-                    "LC_CTYPE 'C' TEMPLATE template0")
+    recreate_database(env, "LATIN1")
     env.sql("CREATE TABLE cafes (id int PRIMARY KEY, name text, note varchar(20))")
     env.add_jobs()
     env.tap_until_end()
@@ -87,13 +84,10 @@ def test_a_sql_ascii_database_is_refused_at_start_saying_what_to_do(pg_env) -> N
     reached the decoder and crash-looped the tap (a UnicodeDecodeError at every start). The tap
     and the bootstrap refuse such a database at start, saying how to move it to UTF8."""
     from python_ingest.exceptions import TapError
-    from tests.sources.postgres.support import admin
+    from tests.sources.postgres.support import recreate_database
 
     env = pg_env
-    with admin(env.server) as conn, conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE {env.database}")
-        cur.execute(f"CREATE DATABASE {env.database} ENCODING 'SQL_ASCII' LC_COLLATE 'C' "
-                    "LC_CTYPE 'C' TEMPLATE template0")
+    recreate_database(env, "SQL_ASCII")
     env.sql("CREATE TABLE notes (id int PRIMARY KEY, body text)")
     env.add_jobs()
     with pytest.raises(TapError, match="encoding SQL_ASCII") as info:
