@@ -147,8 +147,10 @@ def _run(args: argparse.Namespace, work: Path, db: LocalServer, settings: Any,
     spark = build_session(settings)
     jobs = {j.topic.rsplit(".", 1)[-1]: name for name, j in settings.jobs.items()}
 
+    show, began = printer(sys.stdout), time.monotonic()
     result = direct_bootstrap(spark, settings, source, "bench.items", args.chunk_rows,
-                              progress=printer(sys.stdout))
+                              progress=lambda line: show(f"[{time.monotonic() - began:6.1f}s] "
+                                                         f"{line}"))
     direct = result.rows / result.seconds
     print(f"direct: {result.rows} rows in {result.seconds:.1f}s = {direct:,.0f} rows/s")
 

@@ -48,6 +48,7 @@ from python_ingest.sources.binlog.bulk_read import (
     chunk_rows,
     read_chunks,
 )
+from python_ingest.sources.binlog.jdbc_read import JdbcRead, chunk_frame, jvm_unfit
 from python_ingest.sources.binlog.position import BinlogPosition
 from python_ingest.sources.kafka.reader import ReadSpec
 from python_ingest.steps.bulk import finish, lake_holds_rows
@@ -217,6 +218,10 @@ class _Loader:
         self.rows = self.errors = 0
         self.started = time.monotonic()
         self.schema = ChangelogSchema.of(settings, job)  # after prepare registered the shape
+        unfit = jvm_unfit(source, prepared.table, prepared.conn)
+        self.jvm = unfit is None  # chunks read in the JVM (jdbc_read.py), else in Python tasks
+        progress(f"bootstrap {plan.table}: chunks read " + (
+            f"by Python tasks ({unfit})" if unfit else "in the JVM (Spark JDBC)"))
 
     def run(self) -> None:
         spark, tables = self.spark, self.tables
@@ -275,9 +280,14 @@ class _Loader:
                 counted.add(batch.num_rows)
                 yield batch
 
-        tasks = spark.createDataFrame(spark.sparkContext.parallelize(chunk_rows(chunks),
-                                                                     len(chunks)), CHUNK_DDL)
-        frame = tasks.mapInArrow(body, spec.output_ddl())
+        if self.jvm:
+            frame = chunk_frame(spark, JdbcRead(self.source, self.prepared.table, spec,
+                                                self.prepared.generation,
+                                                spec.ingested_at_us // 1000), chunks)
+        else:
+            tasks = spark.createDataFrame(spark.sparkContext.parallelize(
+                chunk_rows(chunks), len(chunks)), CHUNK_DDL)
+            frame = tasks.mapInArrow(body, spec.output_ddl())
         moved = self._moved(batch_id)
         marks = {PLAN_PROPERTY: self.plan.id, CHUNKS_PROPERTY: json.dumps(sorted(indices))}
         check_held(self.job.name)
@@ -287,7 +297,8 @@ class _Loader:
                                tables.raw_errors, moved)
         if run is not None:
             run.batch_id = batch_id
-        self.rows += counted.value
+        self.rows += counted.value if not self.jvm else read_table(spark, tables.raw).where(
+            f"_batch_id = {batch_id}").count()
         self.done += len(indices)
         self._report()
         return moved
