@@ -1,4 +1,11 @@
-{#- A plain `dbt run`: fork what the converter staged, then merge each pending batch. -#}
+{#-
+    A plain `dbt run` of a lake model (lake_merge without the runner's vars): sluice takes the
+    job's lease, forks what the converter staged and names the batches the lake has yet to
+    merge (adapter.sluice_plan_lake; a job another run holds is left as it is); each batch is
+    merged by sluice_apply_change_set, its commits carrying the runner's merge checkpoint; a
+    model with history: true then gets its history's missing batches; sluice_finish records
+    the run and releases the lease (python_ingest/steps/transform.py).
+-#}
 {% macro sluice_merge_pending(target) -%}
     {%- if adapter.sluice_plan_lake is not defined -%}
         {{ log("skipping " ~ this ~ ": lake models are merged by `sluice run <job>` (or a "
@@ -30,7 +37,7 @@
                ~ counts, info=true) }}
     {%- endfor -%}
     {%- if config.get('history', false) -%}
-        {#- the history table (python_ingest/history): every merged batch it lacks -#}
+        {#- the history table (python_ingest/steps/history/): every merged batch it lacks -#}
         {%- do adapter.sluice_history(job, {
                 'history': true, 'hard_deletes': config.get('hard_deletes', 'invalidate'),
                 'track_history_on': config.get('track_history_on', none),
