@@ -84,13 +84,10 @@ def cmd_bootstrap(args: argparse.Namespace, settings: Settings) -> int:
 def _direct(args: argparse.Namespace, settings: Settings, source: SourceConfig) -> int:
     """``--direct``: the table straight into its job's lake by Spark tasks (issue #62)."""
     from python_ingest.cli.progress import printer
-    from python_ingest.exceptions import SluiceError
     from python_ingest.runtime.session import build_session
-    from python_ingest.steps.bootstrap import direct_bootstrap
+    from python_ingest.sources.tap import kinds
 
-    if source.kind not in ("mariadb", "mysql"):
-        raise SluiceError(f"source {source.name} ({source.kind}): --direct reads MariaDB/MySQL "
-                          "tables only so far; bootstrap it through Kafka (without --direct)")
+    direct_bootstrap = kinds.direct(source)  # an error if the kind has none
     spark = build_session(settings)
     direct_bootstrap(spark, settings, source, args.table, args.chunk_rows, args.wave,
                      printer(sys.stdout))

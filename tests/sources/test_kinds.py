@@ -48,3 +48,12 @@ def test_a_registered_kind_is_looked_up() -> None:
         assert kinds.part("postgres", "verify").position_kind == "LSN"
     finally:
         del kinds.KINDS["mariadb_copy"]
+
+
+def test_the_optional_direct_bootstrap_is_looked_up_too() -> None:
+    from python_ingest.config.sources import parse_source
+
+    assert callable(kinds.direct(parse_source("shop", {"kind": "mysql"})))
+    with pytest.raises(SluiceError, match=r"shop \(postgres\).*kinds only so far: mariadb, "
+                                          r"mysql; bootstrap it through Kafka"):
+        kinds.direct(parse_source("shop", {"kind": "postgres"}))

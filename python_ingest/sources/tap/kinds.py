@@ -85,7 +85,8 @@ class Parts:
     """One kind's parts, each ``module:attribute``: ``tap`` a TapCore subclass, built as
     ``(settings, source, stop)``; ``bootstrap`` a Bootstrap; ``catalog`` a function returning
     its Catalog; ``verify`` a verify/kinds.py SourceVerify subclass; ``status`` a SourceStatus
-    subclass; ``scaffold`` a Scaffold."""
+    subclass; ``scaffold`` a Scaffold. Optional: ``direct``, ``sluice bootstrap --direct`` (a
+    table read straight into its lake by Spark tasks; empty: the kind has none)."""
 
     tap: str
     bootstrap: str
@@ -93,16 +94,18 @@ class Parts:
     verify: str
     status: str
     scaffold: str
+    direct: str = ""
 
 
-PARTS = tuple(f.name for f in fields(Parts))
+PARTS = tuple(f.name for f in fields(Parts) if f.name != "direct")
 SCAFFOLD = "python_ingest.scaffold.dbt:scaffold"  # one for every kind: driven by the catalog
 BINLOG = Parts(tap="python_ingest.sources.binlog.tap:Tap",  # MariaDB and MySQL
                bootstrap="python_ingest.sources.binlog.bootstrap:bootstrap",
                catalog="python_ingest.sources.binlog.server:catalog",
                verify="python_ingest.verify.binlog:BinlogVerify",
                status="python_ingest.sources.tap.kinds:NoStatus",
-               scaffold=SCAFFOLD)
+               scaffold=SCAFFOLD,
+               direct="python_ingest.steps.bootstrap:direct_bootstrap")
 
 KINDS: dict[str, Parts] = {
     "mariadb": BINLOG,
@@ -170,6 +173,18 @@ def catalog(source: SourceConfig) -> Catalog:
     """The source's tables and their shapes."""
     found: Catalog = part(source, "catalog")()
     return found
+
+
+def direct(source: SourceConfig) -> Any:
+    """``sluice bootstrap --direct`` of ``source``'s kind; an error naming the kinds that have
+    one when its kind has none."""
+    name = parts_of(source.kind).direct
+    if not name:
+        having = ", ".join(sorted(k for k, p in KINDS.items() if p.direct)) or "none"
+        raise SluiceError(f"source {source.name} ({source.kind}): --direct reads the tables of "
+                          f"these kinds only so far: {having}; bootstrap it through Kafka "
+                          "(without --direct)")
+    return load(name)
 
 
 def scaffold(source: SourceConfig) -> Scaffold:
