@@ -208,6 +208,7 @@ def _catalog_conf(settings: Settings, prefix: str) -> dict[str, str]:
         password = cat.reveal_password()
         if password is not None:
             conf[f"{prefix}.jdbc.password"] = password
+        conf.update({f"{prefix}.jdbc.{key}": value for key, value in cat.jdbc_ssl().items()})
     elif cat.type != "hadoop":
         conf[f"{prefix}.uri"] = str(cat.uri)
     return conf
@@ -258,8 +259,17 @@ def prepare_catalog(session: SparkSession, every_table: bool = False) -> None:
         log.info("registered %d %sHudi tables of %s", found, "" if every_table else "shared ",
                  session.conf.get(WAREHOUSE_CONF))
     else:
-        for namespace in NAMESPACES:
-            create_namespace(session, namespace)
+        try:
+            for namespace in NAMESPACES:
+                create_namespace(session, namespace)
+        except Exception as exc:  # a JDBC catalog's database refusing TLS: name the setting
+            from python_ingest.config.catalog import tls_failure
+            from python_ingest.exceptions import SetupError
+
+            message = tls_failure(str(exc))
+            if message is None:
+                raise
+            raise SetupError(message) from None
 
 
 def create_namespace(session: SparkSession, namespace: str) -> None:

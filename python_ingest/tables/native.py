@@ -158,6 +158,7 @@ class NativeLake:
         password = self.catalog.reveal_password()
         if password is not None:
             options["password"] = password
+        options.update(self.catalog.jdbc_ssl())  # TLS, as Spark's connection has it
         try:
             with psycopg.connect(uri, **options) as conn:
                 found = conn.execute(

@@ -114,3 +114,74 @@ def test_a_dispersal_target_dsn_carries_tls(tls_postgres: Any, pki: Pki, tmp_pat
         assert over_tls(conn)
     finally:
         conn.close()
+
+
+def jdbc_catalog_session(spark: Any, server: Any, folder: Path, **tls: str) -> Any:
+    """A session with the Iceberg JDBC catalog of sluice.yml's ``catalog:`` (with ``tls``) on
+    the TLS-only server: its catalog conf as sluice's own session gets it (runtime/session.py)."""
+    import psycopg
+    import yaml
+
+    from python_ingest.config import load_settings
+    from python_ingest.runtime.session import spark_conf
+    from tests.conftest import STATE_DIR
+
+    with psycopg.connect(server.dsn + " sslmode=require", autocommit=True) as conn:
+        if not conn.execute("select 1 from pg_database where datname = 'c_tls'").fetchone():
+            conn.execute("create database c_tls")
+    config = folder / "sluice.yml"
+    config.write_text(yaml.safe_dump({
+        "table_format": "iceberg", "state_dir": str(STATE_DIR), "jobs": {},
+        "catalog": {"name": "sluice", "type": "jdbc", "user": USER, "warehouse":
+                    str(folder / "warehouse"),
+                    "uri": f"postgresql://127.0.0.1:{server.port}/c_tls", **tls}}))
+    settings = load_settings(config, env={})
+    session = spark.newSession()
+    for key, value in spark_conf(settings).items():
+        if key.startswith(("spark.sql.catalog.", "spark.sluice.")) or key == \
+                "spark.sql.defaultCatalog":
+            session.conf.set(key, value)
+    return session, settings
+
+
+def test_an_iceberg_jdbc_catalog_works_over_tls(spark: Any, tls_postgres: Any, pki: Pki,
+                                                tmp_path: Path) -> None:
+    """Spark's catalog connection (Iceberg's JdbcCatalog, the PostgreSQL JDBC driver) and
+    sluice's own read of the catalog's rows (tables/native.py, libpq) both verify the
+    server's certificate by ``catalog.sslrootcert``; a table round-trips through it."""
+    import psycopg
+
+    from python_ingest.runtime.session import prepare_catalog
+    from python_ingest.tables.native import NativeLake
+
+    session, settings = jdbc_catalog_session(spark, tls_postgres, tmp_path,
+                                             sslmode="verify-full", sslrootcert=str(pki.ca))
+    assert session.conf.get("spark.sql.catalog.sluice.jdbc.sslmode") == "verify-full"
+    prepare_catalog(session)  # sluice's namespaces, through the catalog
+    session.sql("create table raw.tls_probe (id int, name string) using iceberg")
+    session.sql("insert into raw.tls_probe values (1, 'a'), (2, 'b')")
+    assert sorted(tuple(r) for r in session.sql("select * from raw.tls_probe").collect()) == \
+        [(1, "a"), (2, "b")]
+    with psycopg.connect(tls_postgres.dsn + " sslmode=require") as conn:
+        backends = conn.execute("select s.ssl from pg_stat_ssl s join pg_stat_activity a "
+                                "using (pid) where a.datname = 'c_tls'").fetchall()
+    assert backends and all(ssl for (ssl,) in backends), backends  # the catalog's pool
+    lake = NativeLake(tmp_path / "warehouse", "iceberg", settings.catalog)
+    assert sorted(lake.read("raw.tls_probe").column("id").to_pylist()) == [1, 2]
+
+
+def test_a_jdbc_catalog_with_the_wrong_ca_is_refused_naming_sslrootcert(
+        spark: Any, tls_postgres: Any, pki: Pki, tmp_path: Path) -> None:
+    from python_ingest.exceptions import SetupError
+    from python_ingest.runtime.session import prepare_catalog
+    from python_ingest.tables.native import NativeLake, NativeUnavailable
+
+    session, settings = jdbc_catalog_session(spark, tls_postgres, tmp_path,
+                                             sslmode="verify-full",
+                                             sslrootcert=str(pki.other_ca))
+    with pytest.raises(SetupError) as caught:
+        prepare_catalog(session)
+    message = str(caught.value)
+    assert "catalog.sslrootcert" in message and "not trusted" in message, message
+    with pytest.raises(NativeUnavailable, match="certificate verify failed"):
+        NativeLake(tmp_path / "warehouse", "iceberg", settings.catalog).exists("raw.tls_probe")
