@@ -75,8 +75,8 @@ class PostgresTarget:
 @dataclass(frozen=True, repr=False)
 class KafkaTarget:
     """A topic keyed by row key with Avro values (null value: the row was deleted);
-    ``bootstrap_servers`` None means the project's broker (its own carries its own
-    ``security:``, config/kafka.py)."""
+    ``bootstrap_servers`` None means the job's cluster (its ``broker:``, else the project's;
+    Settings.kafka_for); its own carries its own ``security:``, config/kafka.py."""
 
     name: str
     topic: str
