@@ -147,3 +147,24 @@ def secrets_absent(*texts: str) -> None:
     for text in texts:
         for secret in SECRETS:
             assert secret not in text, f"a secret shows: ...{text[:200]}..."
+
+
+def test_a_cluster_that_does_not_answer_leaves_the_other_clusters_jobs_polled(
+        broker: str, secure_broker: SecureBroker) -> None:
+    """The runner's poll (ClusterEnds): a job whose cluster is down is left out and its
+    cluster's error reported, the other cluster's jobs still get their end offsets."""
+    from tests.conftest import free_port
+
+    topic = "jobcluster.poll"
+    secure_broker.create_topic(topic)
+    assert demo.produce(secure_broker.internal, topic, iter(
+        demo.TripsGenerator(demo.trips_schema(REPO), seed=63).events(5))) == 5
+    problems: list[str] = []
+    ends = ClusterEnds(timeout_s=2)
+    try:
+        found = ends.end({"up": (secure_broker.internal, topic),
+                          "down": (f"127.0.0.1:{free_port()}", topic)}, problems)
+    finally:
+        ends.close()
+    assert sum(found["up"].values()) == 5 and "down" not in found
+    assert len(problems) == 1 and "127.0.0.1" in problems[0], problems
