@@ -8,6 +8,7 @@ have a backlog still hands its surplus over to a runner that joins."""
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -53,23 +54,43 @@ def test_two_processes_racing_for_leases_on_s3_one_wins_each(
         assert all(r in results[i]["refused"] for i in (0, 1) if i not in winners)
 
 
+@pytest.fixture(scope="module")
+def runs(s3: S3Server, bucket: str, postgres: Any, workdir: Path, broker: str,
+         tmp_path_factory: pytest.TempPathFactory) -> dict[str, Fleet]:
+    """The module's two `sluice run --all`, started together (their JVMs start at once), on
+    warehouses in the bucket: ``formats``, a Hudi project with a Hudi job and a job whose own
+    table_format is iceberg (the Hadoop catalog, in the bucket too); ``jdbc``, an Iceberg
+    project whose catalog is Iceberg's JDBC catalog in a database of the tests' PostgreSQL."""
+    tag = secrets.token_hex(3)
+    root = tmp_path_factory.mktemp("formats")
+    formats = Fleet(root, workdir, broker, f"s{tag}", jobs=2, broken=False,
+                    catalog=s3_config(s3, f"{bucket}/formats"))
+    written = yaml.safe_load(formats.config.read_text())
+    written["jobs"][formats.names[1]]["table_format"] = "iceberg"
+    formats.config.write_text(yaml.safe_dump(written, sort_keys=False))
+    root = tmp_path_factory.mktemp("jdbc")
+    warehouse = f"{bucket}/jdbc"
+    catalog = {**jdbc_catalog(postgres, f"s3_{tag}", root / "unused"), "warehouse": warehouse,
+               "s3": s3_config(s3, warehouse)["s3"]}
+    jdbc = Fleet(root, workdir, broker, f"j{tag}", jobs=1, broken=False, catalog=catalog,
+                 table_format="iceberg")
+    fleets = {"formats": formats, "jdbc": jdbc}
+    started = []
+    for fleet in fleets.values():
+        fleet.produce(EVENTS)
+        started.append((fleet, fleet.start(env=_env(s3))))
+    for fleet, runner in started:
+        assert fleet.finish(runner, "finish its run") == 0, fleet.last_log(runner)
+    return fleets
+
+
 def test_a_hudi_job_and_an_iceberg_job_on_s3_land_exactly_and_show_no_secret(
-        spark: Any, s3: S3Server, bucket: str, workdir: Path, broker: str,
-        tmp_path: Path, job_name: str) -> None:
+        spark: Any, s3: S3Server, bucket: str, runs: dict[str, Fleet]) -> None:
     """`sluice run --all` on a warehouse in the bucket: the project's Hudi job and a job whose
     own table_format is iceberg (the Hadoop catalog, in the bucket too). Every lake table
     equals its producer's oracle, meta.runs holds both runs, and the secret key is in no
     log, status file, meta.runs row or object of the bucket."""
-    warehouse = f"{bucket}/{job_name[-20:]}"
-    fleet = Fleet(tmp_path, workdir, broker, f"s{job_name[-22:]}", jobs=2, broken=False,
-                  catalog=s3_config(s3, warehouse))
-    written = yaml.safe_load(fleet.config.read_text())
-    written["jobs"][fleet.names[1]]["table_format"] = "iceberg"
-    fleet.config.write_text(yaml.safe_dump(written, sort_keys=False))
-    fleet.produce(EVENTS)
-    runner = fleet.start(env=_env(s3))
-    assert fleet.finish(runner, "finish its run") == 0, fleet.last_log(runner)
-
+    fleet = runs["formats"]
     hudi = s3_reader(spark, fleet.config, s3)
     iceberg = s3_reader(spark, fleet.config, s3, "iceberg")
     for name, session in zip(fleet.names, (hudi, iceberg), strict=True):
@@ -82,39 +103,31 @@ def test_a_hudi_job_and_an_iceberg_job_on_s3_land_exactly_and_show_no_secret(
         assert raw + errors == fleet.produced[name] == EVENTS, name
     # by its path in the bucket: this process's catalog may already name another meta.runs
     # (the session's own warehouse, written by the tests before this one)
-    runs = hudi.read.format("hudi").load(f"{warehouse}/meta/runs").collect()
-    assert sorted(r["job"] for r in runs) == fleet.names
+    meta = hudi.read.format("hudi").load(f"{bucket}/formats/meta/runs").collect()
+    assert sorted(r["job"] for r in meta) == fleet.names
 
     secret = s3.secret_key
-    assert secret not in "\n".join(str(r.asDict()) for r in runs)
-    seen = [p for p in [*tmp_path.rglob("*"), *(s3.data_dir / "buckets").rglob("*")]
-            if p.is_file() and secret.encode() in p.read_bytes()]
+    assert secret not in "\n".join(str(r.asDict()) for r in meta)
+    files = [*(p for run in runs.values() for p in run.root.rglob("*")),
+             *(s3.data_dir / "buckets").rglob("*")]
+    seen = [p for p in files if p.is_file() and secret.encode() in p.read_bytes()]
     assert not seen, f"the secret key is written in {seen}"
 
 
 def test_an_iceberg_job_with_the_jdbc_catalog_on_postgresql_lands_its_rows_in_the_bucket(
-        spark: Any, s3: S3Server, bucket: str, postgres: Any, workdir: Path, broker: str,
-        tmp_path: Path, job_name: str) -> None:
+        spark: Any, s3: S3Server, bucket: str, postgres: Any, runs: dict[str, Fleet]) -> None:
     """`sluice run --all` of an Iceberg project whose catalog is Iceberg's JDBC catalog in a
     private PostgreSQL database and whose warehouse is in the bucket: the table pointers are
     rows of PostgreSQL, every data and metadata file an object of the bucket, and the lake
     read back through the same catalog equals the producer's oracle."""
     import psycopg
 
-    warehouse = f"{bucket}/jdbc"
-    catalog = {**jdbc_catalog(postgres, job_name[-40:], tmp_path / "unused"),
-               "warehouse": warehouse, **{k: v for k, v in s3_config(s3, warehouse).items()
-                                          if k == "s3"}}
-    fleet = Fleet(tmp_path, workdir, broker, f"j{job_name[-22:]}", jobs=1, broken=False,
-                  catalog=catalog, table_format="iceberg")
+    fleet = runs["jdbc"]
     name = fleet.names[0]
-    fleet.produce(EVENTS)
-    runner = fleet.start(env=_env(s3))
-    assert fleet.finish(runner, "finish its run") == 0, fleet.last_log(runner)
-
-    database = catalog["uri"].rsplit("/", 1)[1]
+    warehouse = f"{bucket}/jdbc"
+    database = yaml.safe_load(fleet.config.read_text())["catalog"]["uri"].rsplit("/", 1)[1]
     with psycopg.connect(postgres.dsn.replace("dbname=postgres", f"dbname={database}")) as conn:
-        pointers = dict(conn.execute(
+        pointers: dict[str, str] = dict(conn.execute(
             "select table_namespace || '.' || table_name, metadata_location "
             "from iceberg_tables where catalog_name = 'sluice'").fetchall())
     for table in (f"lake.{name}", f"raw.{name}", "meta.runs"):
