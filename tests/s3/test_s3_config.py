@@ -1,5 +1,6 @@
 """#60: ``catalog.s3`` and a warehouse URL, read from sluice.yml and the environment, become
-S3A's Spark settings; no secret in a repr or in sluice.yml; a local warehouse is unchanged."""
+S3A's Spark settings; no secret in a repr or in sluice.yml; a local warehouse is unchanged.
+``SLUICE_HOST`` is the host name leases, claims and the status file record and compare."""
 
 from __future__ import annotations
 
@@ -62,3 +63,27 @@ def test_a_local_warehouse_gets_no_s3_settings(tmp_path: Path) -> None:
     conf = spark_conf(settings_of(tmp_path, {}, env={}))
     assert conf["spark.sluice.warehouse"] == str(tmp_path / ".sluice" / "warehouse")
     assert not [k for k in conf if k.startswith(S3A)]
+
+
+def test_sluice_host_names_this_host_in_leases_and_decides_who_died_here(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``SLUICE_HOST`` a process records that name, and a dead holder is taken over at
+    once only when it names the same host: a holder under the system's host name is another
+    host's (its pid says nothing here), one under ``SLUICE_HOST`` whose pid is gone died
+    here. The status file names the runner's host the same way."""
+    import socket
+    import subprocess
+
+    from python_ingest.runtime.processes import gone_from_this_host
+    from python_ingest.tables.status import StatusFile
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    monkeypatch.setenv("SLUICE_HOST", "host-b")
+    assert gone_from_this_host({"host": "host-b", "pid": dead.pid})
+    assert not gone_from_this_host({"host": socket.gethostname(), "pid": dead.pid})
+    status = StatusFile(tmp_path / "state")
+    status.record_runner("starting", [])
+    assert status.read()["runner"]["host"] == "host-b"
+    monkeypatch.delenv("SLUICE_HOST")
+    assert gone_from_this_host({"host": socket.gethostname(), "pid": dead.pid})
