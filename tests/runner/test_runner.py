@@ -65,10 +65,15 @@ def test_runner_isolates_a_failing_job_and_survives_sigterm_and_sigkill(
         assert fleet.finish(runner, "stop after SIGTERM") == 0, fleet.last_log(runner)
         assert fleet.status.read()["runner"]["state"] == "stopped"
         assert fleet.status_json()["runner"]["alive"] is False
-        # SIGKILL at a random moment of the next run, then a restart that runs until idle
+        # SIGKILL at a random moment of the next run's batches (once one is in flight: a
+        # fixed 6-24 s sleep spent most of itself on the JVM's start, or after the batches),
+        # then a restart that runs until idle
         fleet.produce(300)
         runner = fleet.start("--continuous")
-        time.sleep(random.uniform(6, 24))
+        fleet.wait("a batch of the restarted runner in flight", lambda: any(
+            (e or {}).get("state") == "running"
+            for e in fleet.status.read()["jobs"].values()), runner)
+        time.sleep(random.uniform(0, 4))
         os.killpg(runner.pid, signal.SIGKILL)
         runner.wait(timeout=60)
         runner = fleet.start("--until-idle")
