@@ -51,11 +51,11 @@ def _checkpoints(spark: Any, tables: JobTables) -> dict[str, int]:
     raw = read_checkpoint(spark, tables.raw)
     staged = spark.sql(f"select max(_batch_id) from {tables.staging}").collect()[0][0] \
         if table_exists(spark, tables.staging) else None
+    merged = merge_progress(spark, tables)  # (read once: three tables' timelines)
     return {"raw": raw.batch_id if raw else 0, "staging": int(staged or 0),
             "fork_valid": step_checkpoint(spark, tables.valid, "fork"),
             "fork_errors": step_checkpoint(spark, tables.errors, "fork"),
-            "merge_lake": merge_progress(spark, tables)[0],
-            "merge_index": merge_progress(spark, tables)[1]}
+            "merge_lake": merged[0], "merge_index": merged[1]}
 
 
 def _reconcile(spark: Any, tables: JobTables) -> None:
