@@ -42,6 +42,7 @@ def _direct(env: Any, spark: Any, table: str = "docs") -> Any:
     result = direct_bootstrap(spark, settings, settings.source(env.source),
                               f"{env.database}.{table}", progress=lines.append, **CHUNK)
     assert any("rows/s" in line and "chunks" in line for line in lines), lines
+    assert any("chunks read in the JVM" in line for line in lines), lines  # not in Python
     return result
 
 
@@ -118,6 +119,7 @@ def test_a_killed_direct_bootstrap_resumes_by_chunk(tap_env, spark) -> None:
         done = sluice_cmd(env.config, *args)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "resuming" in done.stdout and "straight into" in done.stdout, done.stdout
+        assert "chunks read in the JVM" in done.stdout, done.stdout
     job = job_of(env, "docs")
     run_pipeline(spark, env)  # nothing new in the topic: names the tables here, merges nothing
     landed = spark.sql(f"select count(*), count(distinct _row_key) from raw.{job}").collect()[0]
