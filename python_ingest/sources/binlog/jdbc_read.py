@@ -151,7 +151,8 @@ def _days(name: str, nullable: bool) -> str:
     doy = f"((153 * ({m} + IF({m} > 2, -3, 9)) + 2) div 5 + {d} - 1)"
     doe = f"({yoe} * 365 + {yoe} div 4 - {yoe} div 100 + {doy})"
     leap = f"IF({y} % 4 = 0 AND ({y} % 100 <> 0 OR {y} % 400 = 0), 1, 0)"
-    last = f"element_at(array(31, 28 + {leap}, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31), {m})"
+    last = (f"element_at(array(31, 28 + {leap}, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31), "
+            f"CAST({m} AS INT))")
     valid = f"CASE WHEN {m} BETWEEN 1 AND 12 AND {d} >= 1 THEN {d} <= {last} ELSE false END"
     invalid = "NULL" if nullable else f"({ZERO_DAY} - ({y} * 416 + {m} * 32 + {d}))"
     return (f"CASE WHEN {y} IS NULL THEN NULL WHEN {valid} THEN {era} * 146097 + {doe} - 719468"

@@ -173,3 +173,22 @@ def test_a_plan_keeps_its_chunks_and_position() -> None:
               Chunk(2, (Decimal("1.50"), "é"), None))
     plan = Plan("id", "db.t", BinlogPosition("binlog.000007", 1234), "0-1-9", chunks)
     assert Plan.from_json(plan.to_json()) == plan
+
+
+def test_the_jvm_reads_dates_as_the_tap_does(spark) -> None:
+    """The JVM read's day count (jdbc_read.py, Spark SQL over the server's year, month and
+    day, any integer type) equals the tap's: valid dates, leap days, year 0, zero and partial
+    zero dates (NULL in a nullable column, zero_day's day in a NOT NULL one)."""
+    from python_ingest.sources.binlog.jdbc_read import _days
+    from python_ingest.sources.binlog.values import valid_date, zero_day
+    from python_ingest.sources.tap.values import days_from_civil
+
+    rows = [(y, m, d) for y in (0, 4, 100, 1900, 1969, 2000, 2024, 9999)
+            for m in (0, 1, 2, 3, 12) for d in (0, 1, 29, 30, 31)] + [(None, None, None)]
+    frame = spark.createDataFrame(rows, "c__0 bigint, c__1 bigint, c__2 bigint")
+    for nullable in (True, False):
+        got = frame.selectExpr("c__0", "c__1", "c__2", f"{_days('c', nullable)} AS v").collect()
+        for y, m, d, v in got:
+            want = None if y is None else days_from_civil(y, m, d) if valid_date(y, m, d) \
+                else None if nullable else zero_day(y, m, d)
+            assert v == want, (y, m, d, nullable)
