@@ -1,5 +1,6 @@
 """The S3 tests' server: a private S3Proxy (python_ingest/runtime/s3proxy.py) on a free loopback
-port, one per test module, and a session of the test process that reads its tables."""
+port, one per test session (a bucket per module), and a session of the test process that
+reads its tables."""
 
 from __future__ import annotations
 
@@ -19,9 +20,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     require_fixture_servers(item)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """A private S3 server for this module (its objects in a temporary folder)."""
+    """A private S3 server for the session's S3 tests (its objects in a temporary folder):
+    one start, and one endpoint for the test JVM's S3A (after a module's server stopped, a
+    Hudi read of the next module's bucket in the same process was seen retrying for minutes
+    against a stopped endpoint). The cluster test stops it for 20 s and starts it again on
+    the same port and data."""
     server = S3Server(tmp_path_factory.mktemp("s3proxy")).start()
     yield server
     server.stop()
