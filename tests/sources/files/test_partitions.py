@@ -310,12 +310,13 @@ def test_runner_poll_asks_the_broker_for_kafka_jobs_only(tmp_path: Path) -> None
               "schema": str(REPO / "schemas/trips.avsc"), "row_key": "trip_id"}}}))
     settings = load_settings(config, env={})
 
-    class Ends:
+    class Ends:  # ClusterEnds' interface: {job: (servers, topic)} -> {job: ends}
         asked: list[set[str]] = []
 
-        def end(self, topics: set[str]) -> dict[str, dict[int, int]]:
-            self.asked.append(set(topics))
-            return {"t.k": {0: 10, 1: 4}}
+        def end(self, wanted: dict[str, tuple[str, str]],
+                problems: list[str] | None = None) -> dict[str, dict[int, int]]:
+            self.asked.append({topic for _servers, topic in wanted.values()})
+            return {job: {0: 10, 1: 4} for job, (_s, topic) in wanted.items() if topic == "t.k"}
 
     runner = Runner(None, settings, ["f", "k"], dbt=object())  # type: ignore[arg-type]
     for slot in runner.slots.values():
