@@ -105,16 +105,23 @@ class _Polled(Runner):
     """The runner's poll over jobs without a session, a broker or a status file."""
 
     def __init__(self, jobs: list[JobConfig]) -> None:
+        from python_ingest.config import load_settings
+
         self.slots = {j.name: JobSlot(j) for j in jobs}
         self.status = type("Status", (), {"update_job": lambda *a, **k: None})()
+        self.settings = load_settings(None, env={})  # kafka_for: the project's cluster
 
 
 class _Ends:
+    """ClusterEnds' interface over fixed end offsets by topic: {job: (servers, topic)} ->
+    {job: ends} (a topic that does not exist: no ends, as the broker answers)."""
+
     def __init__(self, ends: dict[str, dict[int, int]]) -> None:
         self.ends = ends
 
-    def end(self, topics: Any) -> dict[str, dict[int, int]]:
-        return {t: e for t, e in self.ends.items() if t in set(topics)}
+    def end(self, wanted: dict[str, tuple[str, str]], problems: Any = None
+            ) -> dict[str, dict[int, int]]:
+        return {job: self.ends.get(topic, {}) for job, (_servers, topic) in wanted.items()}
 
 
 def test_a_job_whose_topic_never_held_a_message_costs_no_run_until_its_first() -> None:
