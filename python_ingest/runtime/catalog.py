@@ -15,7 +15,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from python_ingest.config.table_formats import FORMAT_CONF as FORMAT_CONF  # bulk.py's import
 from python_ingest.config.table_formats import FORMATS, session_format
 from python_ingest.exceptions import ConfigError
 

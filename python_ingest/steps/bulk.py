@@ -30,7 +30,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from python_ingest.runtime.catalog import FORMAT_CONF, insert_operation_kept
+from python_ingest.config.table_formats import session_format
+from python_ingest.runtime.catalog import insert_operation_kept
 from python_ingest.runtime.faults import fault_point
 from python_ingest.steps.batch import (
     BATCH_FROM,
@@ -149,7 +150,7 @@ def _write_lake(spark: SparkSession, valid: DataFrame, lake: str, job: str,
     operation = "insert" if spark.table(lake).limit(1).count() else "bulk_insert"
     check_held(job)
     with insert_operation_kept(spark):
-        if spark.conf.get(FORMAT_CONF, "hudi") == "hudi":
+        if session_format(spark).bucket_lakes:  # Hudi: its insert's operation by setting
             spark.conf.set(INSERT_OPERATION, operation)
         committing(spark, properties, lambda: spark.sql(
             f"insert into {lake} ({names}) select {names} from {view}"))

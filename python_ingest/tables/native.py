@@ -57,6 +57,8 @@ class NativeLake:
         if "://" in cat.warehouse:
             raise NativeUnavailable(f"the warehouse {cat.warehouse} is not a local folder")
         table_format = settings.format_of(job)
+        if table_format not in ("hudi", "iceberg"):  # a format without a reader here
+            raise NativeUnavailable(f"no reader without a JVM for {table_format}")
         if table_format == "iceberg" and cat.type not in ("hadoop", "jdbc"):
             raise NativeUnavailable(f"an Iceberg catalog of type {cat.type}")
         try:  # the reader is installed (requirements.lock), but keep Spark if it is not

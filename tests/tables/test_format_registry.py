@@ -31,10 +31,8 @@ ACCESSOR = PACKAGE / "config" / "table_formats.py"
 # modules still allowed a format's name in a comparison, and why:
 # - tables/native.py: the readers without a JVM (hudi-rs, pyiceberg) are per format by nature
 #   (docs/table-formats.md: a new format adds its reader there, or raises NativeUnavailable)
-# - steps/bulk.py: under another change at the time of #59; its one read of the setting goes
-#   when that change lands (it imports FORMAT_CONF from runtime/catalog.py)
-COMPARES_NAMES = {"tables/native.py", "steps/bulk.py"}
-READS_SETTING = {"steps/bulk.py"}
+COMPARES_NAMES = {"tables/native.py"}
+READS_SETTING: set[str] = set()
 
 
 def modules() -> list[tuple[str, ast.Module]]:
