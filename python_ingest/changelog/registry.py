@@ -14,7 +14,6 @@ Plain ``urllib``: the Confluent API is a few GETs, and executors need nothing mo
 
 from __future__ import annotations
 
-import base64
 import json
 import ssl
 import threading
@@ -25,7 +24,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from python_ingest.config.registry import RegistryConfig
+from python_ingest.config.registry import RegistryConfig, http_json
 from python_ingest.config.secrets import redact
 from python_ingest.exceptions import SchemaRegistryError
 
@@ -70,21 +69,11 @@ class RegistryClient:
     def _get(self, path: str) -> Any:
         """GET ``path`` as JSON; None for a 404; SchemaRegistryError when the registry cannot
         be reached or refuses (what the user must fix, naming the URL)."""
-        request = urllib.request.Request(self.url + path, headers={"Accept": ACCEPT})
-        if self.user is not None:
-            token = base64.b64encode(f"{self.user}:{self.password or ''}".encode()).decode()
-            request.add_header("Authorization", f"Basic {token}")
-        elif self.token is not None:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        context = ssl.create_default_context(cafile=self.ca_file) \
-            if self.url.startswith("https:") else None
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s,
-                                        context=context) as response:
-                return json.loads(response.read())
+            return http_json(self.url + path, user=self.user, password=self.password,
+                             token=self.token, ca_file=self.ca_file, timeout_s=self.timeout_s,
+                             headers={"Accept": ACCEPT})
         except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
             if exc.code in (401, 403):
                 raise SchemaRegistryError(
                     f"the schema registry at {self.shown_url} refused sluice ({exc.code} "

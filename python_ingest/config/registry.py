@@ -17,6 +17,11 @@ A job may name its own registry with the same mapping under ``jobs.<name>.schema
 
 from __future__ import annotations
 
+import base64
+import json
+import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,3 +104,28 @@ def parse_registry(raw: Any, where: str, root: Path) -> RegistryConfig:
 
 
 _TOKEN = ("token", "token_env", "token_file")  # as credentials.FIELDS are for a password
+
+
+def http_json(url: str, *, user: str | None, password: str | None, token: str | None,
+              ca_file: str | None, timeout_s: float, method: str = "GET",
+              data: bytes | None = None, headers: Mapping[str, str] | None = None) -> Any:
+    """``method`` ``url`` with basic (``user``) or bearer (``token``) auth, an https URL's
+    certificate checked against ``ca_file`` (the system's CAs without it); the JSON answer,
+    None for a 404 or an empty body. Other HTTP errors (urllib.error.HTTPError), OSError and
+    ValueError (not JSON) are the caller's to word: the registry's and Kafka Connect's
+    clients name their own settings."""
+    request = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
+    if user is not None:
+        pair = base64.b64encode(f"{user}:{password or ''}".encode()).decode()
+        request.add_header("Authorization", f"Basic {pair}")
+    elif token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    context = ssl.create_default_context(cafile=ca_file) if url.startswith("https:") else None
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
+            text = response.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+    return json.loads(text) if text else None

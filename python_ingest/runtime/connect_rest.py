@@ -18,7 +18,6 @@ and what to do, and never the password or the token.
 
 from __future__ import annotations
 
-import base64
 import json
 import ssl
 import urllib.error
@@ -27,7 +26,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from python_ingest.config.registry import RegistryConfig
+from python_ingest.config.registry import RegistryConfig, http_json
 from python_ingest.config.secrets import redact
 from python_ingest.exceptions import SluiceError
 
@@ -72,25 +71,14 @@ class ConnectRest:
     def request(self, method: str, path: str, body: Any = None) -> Any:
         """``method`` ``path`` with a JSON ``body``; the JSON answer (None: empty or 404)."""
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url.rstrip("/") + path, data=data, method=method,
-                                         headers={"Accept": "application/json",
-                                                  "Content-Type": "application/json"})
-        if self.user is not None:
-            pair = base64.b64encode(f"{self.user}:{self.password or ''}".encode()).decode()
-            request.add_header("Authorization", f"Basic {pair}")
-        elif self.token is not None:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        context = (ssl.create_default_context(cafile=self.ca_file)
-                   if self.url.startswith("https:") else None)
         at = f"Kafka Connect's REST API at {self.shown_url}"
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s,
-                                        context=context) as response:
-                text = response.read()
-                return json.loads(text) if text else None
+            return http_json(self.url.rstrip("/") + path, user=self.user,
+                             password=self.password, token=self.token, ca_file=self.ca_file,
+                             timeout_s=self.timeout_s, method=method, data=data,
+                             headers={"Accept": "application/json",
+                                      "Content-Type": "application/json"})
         except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
             if exc.code in (401, 403):
                 raise ConnectRestError(
                     f"{at} refused sluice ({exc.code} {exc.reason}): check {self.where}.user "

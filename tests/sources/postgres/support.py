@@ -26,6 +26,17 @@ def admin(postgres: Any, database: str = "postgres") -> Iterator[Any]:
         conn.close()
 
 
+# a TOASTed value: 300 md5s, about 10 kB of text stored out of line
+BIG = "(SELECT string_agg(md5(random()::text || g), '') FROM generate_series(1, 300) g)"
+
+
+def decoded_events(env: Any, table: str) -> list[dict]:
+    """The tapped topic of ``table`` decoded, in ref key order."""
+    decoder = env.decoder(table)
+    return sorted((decoder.decode(value) for _key, value in env.messages(table)),
+                  key=lambda r: r["_ref_key"])
+
+
 def recreate_database(env: Any, encoding: str) -> None:
     """Drop the test's database and create it again in ``encoding`` (C collation)."""
     with admin(env.server) as conn, conn.cursor() as cur:

@@ -8,16 +8,10 @@ import hashlib
 
 import pytest
 
+from tests.sources.postgres.support import BIG
+from tests.sources.postgres.support import decoded_events as _events
+
 pytestmark = [pytest.mark.postgres_source, pytest.mark.reliability]
-
-BIG = "(SELECT string_agg(md5(random()::text || g), '') FROM generate_series(1, 300) g)"
-
-
-def _events(env, table: str) -> list[dict]:
-    decoder = env.decoder(table)
-    return sorted((decoder.decode(value) for _key, value in env.messages(table)),
-                  key=lambda r: r["_ref_key"])
-
 
 def test_a_truncate_clears_the_gone_keys_and_the_fast_path_comes_back(pg_env) -> None:
     """A key change whose row is gone leaves its new key 'gone' until the stream deletes or

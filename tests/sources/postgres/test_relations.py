@@ -6,18 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sources.postgres.support import partitioned_events
+from tests.sources.postgres.support import BIG, partitioned_events
+from tests.sources.postgres.support import decoded_events as _events
 
 pytestmark = [pytest.mark.postgres_source, pytest.mark.reliability]
-
-BIG = "(SELECT string_agg(md5(random()::text || g), '') FROM generate_series(1, 300) g)"
-
-
-def _events(env, table: str) -> list[dict]:
-    decoder = env.decoder(table)
-    return sorted((decoder.decode(value) for _key, value in env.messages(table)),
-                  key=lambda r: r["_ref_key"])
-
 
 def _partial_updates_of_missing_rows(events: list[dict]) -> list[dict]:
     """The events the merge would turn into error rows: a partial update (some columns

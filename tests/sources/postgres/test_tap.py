@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sources.postgres.support import partitioned_events
+from tests.sources.postgres.support import BIG, partitioned_events
+from tests.sources.postgres.support import decoded_events as _events
 
 pytestmark = pytest.mark.postgres_source
 
@@ -39,15 +40,6 @@ def test_changes_reach_topics_and_the_checkpoint_confirms_the_slot(pg_env) -> No
     assert checkpoint["lsn"] == slot  # confirmed exactly where the checkpoint is
     again = env.tap_until_end()  # nothing new: nothing published again
     assert again.stats.messages == 0
-
-
-def _events(env, table: str) -> list[dict]:
-    decoder = env.decoder(table)
-    return sorted((decoder.decode(value) for _key, value in env.messages(table)),
-                  key=lambda r: r["_ref_key"])
-
-
-BIG = "(SELECT string_agg(md5(random()::text || g), '') FROM generate_series(1, 300) g)"
 
 
 def test_unchanged_toast_is_a_partial_update_never_a_null(pg_env) -> None:
