@@ -13,10 +13,8 @@ import base64
 import http.client
 import ssl
 import subprocess
-import threading
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from python_ingest.runtime import connect
 from python_ingest.runtime.connect_rest import ConnectRest, ConnectRestError
 from tests.conftest import write_config
 from tests.security.conftest import secret_file
+from tests.security.gateway import tls_gateway
 from tests.security.pki import Pki
 
 pytestmark = pytest.mark.secure
@@ -57,33 +56,10 @@ def https_worker(tmp_path_factory: pytest.TempPathFactory, broker: str, pki: Pki
 @pytest.fixture(scope="module")
 def gateway(https_worker: connect.ConnectWorker, pki: Pki) -> Iterator[str]:
     """https://127.0.0.1:<port> checking basic auth, forwarding to the worker over https."""
-    allowed = f"Basic {base64.b64encode(f'{USER}:{PASSWORD}'.encode()).decode()}"
-    upstream = ssl.create_default_context(cafile=str(pki.ca))
-
-    class Gateway(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            if self.headers.get("Authorization") != allowed:
-                self.send_response(401)
-                self.end_headers()
-                return
-            with urllib.request.urlopen(https_worker.rest + self.path, timeout=10,
-                                        context=upstream) as answer:
-                status, body = answer.status, answer.read()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(pki.server_cert), str(pki.server_key))
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"https://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    allowed = {f"Basic {base64.b64encode(f'{USER}:{PASSWORD}'.encode()).decode()}"}
+    with tls_gateway(pki, https_worker.rest, allowed,
+                     ssl.create_default_context(cafile=str(pki.ca))) as url:
+        yield url
 
 
 def settings_with(tmp_path: Path, workdir: Path, broker: str, env: dict[str, str] | None = None,

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import base64
 import json
-import ssl
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +22,7 @@ from python_ingest.changelog.registry import RegistryClient
 from python_ingest.config.registry import parse_registry
 from python_ingest.exceptions import SchemaRegistryError
 from tests.security.conftest import secret_file
+from tests.security.gateway import tls_gateway
 from tests.security.pki import Pki
 
 pytestmark = pytest.mark.secure
@@ -38,38 +36,8 @@ def https_registry(schema_registry: str, pki: Pki) -> Iterator[str]:
     """An https URL in front of the session's Apicurio, with auth; yields it."""
     allowed = {f"Basic {base64.b64encode(f'{USER}:{PASSWORD}'.encode()).decode()}",
                f"Bearer {TOKEN}"}
-
-    class Gateway(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            if self.headers.get("Authorization") not in allowed:
-                self.send_response(401)
-                self.end_headers()
-                return
-            request = urllib.request.Request(schema_registry + self.path,
-                                             headers={"Accept": self.headers.get("Accept", "")})
-            try:
-                with urllib.request.urlopen(request, timeout=10) as answer:
-                    status, body = answer.status, answer.read()
-            except urllib.error.HTTPError as exc:
-                status, body = exc.code, exc.read()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(pki.server_cert, pki.server_key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"https://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with tls_gateway(pki, schema_registry, allowed) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
