@@ -30,6 +30,16 @@ def admin(postgres: Any, database: str = "postgres") -> Iterator[Any]:
 BIG = "(SELECT string_agg(md5(random()::text || g), '') FROM generate_series(1, 300) g)"
 
 
+def tapped_docs(env: Any, rows: int = 3) -> None:
+    """A table ``docs`` (doc_id, title, body) with its job, tapped, then ``rows`` rows whose
+    body is TOASTed (BIG), tapped too."""
+    env.sql("CREATE TABLE docs (doc_id int PRIMARY KEY, title text, body text)")
+    env.add_jobs()
+    env.tap_until_end()
+    env.sql(f"INSERT INTO docs SELECT g, 't' || g, {BIG} FROM generate_series(1, {rows}) g")
+    env.tap_until_end()
+
+
 def decoded_events(env: Any, table: str) -> list[dict]:
     """The tapped topic of ``table`` decoded, in ref key order."""
     decoder = env.decoder(table)

@@ -8,8 +8,8 @@ import hashlib
 
 import pytest
 
-from tests.sources.postgres.support import BIG
 from tests.sources.postgres.support import decoded_events as _events
+from tests.sources.postgres.support import tapped_docs
 
 pytestmark = [pytest.mark.postgres_source, pytest.mark.reliability]
 
@@ -20,11 +20,7 @@ def test_a_truncate_clears_the_gone_keys_and_the_fast_path_comes_back(pg_env) ->
     from python_ingest.sources.postgres.tap import PgTap
 
     env = pg_env
-    env.sql("CREATE TABLE docs (doc_id int PRIMARY KEY, title text, body text)")
-    env.add_jobs()
-    env.tap_until_end()
-    env.sql(f"INSERT INTO docs SELECT g, 't' || g, {BIG} FROM generate_series(1, 3) g")
-    env.tap_until_end()
+    tapped_docs(env)
     env.sql("UPDATE docs SET doc_id = 101 WHERE doc_id = 1",  # gone when read: 101 is gone
             "TRUNCATE docs",  # which removes every key, 101 too
             "INSERT INTO docs VALUES (7, 'after', 'short')")

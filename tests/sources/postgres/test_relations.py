@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sources.postgres.support import BIG, partitioned_events
+from tests.sources.postgres.support import BIG, partitioned_events, tapped_docs
 from tests.sources.postgres.support import decoded_events as _events
 
 pytestmark = [pytest.mark.postgres_source, pytest.mark.reliability]
@@ -267,11 +267,7 @@ def test_a_gone_key_outlives_a_restart_of_the_tap(pg_env) -> None:
     from python_ingest.sources.postgres.tap import PgTap
 
     env = pg_env
-    env.sql("CREATE TABLE docs (doc_id int PRIMARY KEY, title text, body text)")
-    env.add_jobs()
-    env.tap_until_end()
-    env.sql(f"INSERT INTO docs SELECT g, 't' || g, {BIG} FROM generate_series(1, 3) g")
-    env.tap_until_end()
+    tapped_docs(env)
     env.sql("UPDATE docs SET doc_id = 101 WHERE doc_id = 1",
             "UPDATE docs SET title = 'moved, then changed' WHERE doc_id = 101",
             "DELETE FROM docs WHERE doc_id = 101")
