@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+from python_ingest.config.table_formats import FORMAT_CONF
 from python_ingest.demo import trips as demo
 from python_ingest.demo.trips import TripsGenerator
 from python_ingest.exceptions import PipelineError
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.runtime.catalog import FORMAT_CONF, location
+from python_ingest.runtime.catalog import location
 from python_ingest.runtime.session import activate, active, for_job, job_session, project_session
 from python_ingest.steps import transform
 from python_ingest.steps.dbt import Dbt
