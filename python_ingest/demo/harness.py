@@ -116,11 +116,20 @@ def fresh_project(settings: Settings, name: str) -> tuple[Path, Path]:
 
 
 def drop_tables(spark: SparkSession, job: str, source: str) -> None:
-    """The last demo's tables of ``job`` (the demo's tables are replaced)."""
+    """The last demo's tables of ``job`` (the demo's tables are replaced), and their folders in
+    a local warehouse: a new application's catalog may not know a Hudi table an earlier
+    `make run` wrote, and its raw table's checkpoint (an earlier run's topic) would stop the
+    job."""
+    from python_ingest.runtime.catalog import WAREHOUSE_CONF
+
+    warehouse = spark.conf.get(WAREHOUSE_CONF, "")
     for schema in ("raw", "staging", "errors", "meta", "lake"):
         for table in (job, f"{job}__raw", f"{job}__tombstones", f"{job}__index",
                       f"stg_{source}__{job}", f"stg_{source}__{job}__valid"):
             spark.sql(f"drop table if exists {schema}.{table} purge")
+            if warehouse and "://" not in warehouse.removeprefix("file://"):
+                shutil.rmtree(Path(warehouse.removeprefix("file://"), schema, table),
+                              ignore_errors=True)
 
 
 @contextmanager
