@@ -122,14 +122,14 @@ def drop_tables(spark: SparkSession, job: str, source: str) -> None:
     job."""
     from python_ingest.runtime.catalog import WAREHOUSE_CONF
 
-    warehouse = spark.conf.get(WAREHOUSE_CONF, "")
+    warehouse = (spark.conf.get(WAREHOUSE_CONF, "") or "").removeprefix("file://")
+    local = Path(warehouse) if warehouse and "://" not in warehouse else None  # not S3
     for schema in ("raw", "staging", "errors", "meta", "lake"):
         for table in (job, f"{job}__raw", f"{job}__tombstones", f"{job}__index",
                       f"stg_{source}__{job}", f"stg_{source}__{job}__valid"):
             spark.sql(f"drop table if exists {schema}.{table} purge")
-            if warehouse and "://" not in warehouse.removeprefix("file://"):
-                shutil.rmtree(Path(warehouse.removeprefix("file://"), schema, table),
-                              ignore_errors=True)
+            if local is not None:
+                shutil.rmtree(local / schema / table, ignore_errors=True)
 
 
 @contextmanager
