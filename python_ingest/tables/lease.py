@@ -181,14 +181,14 @@ def _generations(statuses: list[Any]) -> list[int]:
 def _read(fs: Any, path: Any) -> dict[str, Any] | None:
     try:
         stream = fs.open(path)
+        try:  # S3A opens lazily: a file deleted after the open is missed on the first read
+            data = bytes(stream.readAllBytes())
+        finally:
+            stream.close()
     except Exception as exc:
         if "FileNotFoundException" in str(exc):
             return None  # superseded and cleaned away since it was listed
         raise
-    try:
-        data = bytes(stream.readAllBytes())
-    finally:
-        stream.close()
     try:
         loaded = json.loads(data.decode())
         return loaded if isinstance(loaded, dict) else None

@@ -179,6 +179,39 @@ def test_a_runner_whose_jobs_always_have_a_backlog_hands_its_surplus_to_a_second
             second.close()
 
 
+def test_a_lease_file_removed_between_open_and_read_reads_as_gone(
+        spark: Any, s3: S3Server, bucket: str, workdir: Path, broker: str,
+        tmp_path: Path) -> None:
+    """S3A opens lazily: the GET of a lease generation happens on the first read, so a racer
+    that cleaned it away after this process listed and opened it gives a 404 there. That
+    generation reads as gone (superseded), as a missing file does on open; before the fix the
+    404 escaped and failed the racing test now and then."""
+    from python_ingest.tables import lease
+
+    config = write_config(tmp_path / "sluice.yml", workdir, broker, {},
+                          catalog=s3_config(s3, f"{bucket}/lazy"))
+    session = s3_reader(spark, config, s3)
+    folder, fs = lease.lease_path(session, "lazy")
+    fs.mkdirs(folder)
+    assert lease._advance(fs, folder, 0, {"run": "r", "host": "h", "pid": 1,
+                                          "expires": 9e9}) == 1
+    [status] = [s for s in fs.listStatus(folder) if s.getPath().getName() == "1"]
+    path = status.getPath()
+    assert lease._read(fs, path) is not None
+
+    class CleanedAfterOpen:  # the real S3A FileSystem; the file removed right after open
+        def open(self, where: Any) -> Any:
+            stream = fs.open(where)
+            fs.delete(where, False)
+            return stream
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(fs, name)
+
+    assert lease._read(CleanedAfterOpen(), path) is None
+    assert lease._read(fs, path) is None  # and gone for a plain open too
+
+
 def _env(s3: S3Server) -> dict[str, str]:
     import os
 
