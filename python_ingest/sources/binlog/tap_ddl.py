@@ -18,7 +18,7 @@ Functions of the running tap (tap.py ``Tap``)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from python_ingest.exceptions import TapError
 from python_ingest.sources.binlog import ddl, server, statements
@@ -27,10 +27,13 @@ from python_ingest.sources.tap import truncation
 from python_ingest.sources.tap.changes import Envelope
 from python_ingest.sources.tap.registry import CHANGELOG, ROW, Registry, registered_key
 
+if TYPE_CHECKING:
+    from python_ingest.sources.binlog.tap_state import TapState
+
 log = logging.getLogger(__name__)
 
 
-def apply(tap: Any, event: Any, end: BinlogPosition) -> None:
+def apply(tap: TapState, event: Any, end: BinlogPosition) -> None:
     """Act on the table statements of one query event (ddl.py), in stream order."""
     schema = event.schema.decode() if isinstance(event.schema, bytes) else str(event.schema)
     for statement in ddl.parse(event.query, schema):
@@ -55,7 +58,7 @@ def apply(tap: Any, event: Any, end: BinlogPosition) -> None:
             tap.existence = tap.existence.dropped(db, name).created(*statement.to)
 
 
-def written_as_statement(tap: Any, event: Any, end: BinlogPosition) -> None:
+def written_as_statement(tap: TapState, event: Any, end: BinlogPosition) -> None:
     """A query event holding row changes as a statement (statements.py): a TRUNCATE of an
     unconditional ``DELETE FROM t``; else a stop of each tapped table it writes, or of the
     whole tap (its checkpoint at the last one saved) when they cannot be read from it."""
@@ -88,7 +91,7 @@ def written_as_statement(tap: Any, event: Any, end: BinlogPosition) -> None:
                  known_only=False)
 
 
-def followed(tap: Any, db: str) -> set[str]:
+def followed(tap: TapState, db: str) -> set[str]:
     """The tables of ``db`` the tap has registered (a folder ``<db>.<table>`` each), tapped
     in this run, or stopped."""
     prefix = f"{db}."
@@ -100,7 +103,7 @@ def followed(tap: Any, db: str) -> set[str]:
     return found
 
 
-def stop(tap: Any, db: str, name: str, reason: str, known_only: bool = True) -> None:
+def stop(tap: TapState, db: str, name: str, reason: str, known_only: bool = True) -> None:
     qualified = f"{db}.{name}"
     if not server.included(tap.source, db, name) or qualified in tap.stopped or (
             known_only and Registry(tap.registry_root / qualified).latest() is None):
@@ -108,7 +111,7 @@ def stop(tap: Any, db: str, name: str, reason: str, known_only: bool = True) -> 
     tap._stop_table(db, name, reason)
 
 
-def drop(tap: Any, db: str, name: str, end: BinlogPosition, timestamp: int, what: str) -> None:
+def drop(tap: TapState, db: str, name: str, end: BinlogPosition, timestamp: int, what: str) -> None:
     """A DROP of a table that may exist here: a delete for every row its topic holds live
     (as TRUNCATE), so its lake table ends empty like the source; a stop of the table is
     cleared, as every row of a table created again under its name is in the stream."""
@@ -122,7 +125,7 @@ def drop(tap: Any, db: str, name: str, end: BinlogPosition, timestamp: int, what
                     "CREATE", tap.source.name, what, qualified, was["error"])
 
 
-def truncate(tap: Any, db: str, name: str, end: BinlogPosition, timestamp: int) -> None:
+def truncate(tap: TapState, db: str, name: str, end: BinlogPosition, timestamp: int) -> None:
     """A delete for every row the table's topic holds live, with the ref key of the
     TRUNCATE event's last byte (tap/truncation.py)."""
     qualified = f"{db}.{name}"
@@ -131,7 +134,7 @@ def truncate(tap: Any, db: str, name: str, end: BinlogPosition, timestamp: int) 
     delete_live(tap, db, name, end, timestamp, f"TRUNCATE at {end}")
 
 
-def delete_live(tap: Any, db: str, name: str, end: BinlogPosition, timestamp: int,
+def delete_live(tap: TapState, db: str, name: str, end: BinlogPosition, timestamp: int,
                 what: str) -> bool:
     """Publish a delete for every row the table's topic holds live below the statement's
     last byte (``end`` - 1); False when it could not, and stopped the table instead."""

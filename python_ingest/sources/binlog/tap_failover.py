@@ -5,14 +5,17 @@ and a connection lost inside a transaction read by GTID. Functions of the runnin
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from python_ingest.sources.binlog.position import BinlogCheckpoint
+
+if TYPE_CHECKING:
+    from python_ingest.sources.binlog.tap_state import TapState
 
 log = logging.getLogger(__name__)
 
 
-def failed_over(tap: Any) -> None:
+def failed_over(tap: TapState) -> None:
     """The first event of the new server after a failover: from here on ref keys are of
     the next generation (position.py), and the checkpoint moves to this server's binlog
     at the position the GTID start resumed at, before anything of it is published."""
@@ -40,7 +43,7 @@ def failed_over(tap: Any) -> None:
                 tap.source.host, tap.source.port, tap._server, tap._gtid, at,
                 tap._generation)
 
-def reconnected(tap: Any) -> None:
+def reconnected(tap: TapState) -> None:
     """A rotate event inside a transaction: the stream connected again (mysql-replication
     reconnects by itself when the connection is lost) and, by GTID, goes on at the start of
     the transaction it was reading. Its row events come again with the same positions, so

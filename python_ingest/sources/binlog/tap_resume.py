@@ -6,7 +6,7 @@ there. Functions of the running tap (tap.py ``Tap``)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from python_ingest.config.source_kinds import BinlogOptions
 from python_ingest.exceptions import SluiceError, TapError
@@ -16,10 +16,13 @@ from python_ingest.sources.binlog.identity import check_resume, identify, start_
 from python_ingest.sources.binlog.position import BinlogCheckpoint, BinlogPosition
 from python_ingest.sources.tap import keys
 
+if TYPE_CHECKING:
+    from python_ingest.sources.binlog.tap_state import TapState
+
 log = logging.getLogger(__name__)
 
 
-def start_position(tap: Any) -> BinlogPosition:
+def start_position(tap: TapState) -> BinlogPosition:
     """The position to read from, the tap's state restored from its checkpoint (or a first
     checkpoint saved at the start)."""
     checkpoint = tap.store.load()
@@ -54,7 +57,7 @@ def start_position(tap: Any) -> BinlogPosition:
     return start
 
 
-def stream_error(tap: Any, exc: Exception) -> SluiceError:
+def stream_error(tap: TapState, exc: Exception) -> SluiceError:
     """The error of a failed binlog read, saying what to do (a purged binlog, a GTID the
     server lacks)."""
     text = str(exc)

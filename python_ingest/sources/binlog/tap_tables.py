@@ -7,7 +7,7 @@ columns cannot be published stops (``Tap._stop_table``). Functions of the runnin
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from python_ingest.exceptions import IncompatibleSchemaChange, SluiceError, UnsupportedColumn
 from python_ingest.sources.binlog import server
@@ -25,10 +25,13 @@ from python_ingest.sources.tap.registry import (
     registered_key,
 )
 
+if TYPE_CHECKING:
+    from python_ingest.sources.binlog.tap_state import TapState
+
 log = logging.getLogger(__name__)
 
 
-def tapped(tap: Any, event: Any, db: str, name: str) -> TappedTable | None:
+def tapped(tap: TapState, event: Any, db: str, name: str) -> TappedTable | None:
     """The table's publishing state for this event's columns (new version if added)."""
     key = (db, name)
     table_obj = event.table_map[event.table_id]
@@ -55,7 +58,7 @@ def tapped(tap: Any, event: Any, db: str, name: str) -> TappedTable | None:
     return found
 
 
-def register(tap: Any, db: str, name: str, columns: list[Any]) -> TappedTable:
+def register(tap: TapState, db: str, name: str, columns: list[Any]) -> TappedTable:
     """Register the table's shape for these columns (its key decided), its topic made."""
     types = server.data_types(tap._conn, db, name)
     specs = tuple(from_binlog(c, tap._charsets, types.get(c.name)) for c in columns)
