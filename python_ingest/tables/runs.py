@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+WRITE_ATTEMPTS = 3  # a record's commit to meta.runs, tried this often, RETRY_S × n apart
+RETRY_S = 1.0
+HELD_MAX = 10_000  # deferred records kept for a later flush when meta.runs cannot be written
 RUNS_COLUMNS = (
     ("run_id", "string"),
     ("job", "string"),
@@ -90,17 +93,29 @@ class Run:
         _write(spark, [row])
 
 
-def _write(spark: SparkSession, rows: list[tuple[Any, ...]]) -> None:
-    """Append run records to meta.runs in one commit; failures are logged, never raised.
-    meta.runs is in the project's table format whatever the job's (``project_session``)."""
-    try:
-        with active(project_session(spark)) as session:
-            ensure_table(session, RUNS_TABLE, RUNS_COLUMNS)
-            ddl = ", ".join(f"`{n}` {t}" for n, t in RUNS_COLUMNS)
-            append(session.createDataFrame(rows, ddl), RUNS_TABLE)
-    except Exception:  # the runs' own outcomes matter more than their records
-        log.exception("could not record %d run(s) in %s: %s", len(rows), RUNS_TABLE,
-                      ", ".join(f"{r[1]}/{r[0]}" for r in rows))
+def _write(spark: SparkSession, rows: list[tuple[Any, ...]]) -> bool:
+    """Append run records to meta.runs in one commit, tried ``WRITE_ATTEMPTS`` times (another
+    process's commit to the shared table can fail this one: two runners stopping at once on
+    an object store did); whether they landed. Failures are logged, never raised. meta.runs is
+    in the project's table format whatever the job's (``project_session``)."""
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        try:
+            with active(project_session(spark)) as session:
+                ensure_table(session, RUNS_TABLE, RUNS_COLUMNS)
+                ddl = ", ".join(f"`{n}` {t}" for n, t in RUNS_COLUMNS)
+                append(session.createDataFrame(rows, ddl), RUNS_TABLE)
+            return True
+        except Exception:  # the runs' own outcomes matter more than their records
+            what = ", ".join(f"{r[1]}/{r[0]}" for r in rows)
+            if attempt < WRITE_ATTEMPTS:
+                log.warning("could not record %d run(s) in %s (attempt %d of %d, again in "
+                            "%.0f s): %s", len(rows), RUNS_TABLE, attempt, WRITE_ATTEMPTS,
+                            RETRY_S * attempt, what, exc_info=True)
+                time.sleep(RETRY_S * attempt)
+            else:
+                log.exception("could not record %d run(s) in %s: %s", len(rows), RUNS_TABLE,
+                              what)
+    return False
 
 
 class _Deferred:
@@ -115,10 +130,13 @@ class _Deferred:
             self.rows.append(row)
 
     def flush(self, spark: SparkSession) -> None:
+        """Write the held records; those that could not be written are held for the next
+        flush (the newest ``HELD_MAX``: a table that stays unwritable does not grow memory)."""
         with self.lock:
             rows, self.rows = self.rows, []
-        if rows:
-            _write(spark, rows)
+        if rows and not _write(spark, rows):
+            with self.lock:
+                self.rows = (rows + self.rows)[-HELD_MAX:]
 
 
 _deferred: _Deferred | None = None
@@ -131,7 +149,8 @@ def records_deferred(spark: SparkSession, every_s: float = 30.0) -> Iterator[Non
     shared meta.runs (optimistic concurrency, about 1.4 s) leaves each batch's path. A process
     killed meanwhile loses the records of its last ``every_s`` seconds, never data: the status
     file (tables/status.py) has each job's last run at once, and checkpoints are in the data's
-    commits."""
+    commits. Records whose write fails (after ``_write``'s attempts: another runner's commit to
+    meta.runs, an object store away) are held and written by the next flush."""
     global _deferred
     deferred = _deferred = _Deferred()
     stop = threading.Event()

@@ -40,6 +40,37 @@ def test_deferred_run_records_land_together_when_the_block_ends(spark: Any,
 
 
 @pytest.mark.e2e
+def test_deferred_run_records_a_failed_write_held_are_written_by_the_next_flush(
+        spark: Any, job_name: str) -> None:
+    """meta.runs unwritable during a flush (its Hudi table settings unreadable, as a store
+    failing its reads): the records are not dropped but held, and the next flush writes
+    them. Before, a failed flush lost them (two runners stopping at once on S3 did)."""
+    from pathlib import Path
+
+    from python_ingest.runtime.catalog import location
+    from python_ingest.tables import runs as runs_mod
+
+    Run(job=job_name).finish(spark, "succeeded")  # meta.runs exists
+    folder = Path(location(spark, RUNS_TABLE).removeprefix("file:"))
+    properties = folder / ".hoodie" / "hoodie.properties"
+    assert properties.is_file(), properties
+    kept = properties.read_bytes()
+    with records_deferred(spark, every_s=3600):
+        held = Run(job=job_name)
+        held.finish(spark, "succeeded")
+        deferred = runs_mod._deferred
+        assert deferred is not None
+        properties.write_text("hoodie.table.version=not a version\n")
+        try:
+            deferred.flush(spark)  # fails after its attempts
+            assert [r[0] for r in deferred.rows] == [held.run_id]  # held, not dropped
+        finally:
+            properties.write_bytes(kept)
+        assert held.run_id not in _recorded(spark, job_name)
+    assert held.run_id in _recorded(spark, job_name)  # the block's last flush wrote it
+
+
+@pytest.mark.e2e
 def test_a_metered_run_records_its_spark_tasks_time_not_wall_time_times_cores(
         spark: Any, job_name: str) -> None:
     """#34.6: the record of a run metered by its job group has its tasks' executor seconds
