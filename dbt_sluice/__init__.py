@@ -22,7 +22,7 @@ from typing import Any
 from dbt.plugins.manager import dbtPlugin
 
 STEPS = ("hold", "plan_lake", "begin_merge", "var", "commit_merge", "finish", "keep_settings",
-         "fault", "widen", "history")
+         "fault", "widen", "history", "lake_properties", "bucket_index")
 
 
 def _step(name: str) -> Callable[..., Any]:

@@ -35,11 +35,5 @@
     {%- if index == 'record' or config.get('keep_tombstones', false) -%}
         {{ return({}) }}
     {%- endif -%}
-    {{ return({
-        'hoodie.index.type': 'BUCKET',
-        'hoodie.index.bucket.engine': 'SIMPLE',
-        'hoodie.bucket.index.num.buckets': (buckets | int | string),
-        'hoodie.bucket.index.hash.field': '_row_key',
-        'hoodie.metadata.enable': 'false',
-    }) }}
+    {{ return(adapter.sluice_bucket_index(buckets | int)) }}
 {%- endmacro %}

@@ -13,40 +13,8 @@
     commit that every file listing then read).
     Iceberg: format 2 with merge-on-read deletes, updates and merges.
 #}
+{#- the keys themselves: python_ingest/runtime/catalog.py lake_properties (the batch path
+    creates a new lake with the same, steps/batch.py) -#}
 {% macro sluice_lake_properties(index={}) -%}
-    {%- if sluice_table_format() == 'hudi' and index -%}
-        {#- a bucket-index lake: the bucket settings instead of the record index's -#}
-        {%- set properties = {
-            'type': 'mor',
-            'primaryKey': '_row_key',
-            'preCombineField': '_ref_key',
-            'hoodie.record.merge.mode': 'COMMIT_TIME_ORDERING',
-            'hoodie.compact.inline': 'false',
-            'hoodie.clean.automatic': 'false',
-            'hoodie.clean.commits.retained': '10',
-        } -%}
-        {%- do properties.update(index) -%}
-        {{ return(properties) }}
-    {%- elif sluice_table_format() == 'hudi' -%}
-        {{ return({
-            'type': 'mor',
-            'primaryKey': '_row_key',
-            'preCombineField': '_ref_key',
-            'hoodie.record.merge.mode': 'COMMIT_TIME_ORDERING',
-            'hoodie.metadata.record.index.enable': 'true',
-            'hoodie.index.type': 'RECORD_INDEX',
-            'hoodie.metadata.index.column.stats.enable': 'false',
-            'hoodie.metadata.index.partition.stats.enable': 'false',
-            'hoodie.compact.inline': 'false',
-            'hoodie.clean.automatic': 'false',
-            'hoodie.clean.commits.retained': '10',
-        }) }}
-    {%- else -%}
-        {{ return({
-            'format-version': '2',
-            'write.delete.mode': 'merge-on-read',
-            'write.update.mode': 'merge-on-read',
-            'write.merge.mode': 'merge-on-read',
-        }) }}
-    {%- endif -%}
+    {{ return(adapter.sluice_lake_properties(sluice_table_format(), index)) }}
 {%- endmacro %}

@@ -11,7 +11,7 @@ instead (docs/formats.md).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +78,8 @@ def location(spark: SparkSession, table: str) -> str:
 # the write settings of its kind; without them its writes fall back to Hudi's defaults: a
 # metadata table (with column stats) built on an append-only table by the first insert of a
 # new process, and a merge into a lake table looking keys up by scanning every file instead of
-# the record index. The lake's set is also in macros/sluice_lake_properties.sql (for create).
+# the record index. A new lake's table properties: ``lake_properties`` (the lake_merge
+# materialization reads them through the dbt plugin, the batch path creates a lake with them).
 APPEND_ONLY_WRITE = {"hoodie.metadata.enable": "false"}
 LAKE_WRITE = {
     "hoodie.metadata.record.index.enable": "true",
@@ -106,6 +107,32 @@ KEPT_FILE = ".hoodie/sluice_write.properties"
 INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"  # what a SQL insert into Hudi is
 RECORD_INDEX_ONLY = ("hoodie.metadata.record.index.", "hoodie.index.type",
                      "hoodie.metadata.index.")
+# a Hudi lake table's own keys: merge-on-read keyed by _row_key, ordered by _ref_key; the
+# change set already applied the out-of-order guard and force updates, so the latest commit
+# wins (docs/formats.md)
+HUDI_LAKE_TABLE = {"type": "mor", "primaryKey": "_row_key", "preCombineField": "_ref_key",
+                   "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}
+ICEBERG_LAKE_TABLE = {"format-version": "2", "write.delete.mode": "merge-on-read",
+                      "write.update.mode": "merge-on-read", "write.merge.mode": "merge-on-read"}
+
+
+def bucket_write(buckets: int) -> dict[str, str]:
+    """The write settings of a Hudi table whose keys live in ``buckets`` hash buckets (a bucket
+    lake, a history): no index look-up, no metadata table."""
+    return {"hoodie.index.type": "BUCKET", "hoodie.index.bucket.engine": "SIMPLE",
+            "hoodie.bucket.index.num.buckets": str(buckets),
+            "hoodie.bucket.index.hash.field": "_row_key", "hoodie.metadata.enable": "false"}
+
+
+def lake_properties(table_format: str, bucket: Mapping[str, str]) -> dict[str, str]:
+    """A new lake table's properties: Iceberg's; Hudi's with the bucket settings ``bucket``
+    (``bucket_write``), or with the record-level index when it is empty."""
+    if table_format != "hudi":
+        return dict(ICEBERG_LAKE_TABLE)
+    if not bucket:
+        return {**HUDI_LAKE_TABLE, **LAKE_WRITE}
+    return {**HUDI_LAKE_TABLE, **{k: v for k, v in LAKE_WRITE.items()
+                                  if not k.startswith(RECORD_INDEX_ONLY)}, **bucket}
 
 
 def register(spark: SparkSession, table: str, path: str) -> None:

@@ -44,7 +44,13 @@ from typing import TYPE_CHECKING, Any
 
 from python_ingest.config.table_formats import session_format
 from python_ingest.exceptions import PipelineError
-from python_ingest.runtime.catalog import insert_operation_kept
+from python_ingest.runtime.catalog import (
+    bucket_write,
+    insert_operation_kept,
+    keep_write_settings,
+    lake_properties,
+    location,
+)
 from python_ingest.runtime.faults import fault_point
 from python_ingest.steps.fork.split import ERROR_COLUMNS, DocsJob, finish_fork, split
 from python_ingest.steps.history import writer as history_writer
@@ -104,23 +110,116 @@ class CompiledJob:
 _bucket_lakes: dict[str, bool] = {}  # lake table -> written by upsert into hash buckets
 
 
-def why_not(spark: SparkSession, job: JobConfig, tables: JobTables) -> str | None:
-    """Why the batch path does not apply to ``job`` now (None: it does)."""
+def why_not(spark: SparkSession, job: JobConfig, tables: JobTables,
+            dbt: Dbt | None = None) -> str | None:
+    """Why the batch path does not apply to ``job`` now (None: it does). A lake not created
+    yet is created by the batch path when its model asks for the bucket index (``dbt``
+    answers; without it, by the first batch's dbt run)."""
     if job.keep_step_tables:
         return "keep_step_tables is set"
     if tables.lake is None:
         return "the job has no lake model"
     if not (spec := session_format(spark)).bucket_lakes:
-        return f"its tables are {spec.title} tables"
+        if dbt is None:
+            return f"its tables are {spec.title} tables"
+        config = dbt.model_config(tables.models.lake) if tables.models is not None \
+            and tables.models.lake else None
+        if config is not None and config.get("keep_tombstones", False):
+            return f"its {spec.title} lake keeps deleted rows (keep_tombstones)"
+        return None  # a MERGE into the lake (created here when new)
     if not table_exists(spark, tables.lake):
         _bucket_lakes.pop(tables.lake, None)
-        return "its lake table is created by its first batch's dbt run"
+        if dbt is None:
+            return "its lake table is created by its first batch's dbt run"
+        if not new_lake_index(dbt, tables):
+            return "its lake keeps Hudi's record-level index (lake_index: record, keep_tombstones)"
+        return None
     if tables.lake not in _bucket_lakes:
         found = {r[0]: r[1] for r in spark.sql(f"show tblproperties {tables.lake}").collect()}
         _bucket_lakes[tables.lake] = found.get("hoodie.index.type") == "BUCKET"
     if not _bucket_lakes[tables.lake]:
         return "its lake keeps Hudi's record-level index (lake_index: record, keep_tombstones)"
     return None
+
+
+def new_lake_index(dbt: Dbt, tables: JobTables) -> dict[str, str]:
+    """The bucket settings a new lake of this job takes from its model's config (lake_index,
+    lake_buckets, keep_tombstones: checked by ``Dbt.job_models``); empty for the record-level
+    index (macros/sluice_lake_index.sql answers the same for a plain `dbt run`)."""
+    models = tables.models
+    config = dbt.model_config(models.lake) if models is not None and models.lake else None
+    if config is None or config.get("lake_index", "bucket") == "record" \
+            or config.get("keep_tombstones", False):
+        return {}
+    return bucket_write(int(config.get("lake_buckets", 4)))
+
+
+def _compile(spark: SparkSession, dbt: Dbt, tables: JobTables, has_target: bool
+             ) -> tuple[str, str, DataFrame]:
+    """The converter's and the lake model's SQL with the batch's placeholders (the lake
+    model's as it reads the lake, or as for its first batch), and the converter's empty
+    result (its columns)."""
+    models = tables.models
+    assert models is not None and models.lake is not None
+    converter = dbt.compiled(models.staging, {"sluice_compile": True})
+    if BATCH_FROM not in converter:
+        raise PipelineError(
+            f"converter {models.staging} does not filter its raw rows with "
+            "{{ sluice_new_batches() }}: put it in its import CTE (docs/write-a-converter.md)")
+    converted = _converted(spark, converter.replace(BATCH_FROM, "0").replace(BATCH_TO, "-1"),
+                           tables)
+    columns = {f.name: f.dataType.simpleString() for f in converted.schema}
+    change_set = dbt.compiled(models.lake, {
+        "sluice_compile": True, "sluice_batch_id": BATCH_ID, "sluice_skip": [],
+        "sluice_has_target": has_target, "sluice_changes_columns": columns,
+        **tables.dbt_vars()})
+    if VALID not in change_set:
+        raise PipelineError(f"lake model {models.lake} does not read its changes through "
+                            "sluice_merge_changes (or sluice_merge_all_columns): the batch "
+                            "path cannot run it (docs/write-a-converter.md)")
+    return converter, change_set, converted
+
+
+def create_lake(spark: SparkSession, dbt: Dbt, tables: JobTables) -> None:
+    """A new bucket lake created as the lake_merge materialization creates it on a first
+    batch (macros/materializations/sluice_apply_change_set.sql): the change set's columns
+    (the lake model's SQL as for a first batch, analysed, not run) without the merge's
+    bookkeeping, with _merged_at and Hudi's delete flag; the model's properties; its bucket
+    settings kept beside it; an empty first commit with no merge checkpoint (a kill before
+    the first merge's commit leaves every batch to merge)."""
+    lake = tables.lake
+    assert lake is not None
+    _, change_set, converted = _compile(spark, dbt, tables, has_target=False)
+    ensure_index(spark, tables)  # the change set reads it
+    view = f"sluice_shape__{tables.job}"
+    converted.createOrReplaceTempView(view)
+    sql = (change_set.replace(VALID, view).replace(BATCH_ID, "0")
+           .replace(PARTIAL_KEYS, "NULL"))
+    before = str(spark.conf.get(CONSTRAINTS, "true"))
+    spark.conf.set(CONSTRAINTS, "false")
+    try:
+        schema = spark.sql(sql).schema
+    finally:
+        spark.conf.set(CONSTRAINTS, before)
+        spark.catalog.dropTempView(view)
+    columns = [(f.name, f.dataType.simpleString()) for f in schema
+               if f.name not in LAKE_BOOKKEEPING] + [("_merged_at", "timestamp"),
+                                                     ("_hoodie_is_deleted", "boolean")]
+    spec = session_format(spark)
+    if not spec.bucket_lakes:  # Iceberg: a MERGE writes it, deletes as deletes
+        columns.remove(("_hoodie_is_deleted", "boolean"))
+    bucket = new_lake_index(dbt, tables) if spec.bucket_lakes else {}
+    properties = ", ".join(f"'{k}' = '{v}'"
+                           for k, v in lake_properties(spec.name, bucket).items())
+    check_held(tables.job)
+    spark.sql(f"create table {lake} ({', '.join(f'`{c}` {t}' for c, t in columns)}) "
+              f"using {spec.name} tblproperties ({properties})")
+    if spec.bucket_lakes:
+        keep_write_settings(spark, location(spark, lake), bucket)
+        nulls = ", ".join(f"cast(null as {t}) as `{c}`" for c, t in columns)
+        spark.sql(f"insert into {lake} select {nulls} where false")
+    log.info("created %s lake %s (%d columns%s)", spec.title, lake, len(columns),
+             f", {bucket['hoodie.bucket.index.num.buckets']} buckets" if bucket else "")
 
 
 def compile_job(spark: SparkSession, dbt: Dbt, tables: JobTables, cache: dict[str, Any]
@@ -138,21 +237,7 @@ def compile_job(spark: SparkSession, dbt: Dbt, tables: JobTables, cache: dict[st
         return found  # type: ignore[no-any-return,unused-ignore]
     log.info("compiling job %s's converter %s and lake model %s", tables.job, models.staging,
              models.lake)
-    converter = dbt.compiled(models.staging, {"sluice_compile": True})
-    if BATCH_FROM not in converter:
-        raise PipelineError(
-            f"converter {models.staging} does not filter its raw rows with "
-            "{{ sluice_new_batches() }}: put it in its import CTE (docs/write-a-converter.md)")
-    converted = _converted(spark, converter.replace(BATCH_FROM, "0").replace(BATCH_TO, "-1"),
-                           tables)
-    columns = {f.name: f.dataType.simpleString() for f in converted.schema}
-    change_set = dbt.compiled(models.lake, {
-        "sluice_compile": True, "sluice_batch_id": BATCH_ID, "sluice_skip": [],
-        "sluice_has_target": True, "sluice_changes_columns": columns, **tables.dbt_vars()})
-    if VALID not in change_set:
-        raise PipelineError(f"lake model {models.lake} does not read its changes through "
-                            "sluice_merge_changes (or sluice_merge_all_columns): the batch "
-                            "path cannot run it (docs/write-a-converter.md)")
+    converter, change_set, _ = _compile(spark, dbt, tables, has_target=True)
     compiled = CompiledJob(key, converter, change_set, VALID, frozenset(lake_columns))
     cache[tables.job] = compiled
     return compiled
@@ -182,6 +267,8 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
     history_writer.catch_up(spark, dbt, tables, lake_done)  # a job without history: nothing
     if newest <= lake_done:
         return None
+    if not table_exists(spark, tables.lake or ""):
+        create_lake(spark, dbt, tables)
     compiled = compile_job(spark, dbt, tables, cache)
     first = lake_done + 1
     converted = _converted(spark, compiled.converter.replace(BATCH_FROM, str(first))
@@ -372,6 +459,12 @@ def _upsert(spark: SparkSession, changes: DataFrame, name: str, lake: str, batch
             spark.sql(f"alter table {lake} add column `{column}` {kind}")
             present.add(column.lower())
     names = [f"`{c}`" for c, _ in columns]
+    if not session_format(spark).bucket_lakes:  # Iceberg: the materialization's MERGE
+        check_held(job)
+        committing(spark, {**step_properties(MERGE_STEP, batch_id), **carried},
+                   lambda: spark.sql(_merge_sql(name, lake, names)))
+        fault_point("after_lake_commit")
+        return
     values = [f"{DELETE_REF_KEY} as `_ref_key`" if c == "_ref_key" else f"`{c}`"
               for c, _ in columns]
     statement = (
@@ -386,6 +479,20 @@ def _upsert(spark: SparkSession, changes: DataFrame, name: str, lake: str, batch
                    lambda: spark.sql(statement))
     fault_point("after_lake_commit")
 
+
+
+def _merge_sql(changes: str, lake: str, names: list[str]) -> str:
+    """An Iceberg lake's MERGE of a change set (macros/materializations/
+    sluice_apply_change_set.sql writes the same without keep_tombstones)."""
+    updates = ", ".join(f"lake.{n} = batch.{n}" for n in names)
+    return (
+        f"merge into {lake} as lake using (select *, current_timestamp() as _merged_at "
+        f"from {changes} where _merge_action in ('insert', 'update', 'delete')) as batch "
+        "on lake._row_key = batch._row_key "
+        "when matched and batch._merge_action = 'delete' then delete "
+        f"when matched then update set {updates} "
+        f"when not matched and batch._merge_action != 'delete' then insert "
+        f"({', '.join(names)}) values ({', '.join(f'batch.{n}' for n in names)})")
 
 
 def _rejected_sql(changes: str, errors: str, lake: str) -> str:

@@ -149,6 +149,14 @@ class Dbt:
                 return str(node.node.compiled_code)
         raise PipelineError(f"dbt compile --select {select} compiled no model {select}")
 
+    def model_config(self, model: str) -> Any:
+        """The config of the model named ``model`` (the parsed project), None when none."""
+        from dbt.contracts.graph.nodes import ModelNode
+
+        node = next((n for n in self.manifest().nodes.values()
+                     if isinstance(n, ModelNode) and n.name == model), None)
+        return None if node is None else node.config
+
     def manifest(self) -> Manifest:
         """The parsed project (cached until ``reload_if_changed`` finds an edit)."""
         if self._manifest is None:

@@ -144,7 +144,7 @@ def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_dat
             name_tables(spark, tables.all())  # another process's tables, before dbt lists them
             checkpoint = lander(run)
             fault_point(f"after_{first}")
-            why = why_not(spark, job, tables)
+            why = why_not(spark, job, tables, dbt)
             if why is None:
                 report = run_batches(spark, dbt, job, tables, run,
                                      suite_path(dbt.project, tables.staging_model),

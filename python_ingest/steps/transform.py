@@ -37,11 +37,13 @@ from python_ingest.config import Settings, load_settings
 from python_ingest.config.table_formats import session_format
 from python_ingest.exceptions import PipelineError
 from python_ingest.runtime.catalog import (
+    bucket_write,
     drop_scratch,
     insert_operation_kept,
     keep_write_settings,
     location,
 )
+from python_ingest.runtime.catalog import lake_properties as catalog_lake_properties
 from python_ingest.runtime.faults import fault_point
 from python_ingest.steps.dbt import project_dir, thread_session
 from python_ingest.steps.pipeline import (
@@ -267,6 +269,17 @@ def keep_settings(table: str, settings: dict[str, str]) -> str:
     spark = _spark()
     keep_write_settings(spark, location(spark, table), dict(settings))
     return ""
+
+
+def lake_properties(table_format: str, bucket: dict[str, str]) -> dict[str, str]:
+    """A new lake table's properties (macros/sluice_lake_properties.sql; the batch path
+    creates a lake with the same: runtime/catalog.py)."""
+    return catalog_lake_properties(str(table_format), dict(bucket or {}))
+
+
+def bucket_index(buckets: int) -> dict[str, str]:
+    """A new bucket lake's index settings (macros/sluice_lake_index.sql)."""
+    return bucket_write(int(buckets))
 
 
 def fault(name: str) -> str:

@@ -25,6 +25,7 @@ from python_ingest.runtime.catalog import (
     HUDI_COMMIT_PREFIX,
     HUDI_WRITE_CONF,
     SHARED_WRITE_CONF,
+    bucket_write,
     fs_exists,
     keep_write_settings,
     location,
@@ -52,7 +53,7 @@ CLUSTERING_OPTIONS = ("hoodie.clustering.plan.strategy.small.file.limit=33554432
 META_PREFIX = "_hoodie_"  # Hudi's own columns in every table (commit time, record key, ...)
 # append-only tables (raw, errors, staging, tombstones, runs): copy-on-write, keyless (no
 # index look-up on write), no metadata table (nothing looks keys up in them, and it costs
-# seconds per small commit); the lake tables' properties: macros/sluice_lake_properties.sql
+# seconds per small commit); the lake tables' properties: runtime/catalog.py lake_properties
 APPEND_ONLY_PROPERTIES = {"type": "cow", **APPEND_ONLY_WRITE}
 # bulk_insert: new files per commit, no index look-up, no rewrite of earlier files
 APPEND_OPTIONS = {**HUDI_WRITE_CONF, "hoodie.datasource.write.operation": "bulk_insert",
@@ -61,12 +62,10 @@ APPEND_OPTIONS = {**HUDI_WRITE_CONF, "hoodie.datasource.write.operation": "bulk_
 
 
 BUCKETS = 4  # of a history table
-# a Hudi history's write settings, as a bucket-index lake's (macros/sluice_lake_index.sql): each
+# a Hudi history's write settings, as a bucket-index lake's (runtime/catalog.py bucket_write): each
 # key's versions in its hash bucket, no index look-up and no metadata table (whose commit
 # beside each small commit cost more than the commit)
-BUCKET_WRITE = {"hoodie.index.type": "BUCKET", "hoodie.index.bucket.engine": "SIMPLE",
-                "hoodie.bucket.index.num.buckets": str(BUCKETS),
-                "hoodie.bucket.index.hash.field": "_row_key", "hoodie.metadata.enable": "false"}
+BUCKET_WRITE = bucket_write(BUCKETS)
 
 
 class HudiFormat:

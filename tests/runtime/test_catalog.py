@@ -14,16 +14,30 @@ from python_ingest.runtime.catalog import (
     HUDI_READ_CONF,
     INSERT_OPERATION,
     LAKE_WRITE,
+    RECORD_INDEX_ONLY,
+    bucket_write,
     keep_write_settings,
+    lake_properties,
     register,
 )
 from tests.conftest import REPO
 
 
-def test_the_lake_macro_creates_tables_with_the_write_settings_register_restores() -> None:
+def test_a_new_lake_takes_the_write_settings_register_restores() -> None:
+    """A record-index lake is created with every write setting ``register`` gives it again;
+    a bucket lake with its bucket settings and none of the record index's; the lake_merge
+    materialization asks sluice for them (one table of them, not a copy in the macro)."""
+    record = lake_properties("hudi", {})
+    assert {k: record.get(k) for k in LAKE_WRITE} == LAKE_WRITE
+    bucket = lake_properties("hudi", bucket_write(3))
+    assert {k: bucket.get(k) for k in BUCKETS} == {**BUCKETS, "hoodie.bucket.index.hash.field":
+                                                   "_row_key"}
+    assert not [k for k in bucket if k.startswith(RECORD_INDEX_ONLY)
+                and k != "hoodie.index.type"]
+    assert bucket["hoodie.compact.inline"] == "false" and bucket["primaryKey"] == "_row_key"
+    assert lake_properties("iceberg", {})["write.merge.mode"] == "merge-on-read"
     macro = (REPO / "macros" / "sluice_lake_properties.sql").read_text()
-    found = dict(re.findall(r"'(hoodie\.[\w.]+)':\s*'([^']*)'", macro))
-    assert {k: found.get(k) for k in LAKE_WRITE} == LAKE_WRITE
+    assert "adapter.sluice_lake_properties(" in macro and not re.search(r"'hoodie\.", macro)
 
 
 @pytest.mark.e2e

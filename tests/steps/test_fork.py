@@ -37,7 +37,7 @@ def test_fork_routes_failing_rows_and_reconciles(spark: Any, broker: str, make_s
                                                  job_name: str) -> None:
     parsed = schema()
     project(job_name)
-    settings = make_settings({job_name: trips_job(job_name)})
+    settings = make_settings({job_name: trips_job(job_name, keep_step_tables=True)})
     broker_mod.ensure_topic(broker, job_name, 1)
     events = [
         _event(parsed, 1, 10),                                   # valid

@@ -63,7 +63,7 @@ def test_a_job_with_its_own_table_format_lands_beside_the_projects(
             assert lake_rows(session, tables.lake) == expected
             assert read_checkpoint(session, tables.raw).batch_id == 2  # type: ignore[union-attr]
             assert step_checkpoint(session, tables.lake, "merge") == 2
-            for table in (tables.raw, tables.staging, tables.lake, tables.index):
+            for table in (tables.raw, tables.errors, tables.lake, tables.index):
                 folder = Path(location(session, table))
                 assert (folder / ".hoodie").is_dir() == (name == hudi_job), table
                 assert (folder / "metadata").is_dir() == (name == iceberg_job), table
