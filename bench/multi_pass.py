@@ -44,7 +44,7 @@ from python_ingest.demo.fleet import topic_of  # noqa: E402
 
 def prepared(bench: Bench, names: list[str], events: int) -> list[tuple[str, str, Path]]:
     """Per job: the converter's SQL over its newest raw batch, and its suite."""
-    from python_ingest.steps.batch import BATCH_FROM, BATCH_TO, compile_job
+    from python_ingest.steps.compiled import BATCH_FROM, BATCH_TO, compile_job
     from python_ingest.steps.dbt import Dbt
     from python_ingest.steps.fork.split import suite_path
     from python_ingest.steps.jobs import run_ingest

@@ -43,6 +43,7 @@ class FormatSpec:
     refuses_empty_keys: bool  # an empty record key is refused: _row_key never empty
     upserts_by_insert: bool  # an INSERT upserts by key (the history writes without MERGE)
     bucket_lakes: bool  # its lakes take the batch path's upsert into hash buckets
+    lake_table: tuple[tuple[str, str], ...]  # a new lake's own table properties
 
     def default_catalog(self, iceberg_catalog: str) -> str:
         """``spark.sql.defaultCatalog`` of a session writing this format."""
@@ -55,13 +56,20 @@ FORMATS: dict[str, FormatSpec] = {
         implementation="python_ingest.tables.hudi:HUDI", using="hudi",
         scratch_using="parquet", session_catalog=True, rescales_decimals=True,
         alters_by_schema_on_read=True, refuses_empty_keys=True, upserts_by_insert=True,
-        bucket_lakes=True),
+        bucket_lakes=True,
+        # merge-on-read keyed by _row_key, ordered by _ref_key; the change set already applied
+        # the out-of-order guard and force updates, so the latest commit wins (docs/formats.md)
+        lake_table=(("type", "mor"), ("primaryKey", "_row_key"),
+                    ("preCombineField", "_ref_key"),
+                    ("hoodie.record.merge.mode", "COMMIT_TIME_ORDERING"))),
     "iceberg": FormatSpec(
         name="iceberg", title="Iceberg", marker="metadata",
         implementation="python_ingest.tables.iceberg:ICEBERG", using="iceberg",
         scratch_using="iceberg", session_catalog=False, rescales_decimals=False,
         alters_by_schema_on_read=False, refuses_empty_keys=False, upserts_by_insert=False,
-        bucket_lakes=False),
+        bucket_lakes=False,
+        lake_table=(("format-version", "2"), ("write.delete.mode", "merge-on-read"),
+                    ("write.update.mode", "merge-on-read"), ("write.merge.mode", "merge-on-read"))),
 }
 TABLE_FORMATS = tuple(FORMATS)  # the names sluice.yml accepts (docs/formats.md)
 

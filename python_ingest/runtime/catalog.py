@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from python_ingest.config.table_formats import FORMATS, session_format
+from python_ingest.config.table_formats import FORMATS, format_named, session_format
 from python_ingest.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -107,13 +107,6 @@ KEPT_FILE = ".hoodie/sluice_write.properties"
 INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"  # what a SQL insert into Hudi is
 RECORD_INDEX_ONLY = ("hoodie.metadata.record.index.", "hoodie.index.type",
                      "hoodie.metadata.index.")
-# a Hudi lake table's own keys: merge-on-read keyed by _row_key, ordered by _ref_key; the
-# change set already applied the out-of-order guard and force updates, so the latest commit
-# wins (docs/formats.md)
-HUDI_LAKE_TABLE = {"type": "mor", "primaryKey": "_row_key", "preCombineField": "_ref_key",
-                   "hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"}
-ICEBERG_LAKE_TABLE = {"format-version": "2", "write.delete.mode": "merge-on-read",
-                      "write.update.mode": "merge-on-read", "write.merge.mode": "merge-on-read"}
 
 
 def bucket_write(buckets: int) -> dict[str, str]:
@@ -127,12 +120,14 @@ def bucket_write(buckets: int) -> dict[str, str]:
 def lake_properties(table_format: str, bucket: Mapping[str, str]) -> dict[str, str]:
     """A new lake table's properties: Iceberg's; Hudi's with the bucket settings ``bucket``
     (``bucket_write``), or with the record-level index when it is empty."""
-    if table_format != "hudi":
-        return dict(ICEBERG_LAKE_TABLE)
+    spec = format_named(table_format)
+    own = dict(spec.lake_table)
+    if not spec.bucket_lakes:  # Iceberg: its own keys only
+        return own
     if not bucket:
-        return {**HUDI_LAKE_TABLE, **LAKE_WRITE}
-    return {**HUDI_LAKE_TABLE, **{k: v for k, v in LAKE_WRITE.items()
-                                  if not k.startswith(RECORD_INDEX_ONLY)}, **bucket}
+        return {**own, **LAKE_WRITE}
+    return {**own, **{k: v for k, v in LAKE_WRITE.items()
+                      if not k.startswith(RECORD_INDEX_ONLY)}, **bucket}
 
 
 def register(spark: SparkSession, table: str, path: str) -> None:

@@ -9,7 +9,7 @@
         index, the lake's upsert                                     merge checkpoint in each
 
 dbt stays where users author: the converter and the lake model are compiled by dbt once per
-job (``dbt compile`` on the parsed project, with placeholders for the batch: var
+job (steps/compiled.py) (``dbt compile`` on the parsed project, with placeholders for the batch: var
 ``sluice_compile``) and compiled again when a model, macro or var changes, or when the
 converter's columns or the lake's columns change. Each batch then runs their SQL on the job's
 own session, so jobs of one runner run truly in parallel (a dbt invocation holds a
@@ -18,11 +18,12 @@ commit carries a small batch's index entries (steps/merge/index.py ``catch_up`` 
 index table every few batches); a batch the lake model's SQL merges commits the index too.
 
 It applies to a Hudi lake written by upsert into its hash buckets (the default: lake_index
-bucket) once the lake exists and the job does not ask for its step tables
-(``keep_step_tables: true``); otherwise the steps run as before (steps/pipeline.py: the
-converter and the lake model through dbt, the staging and valid tables written), which is also
-what creates a lake on a job's first batch and what a plain ``dbt run`` does. Both build the
-same lake from the same events (tests/steps/test_batch_path.py).
+bucket) and to an Iceberg lake written by MERGE (not with keep_tombstones), from the job's
+first batch on (``create_lake`` creates the lake as the lake_merge materialization would),
+unless the job asks for its step tables (``keep_step_tables: true``); otherwise the steps run
+as before (steps/pipeline.py: the converter and the lake model through dbt, the staging and
+valid tables written), which is what a plain ``dbt run`` does. Both build the same lake from
+the same events (tests/steps/test_batch_path.py).
 
 Exactly once: every commit carries its step's checkpoint and each step starts from the
 checkpoints, as on the step tables' path: the fork's error rows of batches the error table
@@ -34,24 +35,28 @@ forks and merges exactly as it would have.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config.table_formats import session_format
-from python_ingest.exceptions import PipelineError
-from python_ingest.runtime.catalog import (
-    bucket_write,
-    insert_operation_kept,
-    keep_write_settings,
-    lake_properties,
-    location,
-)
+from python_ingest.runtime.catalog import insert_operation_kept
 from python_ingest.runtime.faults import fault_point
+from python_ingest.steps.compiled import (
+    BATCH_FROM,
+    BATCH_ID,
+    BATCH_TO,
+    CONSTRAINTS,
+    LAKE_BOOKKEEPING,
+    PARTIAL_KEYS,
+    CompiledJob,
+    compile_job,
+    converted_rows,
+    create_lake,
+    new_lake_index,
+)
 from python_ingest.steps.fork.split import ERROR_COLUMNS, DocsJob, finish_fork, split
 from python_ingest.steps.history import writer as history_writer
 from python_ingest.steps.merge import index_cache
@@ -78,33 +83,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BATCH_FROM, BATCH_TO = "__SLUICE_BATCH_FROM__", "__SLUICE_BATCH_TO__"
-BATCH_ID, PARTIAL_KEYS = "__SLUICE_BATCH_ID__", "__SLUICE_PARTIAL_KEYS__"
-VALID = "__SLUICE_VALID__"  # the valid rows (a view of the batch's)
 PARTIAL_KEYS_LITERAL = 1000  # more partial-update keys than this: a subquery (as the macro)
 # a batch the lake model's SQL merged brings at most this many index entries to the index held
 # in memory (steps/merge/index_cache.py); more, and the index is read again by the next small batch
 HELD_ENTRIES = 200_000
 INSERT_OPERATION = "hoodie.spark.sql.insert.into.operation"
-CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
-LAKE_BOOKKEEPING = ("_merge_action", "_rejected")
 # The _ref_key a delete is written with: the largest bigint, so a delete outranks the row it
 # removes. _ref_key is the lake's ordering field, and Hudi 1.0.2's log merge drops a delete
 # whose ordering value is below the key's record in an earlier log file, whatever the merge
 # mode; a forced delete may be older than the row (macros/sluice_lake_row.sql)
 DELETE_REF_KEY = ("case when _merge_action = 'delete' then cast(9223372036854775807 as bigint) "
                   "else _ref_key end")
-
-
-@dataclass(frozen=True)
-class CompiledJob:
-    """A job's converter and lake model as SQL, with the batch's placeholders."""
-
-    key: str
-    converter: str  # reads raw batches BATCH_FROM..BATCH_TO
-    change_set: str  # one batch (BATCH_ID) of the valid rows (the ``valid`` relation)
-    valid: str  # the compiled SQL's name of the valid rows (replaced by a view)
-    lake_columns: frozenset[str] = frozenset()  # (lowercase) when it was compiled
 
 
 _bucket_lakes: dict[str, bool] = {}  # lake table -> written by upsert into hash buckets
@@ -142,119 +131,6 @@ def why_not(spark: SparkSession, job: JobConfig, tables: JobTables,
     return None
 
 
-def new_lake_index(dbt: Dbt, tables: JobTables) -> dict[str, str]:
-    """The bucket settings a new lake of this job takes from its model's config (lake_index,
-    lake_buckets, keep_tombstones: checked by ``Dbt.job_models``); empty for the record-level
-    index (macros/sluice_lake_index.sql answers the same for a plain `dbt run`)."""
-    models = tables.models
-    config = dbt.model_config(models.lake) if models is not None and models.lake else None
-    if config is None or config.get("lake_index", "bucket") == "record" \
-            or config.get("keep_tombstones", False):
-        return {}
-    return bucket_write(int(config.get("lake_buckets", 4)))
-
-
-def _compile(spark: SparkSession, dbt: Dbt, tables: JobTables, has_target: bool
-             ) -> tuple[str, str, DataFrame]:
-    """The converter's and the lake model's SQL with the batch's placeholders (the lake
-    model's as it reads the lake, or as for its first batch), and the converter's empty
-    result (its columns)."""
-    models = tables.models
-    assert models is not None and models.lake is not None
-    converter = dbt.compiled(models.staging, {"sluice_compile": True})
-    if BATCH_FROM not in converter:
-        raise PipelineError(
-            f"converter {models.staging} does not filter its raw rows with "
-            "{{ sluice_new_batches() }}: put it in its import CTE (docs/write-a-converter.md)")
-    converted = _converted(spark, converter.replace(BATCH_FROM, "0").replace(BATCH_TO, "-1"),
-                           tables)
-    columns = {f.name: f.dataType.simpleString() for f in converted.schema}
-    change_set = dbt.compiled(models.lake, {
-        "sluice_compile": True, "sluice_batch_id": BATCH_ID, "sluice_skip": [],
-        "sluice_has_target": has_target, "sluice_changes_columns": columns,
-        **tables.dbt_vars()})
-    if VALID not in change_set:
-        raise PipelineError(f"lake model {models.lake} does not read its changes through "
-                            "sluice_merge_changes (or sluice_merge_all_columns): the batch "
-                            "path cannot run it (docs/write-a-converter.md)")
-    return converter, change_set, converted
-
-
-def create_lake(spark: SparkSession, dbt: Dbt, tables: JobTables) -> None:
-    """A new bucket lake created as the lake_merge materialization creates it on a first
-    batch (macros/materializations/sluice_apply_change_set.sql): the change set's columns
-    (the lake model's SQL as for a first batch, analysed, not run) without the merge's
-    bookkeeping, with _merged_at and Hudi's delete flag; the model's properties; its bucket
-    settings kept beside it; an empty first commit with no merge checkpoint (a kill before
-    the first merge's commit leaves every batch to merge)."""
-    lake = tables.lake
-    assert lake is not None
-    _, change_set, converted = _compile(spark, dbt, tables, has_target=False)
-    ensure_index(spark, tables)  # the change set reads it
-    view = f"sluice_shape__{tables.job}"
-    converted.createOrReplaceTempView(view)
-    sql = (change_set.replace(VALID, view).replace(BATCH_ID, "0")
-           .replace(PARTIAL_KEYS, "NULL"))
-    before = str(spark.conf.get(CONSTRAINTS, "true"))
-    spark.conf.set(CONSTRAINTS, "false")
-    try:
-        schema = spark.sql(sql).schema
-    finally:
-        spark.conf.set(CONSTRAINTS, before)
-        spark.catalog.dropTempView(view)
-    columns = [(f.name, f.dataType.simpleString()) for f in schema
-               if f.name not in LAKE_BOOKKEEPING] + [("_merged_at", "timestamp"),
-                                                     ("_hoodie_is_deleted", "boolean")]
-    spec = session_format(spark)
-    if not spec.bucket_lakes:  # Iceberg: a MERGE writes it, deletes as deletes
-        columns.remove(("_hoodie_is_deleted", "boolean"))
-    bucket = new_lake_index(dbt, tables) if spec.bucket_lakes else {}
-    properties = ", ".join(f"'{k}' = '{v}'"
-                           for k, v in lake_properties(spec.name, bucket).items())
-    check_held(tables.job)
-    spark.sql(f"create table {lake} ({', '.join(f'`{c}` {t}' for c, t in columns)}) "
-              f"using {spec.name} tblproperties ({properties})")
-    if spec.bucket_lakes:
-        keep_write_settings(spark, location(spark, lake), bucket)
-        nulls = ", ".join(f"cast(null as {t}) as `{c}`" for c, t in columns)
-        spark.sql(f"insert into {lake} select {nulls} where false")
-    log.info("created %s lake %s (%d columns%s)", spec.title, lake, len(columns),
-             f", {bucket['hoodie.bucket.index.num.buckets']} buckets" if bucket else "")
-
-
-def compile_job(spark: SparkSession, dbt: Dbt, tables: JobTables, cache: dict[str, Any]
-                ) -> CompiledJob:
-    """The job's compiled SQL, from ``cache`` while the project, the raw table's columns and
-    the lake's columns are what they were compiled against."""
-    models = tables.models
-    assert models is not None and models.lake is not None and tables.lake is not None
-    raw_columns = [(f.name, f.dataType.simpleString()) for f in spark.table(tables.raw).schema]
-    lake_columns = sorted(c.lower() for c in spark.table(tables.lake).columns)
-    key = hashlib.sha256(repr((dbt.parsed_files, raw_columns, lake_columns)).encode()
-                         ).hexdigest()
-    found = cache.get(tables.job)
-    if found is not None and found.key == key:
-        return found  # type: ignore[no-any-return,unused-ignore]
-    log.info("compiling job %s's converter %s and lake model %s", tables.job, models.staging,
-             models.lake)
-    converter, change_set, _ = _compile(spark, dbt, tables, has_target=True)
-    compiled = CompiledJob(key, converter, change_set, VALID, frozenset(lake_columns))
-    cache[tables.job] = compiled
-    return compiled
-
-
-def _converted(spark: SparkSession, sql: str, tables: JobTables) -> DataFrame:
-    """The converter's rows of some raw batches; Spark's refusal of its SQL (a column that is
-    not there, a type that does not cast) as a PipelineError naming the model."""
-    from pyspark.errors import AnalysisException, ParseException
-
-    try:
-        return spark.sql(sql)
-    except (AnalysisException, ParseException) as exc:
-        raise PipelineError(f"converter {tables.staging_model} (compiled by dbt) failed: "
-                            f"{exc}") from exc
-
-
 def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables, run: Run,
                 suite: Path, report_dir: Path, cache: dict[str, Any],
                 defer: Callable[[DocsJob], None] | None = None) -> str | None:
@@ -271,7 +147,7 @@ def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables
         create_lake(spark, dbt, tables)
     compiled = compile_job(spark, dbt, tables, cache)
     first = lake_done + 1
-    converted = _converted(spark, compiled.converter.replace(BATCH_FROM, str(first))
+    converted = converted_rows(spark, compiled.converter.replace(BATCH_FROM, str(first))
                            .replace(BATCH_TO, str(newest)), tables)
     check_held(tables.job)
     ensure_table(spark, tables.errors, ERROR_COLUMNS)
@@ -448,8 +324,9 @@ def _settle(spark: SparkSession, tables: JobTables, newest: int) -> None:
 def _upsert(spark: SparkSession, changes: DataFrame, name: str, lake: str, batch_id: int,
             job: str, present: set[str], carried: dict[str, str]) -> None:
     """The bucket lake's upsert of a change set (macros/materializations/
-    sluice_apply_change_set.sql writes the same: deletes flagged in _hoodie_is_deleted),
-    its commit carrying the merge checkpoint and ``carried`` (the batch's index entries)."""
+    sluice_apply_change_set.sql writes the same: deletes flagged in _hoodie_is_deleted), or
+    an Iceberg lake's MERGE, its commit carrying the merge checkpoint and ``carried`` (the
+    batch's index entries)."""
     columns = [(f.name, f.dataType.simpleString()) for f in changes.schema
                if f.name not in LAKE_BOOKKEEPING] + [("_merged_at", "timestamp")]
     widen_known(spark, lake, columns)  # a column whose type the batch widens (evolve.py)

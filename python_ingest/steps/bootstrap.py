@@ -5,8 +5,11 @@ its job's lake, at bulk speed, exactly handed over to the tap.
                   noted (sources/binlog/bootstrap.py, as the Kafka road)
     plan          key-ordered chunks (a first one of SEED_ROWS rows), kept with P0 in
                   <state_dir>/bootstrap/<job>.json until the bootstrap is done
-    seed          a job without a lake: its first chunk lands as a raw batch and takes the
-                  normal road (steps/pipeline.py run_job), which creates the job's tables
+    lake          a job on the batch path without a lake: the lake created empty, as its
+                  first run would (steps/batch.py create_lake)
+    seed          a job on the step tables' path without a lake: its first chunk lands as a
+                  raw batch and takes the normal road (steps/pipeline.py run_job), which
+                  creates the job's tables
     waves         the other chunks, WAVE chunks at a time, read in parallel by Spark tasks
                   (sources/binlog/bulk_read.py), each in its own consistent snapshot at its
                   exact binlog position; a wave's raw rows land as one raw batch whose commit
@@ -51,6 +54,7 @@ from python_ingest.sources.binlog.bulk_read import (
 from python_ingest.sources.binlog.jdbc_read import JdbcRead, chunk_frame, jvm_unfit
 from python_ingest.sources.binlog.position import BinlogPosition
 from python_ingest.sources.kafka.reader import ReadSpec
+from python_ingest.steps.batch import create_lake, why_not
 from python_ingest.steps.bulk import finish, lake_holds_rows
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.fork.split import suite_path
@@ -182,7 +186,9 @@ def direct_bootstrap(spark: SparkSession, settings: Settings, source: SourceConf
                         f"{tables.lake} holds rows: a direct bootstrap loads an empty lake. "
                         "Bootstrap through Kafka (without --direct), or start the job over "
                         "(drop its raw, staging, lake and index tables)")
-                seed = None if table_exists(session, tables.lake) else min(SEED_ROWS, size)
+                # a seed chunk only where the step tables' path must create the job's tables
+                seed = None if table_exists(session, tables.lake) \
+                    or why_not(session, job, tables, dbt) is None else min(SEED_ROWS, size)
                 plan = Plan(uuid.uuid4().hex, qualified, prepared.p0, prepared.p0_gtid,
                             tuple(chunk_bounds(prepared.conn, table.shape, size, seed)))
                 _save_plan(path, plan)
@@ -230,6 +236,9 @@ class _Loader:
         done = landed_chunks(spark, tables.raw, self.plan.id)
         left = [c for c in self.plan.chunks if c.index not in done]
         self.done = len(done)
+        if not table_exists(spark, tables.lake or "") \
+                and why_not(spark, self.job, tables, self.dbt) is None:
+            create_lake(spark, self.dbt, tables)  # empty: the finish's bulk_insert fills it
         while not table_exists(spark, tables.lake or ""):
             if not left:  # landed before a kill, or no valid row at all: the run catches up
                 self._seed(None)

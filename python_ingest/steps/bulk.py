@@ -33,15 +33,10 @@ from typing import TYPE_CHECKING
 from python_ingest.config.table_formats import session_format
 from python_ingest.runtime.catalog import insert_operation_kept
 from python_ingest.runtime.faults import fault_point
-from python_ingest.steps.batch import (
-    BATCH_FROM,
-    BATCH_TO,
-    HUDI_META,
-    INSERT_OPERATION,
-    compile_job,
-    why_not,
-)
+from python_ingest.steps.batch import HUDI_META, INSERT_OPERATION, why_not
+from python_ingest.steps.compiled import BATCH_FROM, BATCH_TO, compile_job
 from python_ingest.steps.fork.split import ERROR_COLUMNS, STEP, split
+from python_ingest.steps.merge import index_cache
 from python_ingest.steps.merge.index import MERGE_STEP
 from python_ingest.tables.checkpoints import step_checkpoint, step_properties
 from python_ingest.tables.formats import append, committing, ensure_table, table_exists
@@ -84,9 +79,12 @@ def finish(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables, sui
         check_held(job.name)
         parts.commit_errors(spark, tables.errors, last)
         fault_point("bootstrap_after_errors")
-        if why_not(spark, job, tables) is not None:
+        if why_not(spark, job, tables, dbt) is not None:
             _step_tables(spark, tables, converted, parts.valid, last)
         valid = parts.valid
+        # entries an earlier batch left in its lake commit only (steps/merge/index.py) go to
+        # the index table first: the bulk commit's checkpoint passes their batches
+        index_cache.complete(spark, tables)
         if step_checkpoint(spark, tables.index, MERGE_STEP) < last:
             entries = valid.select(
                 "_row_key", "_ref_key", F.lit(False).alias("_is_deleted"),

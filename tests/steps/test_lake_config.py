@@ -59,9 +59,10 @@ def test_bad_lake_index_settings_stop_the_run_before_data_moves_and_good_ones_ar
     buckets = {r[0][:8] for r in spark.sql(f"select _hoodie_file_name from {lake}").collect()}
     assert 1 <= len(buckets) <= 3  # file groups are named after their bucket's number
 
-    # a new lake built by dbt alone: the materialization checks the settings itself
+    # a new lake built by dbt alone (its converter stages the raw rows the batch path left
+    # unstaged): the materialization checks the settings itself
     configure_lake(lake_sql, ", lake_index='btree'")
     spark.sql(f"drop table {lake} purge")
     with pytest.raises(PipelineError, match=r"lake_index is 'btree'; set it to 'bucket'"):
-        Dbt(settings).run(job_name)
+        Dbt(settings).run(f"+{job_name}")
     assert not table_exists(spark, lake)
