@@ -237,9 +237,34 @@ def make_settings(tmp_path: Path, workdir: Path, broker: str) -> Any:
     return build
 
 
+# run records written inline, one commit per run: the tests of meta.runs itself, and the
+# tests on a bucket or a cluster (their sessions end with the test's servers)
+RECORDS_INLINE = ("tests/tables/test_runs.py", "tests/s3/", "tests/cluster/")
+
+
+@pytest.fixture(autouse=True)
+def _run_records_held(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test's in-process runs hold their meta.runs records and write them in one commit
+    (tables/runs.py records_held), when the test ends or before anything reads meta.runs
+    (last_runs, the dashboard, ``flush_records``, a `sluice` subprocess): a commit to meta.runs
+    costs about a second, and most tests run several batches."""
+    where = Path(str(request.node.path)).relative_to(REPO).as_posix()
+    if where.startswith(RECORDS_INLINE):
+        yield
+        return
+    from python_ingest.tables.runs import records_held
+
+    with records_held():
+        yield
+
+
 def sluice_cmd(config: Path, *args: str, env: dict[str, str] | None = None,
                timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run the real `sluice` CLI in its own process (its own JVM)."""
+    """Run the real `sluice` CLI in its own process (its own JVM), after writing the run
+    records this process holds (it may read them)."""
+    from python_ingest.tables.runs import flush_records
+
+    flush_records()
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "python_ingest.cli", "--config", str(config),
                            *args], capture_output=True, text=True, env=full_env,

@@ -36,6 +36,7 @@ from python_ingest.steps.services import MAINTAIN_FAILED, MAINTAINED
 from python_ingest.tables.checkpoints import ProcessedPartitions, read_checkpoint
 from python_ingest.tables.formats import commit_times, name_tables, table_exists
 from python_ingest.tables.names import RUNS_TABLE, JobTables
+from python_ingest.tables.runs import flush_records
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -146,6 +147,7 @@ def collect(spark: SparkSession, settings: Settings, names: list[str], runs: int
 
 
 def _recent_runs(spark: SparkSession, names: list[str], limit: int) -> dict[str, list[RunPoint]]:
+    flush_records(spark)  # those this process holds back
     with active(project_session(spark)) as session:
         return _runs_of(session, names, limit)
 

@@ -88,7 +88,7 @@ class Run:
                core_seconds, outcome, error, self.counts, json.dumps(self.details, default=str))
         deferred = _deferred
         if deferred is not None:
-            deferred.add(row)
+            deferred.add(row, spark)
             return
         _write(spark, [row])
 
@@ -124,10 +124,12 @@ class _Deferred:
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []
         self.lock = threading.Lock()
+        self.spark: SparkSession | None = None  # of the newest record: flushes without one
 
-    def add(self, row: tuple[Any, ...]) -> None:
+    def add(self, row: tuple[Any, ...], spark: SparkSession | None = None) -> None:
         with self.lock:
             self.rows.append(row)
+            self.spark = spark or self.spark
 
     def flush(self, spark: SparkSession) -> None:
         """Write the held records; those that could not be written are held for the next
@@ -152,7 +154,8 @@ def records_deferred(spark: SparkSession, every_s: float = 30.0) -> Iterator[Non
     commits. Records whose write fails (after ``_write``'s attempts: another runner's commit to
     meta.runs, an object store away) are held and written by the next flush."""
     global _deferred
-    deferred = _deferred = _Deferred()
+    previous, deferred = _deferred, _Deferred()
+    _deferred = deferred
     stop = threading.Event()
 
     def loop() -> None:
@@ -166,12 +169,40 @@ def records_deferred(spark: SparkSession, every_s: float = 30.0) -> Iterator[Non
     finally:
         stop.set()
         writer.join()
-        _deferred = None
+        _deferred = previous
         deferred.flush(spark)
+
+
+@contextmanager
+def records_held() -> Iterator[None]:
+    """While the block runs, run records are held in memory (no writer thread) and written
+    in one commit by ``flush_records`` (every reader of runs here calls it first) or when the
+    block ends: a process that runs jobs one after another and reads their records later
+    (a script, the test suite) pays one commit to meta.runs instead of one per run."""
+    global _deferred
+    previous, held = _deferred, _Deferred()
+    _deferred = held
+    try:
+        yield
+    finally:
+        _deferred = previous
+        if held.spark is not None:
+            held.flush(held.spark)
+
+
+def flush_records(spark: SparkSession | None = None) -> None:
+    """Write the records held back in this process now (``records_deferred``,
+    ``records_held``), before something reads meta.runs."""
+    deferred = _deferred
+    if deferred is not None:
+        session = spark or deferred.spark
+        if session is not None:
+            deferred.flush(session)
 
 
 def last_runs(spark: SparkSession, job: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
     """The newest runs, newest first (all jobs, or one)."""
+    flush_records(spark)
     with active(project_session(spark)) as session:
         if not table_exists(session, RUNS_TABLE):
             return []

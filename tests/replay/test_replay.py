@@ -19,6 +19,7 @@ from python_ingest.kafka import broker as broker_mod
 from python_ingest.replay.replay import Selection, replay
 from python_ingest.replay.selection import by_reason, chosen, error_rows
 from python_ingest.steps.pipeline import run_job
+from python_ingest.tables.runs import flush_records
 from tests.conftest import REPO, sluice_cmd, trips_job
 from tests.steps.helpers import encode, schema
 
@@ -110,6 +111,7 @@ def test_replay_fixes_rows_resolves_them_once_and_keeps_ref_key_order(
     assert (again.selected, again.run) == (0, None)
     assert spark.table(tables.raw).count() == raw_before == 5 + 3
     assert _lake(spark, tables.lake) == lake_before
+    flush_records()  # the records this process holds (tests/conftest.py)
     run = spark.sql(f"select batch_id, details from meta.runs where run_id = "
                     f"'{fixed.run.run_id}'").collect()[0]
     assert run["batch_id"] == 2

@@ -20,6 +20,7 @@ from python_ingest.demo import trips as demo
 from python_ingest.demo.fleet import topic_of, write_fleet
 from python_ingest.kafka.broker import ensure_topic
 from python_ingest.tables.formats import table_exists
+from python_ingest.tables.runs import flush_records
 from python_ingest.tables.status import StatusFile
 from tests.conftest import REPO, write_config
 from tests.steps.helpers import as_lake, lake_rows
@@ -149,6 +150,7 @@ class Fleet:
         """The job's runs in meta.runs, oldest first: (outcome, details)."""
         from python_ingest.runtime.session import active, project_session
 
+        flush_records()  # the records this process holds (tests/conftest.py)
         with active(project_session(spark)) as session:
             assert table_exists(session, "meta.runs")
             rows = session.sql(f"select outcome, details from meta.runs where job = '{name}' "

@@ -30,6 +30,7 @@ from python_ingest.runner.scheduler import POOL_PREFIX, JobSlot, Runner
 from python_ingest.runtime.session import active, project_session
 from python_ingest.steps.dbt import PROJECT_DIR_ENV, Dbt
 from python_ingest.steps.pipeline import PipelineResult, run_all
+from python_ingest.tables.runs import flush_records
 from tests.conftest import REPO, write_config
 from tests.steps.helpers import as_lake, lake_rows
 
@@ -106,6 +107,7 @@ def jobs(broker: str, workdir: Path,
 def intervals(spark: Any, results: list[PipelineResult]) -> dict[str, tuple[float, float]]:
     """Each run's [started, finished] (epoch seconds) in meta.runs, by job."""
     ids = ", ".join(f"'{r.run_id}'" for r in results)
+    flush_records()  # the records this process holds (tests/conftest.py)
     with active(project_session(spark)) as session:
         rows = session.sql(
             "select job, cast(started_at as double) as started, "

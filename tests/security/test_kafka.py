@@ -21,6 +21,7 @@ import yaml
 
 from python_ingest.exceptions import BrokerError
 from python_ingest.steps.pipeline import run_all
+from python_ingest.tables.runs import flush_records
 from tests.security.conftest import secret_file, source_tls
 from tests.security.kafka_server import CLIENT_PRINCIPAL, PLAIN_USERS, USERS, SecureBroker
 from tests.security.pki import KEY_PASSWORD, Pki
@@ -121,6 +122,7 @@ def test_tap_to_lake_over_sasl_ssl_and_tls_ends_equal(shop: SecureTapEnv, spark:
     assert assert_lake_equals_source(spark, shop, "items") == 40 - 5
     settings = shop.settings()
     status = Path(settings.path(settings.state_dir), "status.json")
+    flush_records()  # the records this process holds (tests/conftest.py)
     runs = spark.sql("select * from meta.runs").collect()
     secrets_absent(caplog.text, repr(settings), status.read_text() if status.is_file() else "",
                    str(runs))

@@ -19,6 +19,7 @@ from python_ingest.steps.pipeline import merge_progress, run_job
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
 from python_ingest.tables.formats import table_exists
 from python_ingest.tables.names import JobTables
+from python_ingest.tables.runs import flush_records
 from tests.conftest import REPO, sluice_cmd, trips_job
 from tests.steps.helpers import as_lake, assert_index_agrees, lake_rows
 
@@ -112,6 +113,7 @@ def _created(spark: Any, lake: str) -> tuple[dict[str, str], dict[str, str]]:
 def dbt_path(spark: Any, run_id: str) -> str:
     import json
 
+    flush_records()  # the records this process holds (tests/conftest.py)
     details = spark.sql(f"select details from meta.runs where run_id = '{run_id}'"
                         ).collect()[0][0]
     return str(json.loads(details).get("path"))

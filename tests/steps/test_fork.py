@@ -17,6 +17,7 @@ from python_ingest.kafka import broker as broker_mod
 from python_ingest.steps.fork.split import error_query, judged_suite
 from python_ingest.steps.pipeline import report_dir, run_job
 from python_ingest.tables.checkpoints import step_checkpoint
+from python_ingest.tables.runs import flush_records
 from tests.conftest import trips_job
 from tests.reports.conftest import external_assets
 from tests.steps.helpers import encode, schema
@@ -74,6 +75,7 @@ def test_fork_routes_failing_rows_and_reconciles(spark: Any, broker: str, make_s
     assert float(lake[1]["fare_amount"]) == 10.0  # the bad partial never reached the lake
     assert step_checkpoint(spark, tables.valid, "fork") == 1
     assert step_checkpoint(spark, tables.lake, "merge") == 1
+    flush_records()  # the records this process holds (tests/conftest.py)
     runs = spark.sql(f"select counts, details from meta.runs where run_id = '{result.run_id}'"
                      ).collect()
     assert runs[0]["counts"]["expectation_errors"] == 3

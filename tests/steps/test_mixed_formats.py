@@ -23,7 +23,7 @@ from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.pipeline import run_all
 from python_ingest.steps.services import maintain_job
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
-from python_ingest.tables.runs import last_runs
+from python_ingest.tables.runs import flush_records, last_runs
 from tests.conftest import REPO, trips_job
 from tests.steps.helpers import as_lake, lake_rows
 
@@ -70,6 +70,7 @@ def test_a_job_with_its_own_table_format_lands_beside_the_projects(
         assert [r["outcome"] for r in last_runs(spark, name, 5)] == ["succeeded"] * 2
     # meta.runs is the project's (Hudi) table, whichever session asks
     assert project_session(iceberg_spark) is not iceberg_spark
+    flush_records()  # the records this process holds (tests/conftest.py)
     runs = project_session(iceberg_spark).sql(
         f"select count(distinct _hoodie_commit_time) from meta.runs where job in "
         f"('{hudi_job}', '{iceberg_job}')").collect()[0][0]

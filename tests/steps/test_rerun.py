@@ -76,13 +76,16 @@ def _reconcile(spark: Any, tables: JobTables) -> None:
 
 
 @pytest.mark.e2e
+# the step tables' path (keep_step_tables) on Hudi: Iceberg's step tables are killed in
+# tests/history/test_pipeline.py, both formats' batch path in tests/steps/test_batch_path.py
+@pytest.mark.parametrize("table_format", ["hudi"])
 def test_kill_between_steps_then_rerun(format_spark: Any, broker: str, make_settings: Any,
                                        project: Any, job_name: str, tmp_path: Path,
                                        table_format: str) -> None:
-    """The CLI killed at each fault point in turn, each run a rerun of the killed one before
-    it; new batches arrive between some of them (late re-deliveries included), so reruns
-    finish earlier batches together with new ones. One JVM per kill keeps this affordable.
-    On both table formats."""
+    """The CLI killed at each fault point of the step tables' path in turn, each run a rerun
+    of the killed one before it; new batches arrive between some of them (late re-deliveries
+    included), so reruns finish earlier batches together with new ones. One JVM per kill
+    keeps this affordable."""
     spark = format_spark
     project(job_name)
     settings = make_settings({job_name: trips_job(job_name, keep_step_tables=True)},

@@ -28,6 +28,7 @@ from python_ingest.steps.pipeline import run_job
 from python_ingest.steps.services import batch_ranges, expire_raw, maintain_job
 from python_ingest.tables.checkpoints import read_checkpoint, step_checkpoint
 from python_ingest.tables.formats import SMALL_FILES_MIN, live_files
+from python_ingest.tables.runs import flush_records
 from tests.conftest import REPO, trips_job
 from tests.steps.helpers import as_lake, lake_rows
 
@@ -125,6 +126,7 @@ def _services_run(spark: Any, run_id: str) -> list[dict[str, Any]]:
     """The table services a run recorded in meta.runs (``details.services``)."""
     from python_ingest.runtime.session import active, project_session
 
+    flush_records()  # the records this process holds (tests/conftest.py)
     with active(project_session(spark)) as session:  # meta.runs: the project's format
         details = session.sql(f"select details from meta.runs where run_id = '{run_id}'"
                               ).collect()[0]["details"]

@@ -11,7 +11,7 @@ import pytest
 
 from python_ingest.runtime.cost import metered
 from python_ingest.tables.names import RUNS_TABLE
-from python_ingest.tables.runs import Run, records_deferred
+from python_ingest.tables.runs import Run, last_runs, records_deferred, records_held
 
 
 def _recorded(spark: Any, job: str) -> set[str]:
@@ -37,6 +37,30 @@ def test_deferred_run_records_land_together_when_the_block_ends(spark: Any,
                          f"where run_id in ({wanted})").collect()[0][0] == 1
     Run(job=job_name).finish(spark, "failed", "boom")  # at once again after the block
     assert len(_recorded(spark, job_name)) == 5
+
+
+@pytest.mark.e2e
+def test_held_run_records_are_written_in_one_commit_before_a_reader_reads(
+        spark: Any, job_name: str) -> None:
+    """``records_held`` (a script running jobs in turn, the test suite): nothing is written
+    until a reader asks (last_runs writes the held records first, all in one commit); what is
+    left when the block ends is written then; a runner's deferral inside it keeps its own."""
+    with records_held():
+        first = [Run(job=job_name) for _ in range(2)]
+        for run in first:
+            run.finish(spark, "succeeded")
+        assert not _recorded(spark, job_name)  # held
+        assert {r["run_id"] for r in last_runs(spark, job_name)} == {r.run_id for r in first}
+        wanted = ", ".join(f"'{r.run_id}'" for r in first)
+        if "_hoodie_commit_time" in spark.table(RUNS_TABLE).columns:  # Hudi: one commit
+            assert spark.sql(f"select count(distinct _hoodie_commit_time) from {RUNS_TABLE} "
+                             f"where run_id in ({wanted})").collect()[0][0] == 1
+        with records_deferred(spark, every_s=3600):
+            Run(job=job_name).finish(spark, "succeeded")
+        assert len(_recorded(spark, job_name)) == 3  # the runner's, at its end
+        Run(job=job_name).finish(spark, "failed", "boom")
+        assert len(_recorded(spark, job_name)) == 3
+    assert len(_recorded(spark, job_name)) == 4  # at the block's end
 
 
 @pytest.mark.e2e
