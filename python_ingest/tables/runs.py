@@ -87,8 +87,7 @@ class Run:
         row = (self.run_id, self.job, self.batch_id, self.started_at, finished, duration,
                core_seconds, outcome, error, self.counts, json.dumps(self.details, default=str))
         deferred = _deferred
-        if deferred is not None:
-            deferred.add(row, spark)
+        if deferred is not None and deferred.add(row, spark):
             return
         _write(spark, [row])
 
@@ -125,11 +124,17 @@ class _Deferred:
         self.rows: list[tuple[Any, ...]] = []
         self.lock = threading.Lock()
         self.spark: SparkSession | None = None  # of the newest record: flushes without one
+        self.closed = False  # its block ended: a record added now is written at once
 
-    def add(self, row: tuple[Any, ...], spark: SparkSession | None = None) -> None:
+    def add(self, row: tuple[Any, ...], spark: SparkSession | None = None) -> bool:
+        """Hold ``row``; False when this holder's block has ended (blocks of threads that
+        outlive each other may leave an ended one current: its records are not swallowed)."""
         with self.lock:
+            if self.closed:
+                return False
             self.rows.append(row)
             self.spark = spark or self.spark
+            return True
 
     def flush(self, spark: SparkSession) -> None:
         """Write the held records; those that could not be written are held for the next
@@ -169,7 +174,10 @@ def records_deferred(spark: SparkSession, every_s: float = 30.0) -> Iterator[Non
     finally:
         stop.set()
         writer.join()
-        _deferred = previous
+        if _deferred is deferred:
+            _deferred = previous
+        with deferred.lock:
+            deferred.closed = True
         deferred.flush(spark)
 
 
@@ -185,7 +193,10 @@ def records_held() -> Iterator[None]:
     try:
         yield
     finally:
-        _deferred = previous
+        if _deferred is held:
+            _deferred = previous
+        with held.lock:
+            held.closed = True
         if held.spark is not None:
             held.flush(held.spark)
 

@@ -123,3 +123,26 @@ def test_a_metered_run_records_its_spark_tasks_time_not_wall_time_times_cores(
     cores = spark.sparkContext.defaultParallelism
     assert plain_row["core_seconds"] == pytest.approx(plain_row["duration_s"] * cores)
     assert "cost" not in json.loads(plain_row["details"])
+
+
+def test_holders_ended_out_of_order_never_swallow_a_record() -> None:
+    """Blocks of threads that outlive each other (a runner started in one test, stopped in
+    the next) end out of order: the holder left current has ended, and a record handed to it
+    is refused (``Run.finish`` then writes it at once) instead of held where no flush comes."""
+    from python_ingest.tables import runs as runs_mod
+
+    first, second = records_held(), records_held()
+    first.__enter__()
+    held_first = runs_mod._deferred
+    second.__enter__()
+    held_second = runs_mod._deferred
+    assert held_first is not None and held_second is not None
+    assert held_second.add(("a",)) and held_second.rows == [("a",)]
+    held_second.rows.clear()
+    first.__exit__(None, None, None)  # the outer one ends first: the inner stays current
+    assert runs_mod._deferred is held_second
+    second.__exit__(None, None, None)
+    left = runs_mod._deferred
+    assert left is None or not left.add(("b",))  # ended: refused, not swallowed
+    assert not held_first.rows and not held_second.rows
+    runs_mod._deferred = None
