@@ -83,7 +83,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PLAN_PROPERTY, CHUNKS_PROPERTY = "sluice.bootstrap.plan", "sluice.bootstrap.chunks"
-SEED_ROWS = 1000  # the first chunk, which creates the job's tables by the normal road
+SEED_ROWS = 1000  # a step-tables job's first chunk, which creates its tables by the normal road
 WAVE = int(os.environ.get("SLUICE_BOOTSTRAP_WAVE", "0"))  # chunks per raw batch (0: 2 x cores)
 
 
