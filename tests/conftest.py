@@ -55,6 +55,23 @@ SESSION_JVM_OPTIONS = ("-XX:+UseParallelGC -XX:Tier4InvocationThreshold=20000 "
                        "-XX:Tier4MinInvocationThreshold=2400 -XX:Tier4CompileThreshold=60000 "
                        "-XX:Tier4BackEdgeThreshold=160000")
 os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_JVM_OPTIONS)
+# The tests' runs write no report pages (`reports: false`, docs/reports.md): a fork's Great
+# Expectations page costs a process about 5 s of CPU to import GE and each batch about 0.5 s
+# to render it, and `sluice run`'s dashboard 2-3 s; the tests of the pages (fixture
+# ``reports_on``) and of what they say turn them on. Set SLUICE_REPORTS yourself to choose.
+os.environ.setdefault("SLUICE_REPORTS", "false")
+
+
+def reports_setting() -> bool:
+    """What the configs the tests write say of ``reports``: SLUICE_REPORTS (settings loaded
+    with ``env={}`` read only the file)."""
+    return os.environ.get("SLUICE_REPORTS", "true").strip().lower() in ("true", "1", "yes")
+
+
+@pytest.fixture
+def reports_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's runs (and its `sluice` processes) write their report pages."""
+    monkeypatch.setenv("SLUICE_REPORTS", "true")
 
 
 def free_port() -> int:
@@ -98,6 +115,7 @@ def write_config(path: Path, workdir: Path, bootstrap: str, jobs: dict[str, Any]
         "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(warehouse)},
         "broker": {"bootstrap_servers": bootstrap, "embedded": False},
         "state_dir": str(STATE_DIR),
+        "reports": reports_setting(),
         "jobs": jobs,
         **extra,
     }

@@ -81,6 +81,19 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     assert settings.spark.conf["spark.executor.memory"] == "8g"
 
 
+def test_report_pages_are_written_unless_the_file_or_environment_says_no(
+        tmp_path: Path) -> None:
+    assert load_settings(write(tmp_path, {}), env={}).reports
+    assert not load_settings(write(tmp_path, {"reports": False}), env={}).reports
+    off = write(tmp_path, {"reports": True})
+    assert not load_settings(off, env={"SLUICE_REPORTS": "false"}).reports
+    assert load_settings(off, env={"SLUICE_REPORTS": "yes"}).reports
+    with pytest.raises(ConfigError, match="reports"):
+        load_settings(write(tmp_path, {"reports": "sometimes"}), env={})
+    with pytest.raises(ConfigError, match="SLUICE_REPORTS"):
+        load_settings(write(tmp_path, {}), env={"SLUICE_REPORTS": "maybe"})
+
+
 def test_config_file_from_environment_variable(tmp_path: Path) -> None:
     path = write(tmp_path, {"jobs": {"a": job()}})
     assert set(load_settings(env={"SLUICE_CONFIG": str(path)}).jobs) == {"a"}

@@ -74,9 +74,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
                       keep_going=len(names) > 1)
     for result in results:
         print_run(result)
-    from python_ingest.cli.report import print_dashboard
+    if settings.reports:  # (`reports: false`: `sluice report` writes it on demand)
+        from python_ingest.cli.report import print_dashboard
 
-    print_dashboard(spark, settings, results)  # <state_dir>/reports/index.html
+        print_dashboard(spark, settings, results)  # <state_dir>/reports/index.html
     failed = [r.job for r in results if r.outcome == "failed"]
     if failed:
         print(f"error: {len(failed)} of {len(results)} jobs failed: {', '.join(failed)} (the "

@@ -156,6 +156,9 @@ class Settings:
     table_permissions: str = "owner"  # TABLE_PERMISSIONS: the warehouse's namespace folders
     schema_registry: RegistryConfig | None = None  # the project's (config/registry.py)
     kafka_connect: RegistryConfig | None = None  # Connect's REST API (runtime/connect_rest.py)
+    # the pages a person opens, written as runs go: each fork's Great Expectations page and,
+    # after `sluice run`, the dashboard (`sluice report` writes the dashboard on demand)
+    reports: bool = True
 
     def path(self, relative: str) -> Path:
         """Resolve a path from config against the project root."""
@@ -294,6 +297,13 @@ def _flag(value: Any, where: str) -> bool:
     return value
 
 
+def _env_flag(env: Mapping[str, str], var: str) -> bool:
+    value = env[var].strip().lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise ConfigError(var, f"expected true or false, got {value!r}")
+    return value in ("true", "1", "yes")
+
+
 def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
     """Apply SLUICE_* environment variables on top of the file's values."""
     simple = {
@@ -316,10 +326,9 @@ def _env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
     if env.get("SLUICE_TABLE_FORMAT"):
         data["table_format"] = env["SLUICE_TABLE_FORMAT"].strip().lower()
     if env.get("SLUICE_BROKER_EMBEDDED"):
-        value = env["SLUICE_BROKER_EMBEDDED"].strip().lower()
-        if value not in ("true", "false", "1", "0", "yes", "no"):
-            raise ConfigError("SLUICE_BROKER_EMBEDDED", f"expected true or false, got {value!r}")
-        data.setdefault("broker", {})["embedded"] = value in ("true", "1", "yes")
+        data.setdefault("broker", {})["embedded"] = _env_flag(env, "SLUICE_BROKER_EMBEDDED")
+    if env.get("SLUICE_REPORTS"):
+        data["reports"] = _env_flag(env, "SLUICE_REPORTS")
     if env.get("SLUICE_SPARK_CONF"):
         conf = dict(data.setdefault("spark", {}).get("conf") or {})
         for item in env["SLUICE_SPARK_CONF"].split(";"):
@@ -357,7 +366,7 @@ def load_settings(path: str | os.PathLike[str] | None = None,
     _env_overrides(data, env)
     _check_keys(data, {"spark", "catalog", "broker", "jobs", "state_dir", "sources",
                        "table_format", "runner", "table_permissions", "schema_registry",
-                       "kafka_connect"},
+                       "kafka_connect", "reports"},
                 "config")
 
     spark_raw = _mapping(data.get("spark"), "spark")
@@ -405,4 +414,5 @@ def load_settings(path: str | os.PathLike[str] | None = None,
                         data.get("table_permissions", Settings.table_permissions),
                         TABLE_PERMISSIONS, "table_permissions"),
                     schema_registry=registry,
-                    kafka_connect=_parse_connect(data.get("kafka_connect"), root))
+                    kafka_connect=_parse_connect(data.get("kafka_connect"), root),
+                    reports=_flag(data.get("reports", True), "reports"))

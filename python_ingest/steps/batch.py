@@ -132,7 +132,7 @@ def why_not(spark: SparkSession, job: JobConfig, tables: JobTables,
 
 
 def run_batches(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables, run: Run,
-                suite: Path, report_dir: Path, cache: dict[str, Any],
+                suite: Path, report_dir: Path | None, cache: dict[str, Any],
                 defer: Callable[[DocsJob], None] | None = None) -> str | None:
     """Convert, fork and merge every raw batch the lake has not merged; counts and details to
     ``run`` as the step tables' path records them; returns the report's path."""

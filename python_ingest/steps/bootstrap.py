@@ -59,7 +59,7 @@ from python_ingest.steps.bulk import finish, lake_holds_rows
 from python_ingest.steps.dbt import Dbt
 from python_ingest.steps.fork.split import suite_path
 from python_ingest.steps.merge.index import MERGE_STEP
-from python_ingest.steps.pipeline import report_dir, run_job
+from python_ingest.steps.pipeline import expectation_pages, run_job
 from python_ingest.tables.checkpoints import (
     Checkpoint,
     append_with_checkpoint,
@@ -256,7 +256,7 @@ class _Loader:
                           f" to {tables.lake} in bulk (converter, suite, index, lake)...")
             counts = finish(spark, self.dbt, self.job, tables,
                             suite_path(self.dbt.project, tables.staging_model),
-                            report_dir(self.settings, self.job.name), lake_done + 1, newest,
+                            expectation_pages(self.settings, self.job.name), lake_done + 1, newest,
                             self.plan.id)
             self.errors += counts["errors"]
 

@@ -60,7 +60,7 @@ def lake_holds_rows(spark: SparkSession, tables: JobTables) -> bool:
 
 
 def finish(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables, suite: Path,
-           report_dir: Path, first: int, last: int, plan_id: str) -> dict[str, int]:
+           report_dir: Path | None, first: int, last: int, plan_id: str) -> dict[str, int]:
     """Raw batches ``first..last`` converted, forked and written to the lake in bulk; counts
     (rows, valid, errors). Steps a run before committed are not written again."""
     from pyspark.sql import functions as F

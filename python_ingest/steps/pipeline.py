@@ -89,6 +89,12 @@ def report_dir(settings: Settings, job: str) -> Path:
     return private_dir(settings.path(settings.state_dir) / "reports") / job
 
 
+def expectation_pages(settings: Settings, job: str) -> Path | None:
+    """Where the fork writes ``job``'s Great Expectations page: ``report_dir``, or None when
+    the project writes no pages as runs go (``reports: false``: no GE import, no render)."""
+    return report_dir(settings, job) if settings.reports else None
+
+
 # What lands a run's raw batch under the job's lease (ingest, or a replay of error rows):
 # returns the raw checkpoint after it
 Lander = Callable[[Run], "Checkpoint | None"]
@@ -148,7 +154,8 @@ def _run_job(spark: SparkSession, settings: Settings, job: JobConfig, accept_dat
             if why is None:
                 report = run_batches(spark, dbt, job, tables, run,
                                      suite_path(dbt.project, tables.staging_model),
-                                     report_dir(settings, job.name), dbt.batch_sql, defer)
+                                     expectation_pages(settings, job.name), dbt.batch_sql,
+                                     defer)
             else:
                 log.debug("job %s takes the step tables' path: %s", job.name, why)
                 run.details["path"] = "step tables"
@@ -237,7 +244,7 @@ def fork_staged(spark: SparkSession, settings: Settings, project: Path, tables: 
     suite = suite_path(project, tables.staging_model)  # the suites beside dbt's project
     check_held(tables.job)
     result = fork(spark, tables.staging, tables.valid, tables.errors, suite,
-                  report_dir(settings, tables.job), defer)
+                  expectation_pages(settings, tables.job), defer)
     run.count("valid", result.valid)
     run.count("expectation_errors", result.errors)
     run.details["fork"] = {"batches": [result.batch_from + 1, result.batch_to],

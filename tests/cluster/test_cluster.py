@@ -2,8 +2,9 @@
 workers from pyspark's own ``spark-class`` on 127.0.0.1, the runner's driver pointed at
 ``spark://``; two jobs through ingest, fork and merge, one worker (and its executor) killed while
 a batch is in flight: Spark runs the lost tasks on the other worker, and every lake table ends
-equal to its source. On Iceberg the tables' names live in Iceberg's JDBC catalog on a private
-PostgreSQL; on Hudi (the default format) in the warehouse every process registers.
+equal to its source. On Iceberg, the tables' names in Iceberg's JDBC catalog on a private
+PostgreSQL. Hudi (the default format) on a cluster losing a worker is tests/s3/test_s3_cluster.py,
+its warehouse on a bucket (a local one here too cost the suite 80 s and tested nothing more).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def busy_worker(cluster: LocalCluster, ui_port: int) -> int | None:
     return None
 
 
-@pytest.mark.parametrize("table_format", ["hudi", "iceberg"])
+@pytest.mark.parametrize("table_format", ["iceberg"])
 def test_two_jobs_on_a_standalone_cluster_survive_a_lost_worker(
         spark: Any, broker: str, workdir: Path, tmp_path: Path, job_name: str,
         cluster: LocalCluster, postgres: Any, table_format: str) -> None:

@@ -30,7 +30,8 @@ from tests.reports.conftest import external_assets
 def test_dashboard_and_report_offline_in_chromium(spark: Any, broker: str, make_settings: Any,
                                                   project: Any, job_name: str,
                                                   open_offline: Any, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  reports_on: None) -> None:
     project(job_name)
     idle = f"{job_name}_idle"  # a configured job that never ran: a row all the same
     settings = make_settings({job_name: trips_job(job_name), idle: trips_job(idle)})

@@ -74,6 +74,7 @@ def test_the_batch_path_builds_the_lake_the_step_tables_build(
         for name in (steps, batch):
             result = run_job(spark, settings, settings.job(name), dbt=dbt)
             assert result.outcome == "succeeded", result.error
+            assert result.report is None  # `reports: false` (tests/conftest.py): no page
             paths[name].append(dbt_path(spark, result.run_id))
     assert paths[steps] == ["step tables"] * 4
     assert paths[batch] == ["batch"] * 4  # the first creates the lake too

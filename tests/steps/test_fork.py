@@ -34,8 +34,8 @@ def _event(parsed: Any, trip_id: int, ref: int, **fields: Any) -> Event:
 
 @pytest.mark.e2e
 def test_fork_routes_failing_rows_and_reconciles(spark: Any, broker: str, make_settings: Any,
-                                                 project: Any,
-                                                 job_name: str) -> None:
+                                                 project: Any, job_name: str,
+                                                 reports_on: None) -> None:
     parsed = schema()
     project(job_name)
     settings = make_settings({job_name: trips_job(job_name, keep_step_tables=True)})

@@ -146,14 +146,15 @@ class Split:
         self._persisted.clear()
 
 
-def split(spark: SparkSession, batch: DataFrame, suite_file: Path, report_dir: Path,
+def split(spark: SparkSession, batch: DataFrame, suite_file: Path, report_dir: Path | None,
           run_name: str, staging: str, valid_table: str, error_table: str,
           per_batch: bool = False) -> Split:
     """Judge ``batch`` (converted rows) by the suite in one Spark pass: each row tagged with
     the expectations it failed (steps/fork/expectations.py), the counts in one aggregate, the
     failing rows made error rows by the executors (nothing collected on the driver).
     ``per_batch``: the same aggregate says which batches have valid rows, and which of them
-    valid partial updates (the merge's look-up of current rows)."""
+    valid partial updates (the merge's look-up of current rows). No report page is prepared
+    when ``report_dir`` is None (``reports: false``)."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -228,14 +229,14 @@ def split(spark: SparkSession, batch: DataFrame, suite_file: Path, report_dir: P
         F.current_timestamp().alias("_errored_at"))
     docs = DocsJob(suite, quality, {r["figures"]["index"]: r["result"] for r in fallback_results},
                    report_dir, run_name, staging, valid_table, error_table) \
-        if suite_file.is_file() else None
+        if suite_file.is_file() and report_dir is not None else None
     return Split(valid, errors, int(counted["rows"]), int(counted["errors"]), quality, docs,
                  [tagged], [int(b) for b in counted["batches"]] if per_batch else [],
                  {int(b) for b in counted["partial"]} if per_batch else set())
 
 
 def fork(spark: SparkSession, staging_table: str, valid_table: str, error_table: str,
-         suite_file: Path, report_dir: Path, defer: Callable[[DocsJob], None] | None = None
+         suite_file: Path, report_dir: Path | None, defer: Callable[[DocsJob], None] | None = None
          ) -> ForkResult:
     """Fork the staging rows the valid table has not seen yet into valid and error rows
     (the step tables' path: ``keep_step_tables``, a plain ``dbt run``). The Data Docs page is

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from python_ingest.sources.binlog.server import LocalServer
-from tests.conftest import warehouse_of
+from tests.conftest import reports_setting, warehouse_of
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -74,6 +74,7 @@ class TapEnv:
                         "warehouse": str(warehouse_of(self.workdir, self.table_format))},
             "broker": {"bootstrap_servers": self.bootstrap, "embedded": False},
             "state_dir": str(self.state_dir),
+            "reports": reports_setting(),
             "table_format": self.table_format,
             "sources": {self.source: source},
             "jobs": self.jobs,
