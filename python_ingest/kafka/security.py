@@ -14,7 +14,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from python_ingest.config.kafka import PLAINTEXT, KafkaSecurity
 from python_ingest.config.secrets import redact
@@ -44,46 +44,67 @@ def security_of(servers: str) -> KafkaSecurity:
 LOG_LEVEL = 3  # librdkafka's log_level (syslog's): 3 errors, 4 warnings, 6 (its default) info
 
 
+class _Keys(NamedTuple):
+    """What a Python client calls each security setting in its configuration."""
+
+    servers: str
+    protocol: str
+    mechanism: str
+    user: str
+    password: str
+    ca_file: str
+    cert_file: str
+    key_file: str
+    key_password: str
+
+
+_LIBRDKAFKA = _Keys("bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.username",
+                    "sasl.password", "ssl.ca.location", "ssl.certificate.location",
+                    "ssl.key.location", "ssl.key.password")
+_KAFKA_PYTHON = _Keys("bootstrap_servers", "security_protocol", "sasl_mechanism",
+                      "sasl_plain_username", "sasl_plain_password", "ssl_cafile", "ssl_certfile",
+                      "ssl_keyfile", "ssl_password")
+
+
+def _python_client(servers: str, component: str | None,
+                   keys: _Keys) -> tuple[KafkaSecurity, dict[str, Any]]:
+    """What librdkafka and kafka-python both take for ``servers``, under their ``keys`` (a
+    secured cluster checked first with a ``component``), and its security settings."""
+    if component is not None:
+        check(servers, component)
+    sec = security_of(servers)
+    out: dict[str, Any] = {keys.servers: str(servers)}
+    if sec.protocol != "PLAINTEXT":
+        out[keys.protocol] = sec.protocol
+    if sec.sasl:
+        out.update({keys.mechanism: sec.sasl_mechanism, keys.user: sec.user,
+                    keys.password: Hidden(sec.secret())})
+    if sec.tls:
+        files = {keys.ca_file: sec.ca_file, keys.cert_file: sec.cert_file,
+                 keys.key_file: sec.key_file, keys.key_password: _hidden(sec.key_secret())}
+        out.update({k: v for k, v in files.items() if v})
+    return sec, out
+
+
 def librdkafka(servers: str, config: Mapping[str, Any] | None = None,
                component: str | None = None) -> dict[str, Any]:
     """A confluent-kafka Producer/Consumer/AdminClient configuration for ``servers``; with a
     ``component``, a secured cluster is checked first (``check``)."""
-    if component is not None:
-        check(servers, component)
-    sec = security_of(servers)
+    sec, out = _python_client(servers, component, _LIBRDKAFKA)
     # librdkafka's own lines (``%4|...``: a retried PID, a broker still loading) at errors
     # only: what fails reaches sluice as an error or exception that says what to do
-    out: dict[str, Any] = {"bootstrap.servers": str(servers), "log_level": LOG_LEVEL}
-    if sec.protocol != "PLAINTEXT":
-        out["security.protocol"] = sec.protocol
-    if sec.sasl:
-        out.update({"sasl.mechanism": sec.sasl_mechanism, "sasl.username": sec.user,
-                    "sasl.password": Hidden(sec.secret())})
+    out["log_level"] = LOG_LEVEL
     if sec.tls:
         out["ssl.endpoint.identification.algorithm"] = "https" if sec.check_hostname else "none"
-        files = {"ssl.ca.location": sec.ca_file, "ssl.certificate.location": sec.cert_file,
-                 "ssl.key.location": sec.key_file, "ssl.key.password": _hidden(sec.key_secret())}
-        out.update({k: v for k, v in files.items() if v})
     return {**out, **(config or {})}
 
 
 def kafka_python(servers: str, component: str | None, **config: Any) -> dict[str, Any]:
     """Keyword arguments of a kafka-python KafkaConsumer/KafkaAdminClient for ``servers``,
     used by ``component``: a secured cluster is checked first (``check``; None: not)."""
-    if component is not None:
-        check(servers, component)
-    sec = security_of(servers)
-    out: dict[str, Any] = {"bootstrap_servers": str(servers)}
-    if sec.protocol != "PLAINTEXT":
-        out["security_protocol"] = sec.protocol
-    if sec.sasl:
-        out.update({"sasl_mechanism": sec.sasl_mechanism, "sasl_plain_username": sec.user,
-                    "sasl_plain_password": Hidden(sec.secret())})
+    sec, out = _python_client(servers, component, _KAFKA_PYTHON)
     if sec.tls:
         out["ssl_check_hostname"] = sec.check_hostname
-        files = {"ssl_cafile": sec.ca_file, "ssl_certfile": sec.cert_file,
-                 "ssl_keyfile": sec.key_file, "ssl_password": _hidden(sec.key_secret())}
-        out.update({k: v for k, v in files.items() if v})
     return {**out, **config}
 
 
