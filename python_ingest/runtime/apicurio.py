@@ -18,14 +18,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from python_ingest.exceptions import SetupError
 from python_ingest.runtime.jars import copy_dependencies, hashed_dir, repo_root, resolve_command
-from python_ingest.runtime.processes import free_port, stop_server
+from python_ingest.runtime.processes import await_answer, free_port, stop_server
 
 POM = Path("jvm") / "apicurio" / "pom.xml"
 RUN_JAR = "quarkus-run.jar"
@@ -120,17 +119,9 @@ def start(log_dir: Path, *, heap: str = "256m", wait_s: float = 90.0) -> Registr
         process = subprocess.Popen(command, cwd=folder, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
     registry = Registry(f"http://127.0.0.1:{port}", process, log)
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
-        if _answers(registry.url):
-            return registry
-        time.sleep(0.3)
-    registry.stop()
-    tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-    raise SetupError(f"Apicurio Registry did not answer on {registry.url} within {wait_s:.0f}s "
-                     f"(log {log}):\n{tail}")
+    await_answer(process, lambda: _answers(registry.url), registry.stop,
+                 what="Apicurio Registry", url=registry.url, log=log, wait_s=wait_s, pause_s=0.3)
+    return registry
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,7 @@
 """Processes sluice starts or waits on: the host name it records, whether a lease's holder died
-on this host, a free port for and the stop of a private server (MariaDB for the tap's tests and
-demo, PostgreSQL for dispersal, a Spark standalone cluster)."""
+on this host, a free port for, the wait on and the stop of a private server (MariaDB for the
+tap's tests and demo, PostgreSQL for dispersal, a Spark standalone cluster, S3Proxy, Apicurio
+Registry)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import os
 import signal
 import socket
 import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from python_ingest.exceptions import SetupError
 
 HOST_ENV = "SLUICE_HOST"
 
@@ -27,6 +33,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def await_answer(process: subprocess.Popen[bytes], answers: Callable[[], bool],
+                 stop: Callable[[], None], *, what: str, url: str, log: Path, wait_s: float,
+                 pause_s: float) -> None:
+    """Wait for a server just started to answer (``answers()``, asked every ``pause_s``) while
+    its ``process`` runs, at most ``wait_s``; else ``stop()`` it and raise a SetupError that
+    names ``what`` at ``url`` and shows the end of its ``log``."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and process.poll() is None:
+        if answers():
+            return
+        time.sleep(pause_s)
+    stop()
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+    raise SetupError(f"{what} did not answer on {url} within {wait_s:.0f}s (log {log}):\n{tail}")
 
 
 def gone_from_this_host(holder: dict[str, Any]) -> bool:

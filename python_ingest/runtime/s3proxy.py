@@ -20,7 +20,6 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from python_ingest.exceptions import SetupError
 from python_ingest.runtime.jars import copy_dependencies, hashed_dir, repo_root, resolve_command
-from python_ingest.runtime.processes import free_port, stop_server
+from python_ingest.runtime.processes import await_answer, free_port, stop_server
 from python_ingest.runtime.publish import publish_folder
 
 POM = Path("jvm") / "s3proxy" / "pom.xml"
@@ -106,15 +105,9 @@ class S3Server:
                  "-jar", str(jar), "--properties", str(conf)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and self.process.poll() is None:
-            if self.answers():
-                return self
-            time.sleep(0.2)
-        self.stop()
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-        raise SetupError(f"S3Proxy did not answer on {self.endpoint} within {wait_s:.0f}s "
-                         f"(log {log}):\n{tail}")
+        await_answer(self.process, self.answers, self.stop, what="S3Proxy", url=self.endpoint,
+                     log=log, wait_s=wait_s, pause_s=0.2)
+        return self
 
     def answers(self) -> bool:
         """Whether the server answers HTTP (any status: an unsigned request is refused)."""
