@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, TextIO
 
+from python_ingest.cli.common import AddCommand
 from python_ingest.config import Settings
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,7 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def add_changes_command(add: Callable[[str, Callable[[argparse.Namespace, Settings], int], str],
-                                      argparse.ArgumentParser]) -> None:
+def add_changes_command(add: AddCommand) -> None:
     """Register ``sluice changes``."""
     p = add("changes", cmd_changes, HELP)
     p.add_argument("job", help="job name from the config")

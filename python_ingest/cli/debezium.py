@@ -4,8 +4,8 @@ python_ingest.cli.main)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
+from python_ingest.cli.common import AddCommand, add_history_flag
 from python_ingest.config import Settings
 
 
@@ -53,8 +53,7 @@ def cmd_debezium_scaffold(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def add_debezium_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings], int],
-                                         str], argparse.ArgumentParser]) -> None:
+def add_debezium_commands(add: AddCommand) -> None:
     """Register ``debezium scaffold`` on the main parser (``add`` from build_parser)."""
     dbz = add("debezium", cmd_debezium_scaffold, "Debezium topics: `sluice debezium scaffold "
               "TOPIC...` writes their jobs (source: debezium), converters and suites; "
@@ -73,6 +72,4 @@ def add_debezium_commands(add: Callable[[str, Callable[[argparse.Namespace, Sett
     dbz.add_argument("--job-prefix", default="",
                      help="prefix of the job names (<prefix><db>_<table>), e.g. dbz_ beside a "
                           "tap's jobs of the same tables")
-    dbz.add_argument("--history", action="store_true",
-                     help="each lake model keeps a history table too (history: true; "
-                          "lake.<model>__history; `sluice changes`; docs/history.md)")
+    add_history_flag(dbz)

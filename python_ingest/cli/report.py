@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from python_ingest.cli.common import AddCommand
 from python_ingest.config import Settings
 
 if TYPE_CHECKING:
@@ -44,8 +45,7 @@ def print_dashboard(spark: SparkSession, settings: Settings,
     print(f"dashboard: {path}")
 
 
-def add_report_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings], int], str],
-                                      argparse.ArgumentParser]) -> None:
+def add_report_commands(add: AddCommand) -> None:
     report = add("report", cmd_report, "Write the run dashboard (<state_dir>/reports/"
                                        "index.html: jobs, runs over time, plots) and each "
                                        "job's error summary.")

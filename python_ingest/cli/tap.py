@@ -6,9 +6,9 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from typing import Any
 
+from python_ingest.cli.common import AddCommand, add_history_flag
 from python_ingest.config import Settings, SourceConfig
 
 
@@ -94,8 +94,7 @@ def _direct(args: argparse.Namespace, settings: Settings, source: SourceConfig) 
     return 0
 
 
-def add_tap_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings], int], str],
-                                   argparse.ArgumentParser]) -> None:
+def add_tap_commands(add: AddCommand) -> None:
     """Register ``tap`` and ``bootstrap`` on the main parser (``add`` from build_parser)."""
     tap = add("tap", cmd_tap, "Tap a MariaDB/MySQL binlog or a PostgreSQL slot (sources: in "
                               "sluice.yml) into one Kafka topic per table; SIGTERM/SIGINT stop "
@@ -111,10 +110,7 @@ def add_tap_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings]
                      help="for each tapped table write a generic staging converter, lake model "
                           "and expectation suite into the dbt project and add its job to the "
                           "config (idempotent), then exit")
-    tap.add_argument("--history", action="store_true",
-                     help="with --scaffold: each lake model keeps a history table too "
-                          "(history: true; lake.<model>__history, every change a version; "
-                          "`sluice changes`; docs/history.md)")
+    add_history_flag(tap, "with --scaffold: ")
     boot = add("bootstrap", cmd_bootstrap, "Publish a table's current rows as a consistent "
                                            "snapshot, then hand over to the tap.")
     boot.add_argument("source", help="source name from the config's sources:")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
 
+from python_ingest.cli.common import AddCommand
 from python_ingest.config import Settings
 
 
@@ -50,27 +52,37 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
         results.append(result)
         if args.json:
             continue
-        verdict = "EQUAL" if result.equal else f"DIFFERENT ({len(result.differences)} keys)"
-        print(f"{job.name}: {verdict}: {result.source_table} ({result.source_rows} rows, "
-              f"{result.position_kind} {result.source_position}) vs {result.lake_table} "
-              f"({result.lake_rows} rows, merged up to ref {result.lake_position}); "
-              f"{result.ranges_checked} ranges checked, {result.ranges_differing} differed, "
-              f"{result.rows_moved} rows fetched, {result.seconds:.1f}s")
-        if result.settled_keys:
-            print(f"  {result.settled_keys} key(s) differed while the lake caught up, then "
-                  "matched")
-        for diff in result.differences[: args.show]:
-            detail = f" columns: {', '.join(diff.columns)}" if diff.columns else ""
-            print(f"  {diff.kind:<8} key {diff.key}{detail}")
-        if len(result.differences) > args.show:
-            print(f"  ... and {len(result.differences) - args.show} more (--show N, --json)")
+        settled = ([f"{result.settled_keys} key(s) differed while the lake caught up, then "
+                    "matched"] if result.settled_keys else [])
+        print_comparison(
+            job.name, result.equal, len(result.differences),
+            f"{result.source_table} ({result.source_rows} rows, {result.position_kind} "
+            f"{result.source_position}) vs {result.lake_table} ({result.lake_rows} rows, merged "
+            f"up to ref {result.lake_position}); {result.ranges_checked} ranges checked, "
+            f"{result.ranges_differing} differed, {result.rows_moved} rows fetched, "
+            f"{result.seconds:.1f}s", result.differences, args.show, settled)
     if args.json:
         print(json.dumps([r.as_dict() for r in results], indent=2))
     return 0 if all(r.equal for r in results) else 1
 
 
-def add_verify_commands(add: Callable[[str, Callable[[argparse.Namespace, Settings], int], str],
-                                      argparse.ArgumentParser]) -> None:
+def print_comparison(name: str, equal: bool, differing: int, what: str,
+                     differences: Sequence[Any], show: int, notes: Sequence[str] = ()) -> None:
+    """One job's comparison as ``sluice verify`` prints it: the verdict and ``what`` was
+    compared, the ``notes``, the first ``show`` of the ``differences`` (each a key, its kind
+    and the columns that differ), then how many more of the ``differing`` keys there are."""
+    verdict = "EQUAL" if equal else f"DIFFERENT ({differing} keys)"
+    print(f"{name}: {verdict}: {what}")
+    for note in notes:
+        print(f"  {note}")
+    for diff in differences[:show]:
+        detail = f" columns: {', '.join(diff.columns)}" if diff.columns else ""
+        print(f"  {diff.kind:<8} key {diff.key}{detail}")
+    if differing > show:
+        print(f"  ... and {differing - show} more (--show N, --json)")
+
+
+def add_verify_commands(add: AddCommand) -> None:
     """Register ``sluice verify`` on the main parser's ``add`` helper."""
     p = add("verify", cmd_verify, "Prove lake tables equal their MariaDB/MySQL or PostgreSQL "
             "source tables (range checksums on both sides, bisection, row diff of differing "

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from python_ingest.cli.verify import print_comparison
 from python_ingest.config import Settings
 
 
@@ -39,15 +40,11 @@ def cmd_verify_history(args: argparse.Namespace, settings: Settings) -> int:
         results.append(result)
         if args.json:
             continue
-        verdict = "EQUAL" if result.equal else f"DIFFERENT ({result.differing_keys} keys)"
-        print(f"{job.name}: {verdict}: current versions of {result.history_table} "
-              f"({result.current_rows} rows) vs {result.lake_table} ({result.lake_rows} rows), "
-              f"{result.seconds:.1f}s")
-        for diff in result.differences[: args.show]:
-            detail = f" columns: {', '.join(diff.columns)}" if diff.columns else ""
-            print(f"  {diff.kind:<8} key {diff.key}{detail}")
-        if result.differing_keys > args.show:
-            print(f"  ... and {result.differing_keys - args.show} more (--show N, --json)")
+        print_comparison(
+            job.name, result.equal, result.differing_keys,
+            f"current versions of {result.history_table} ({result.current_rows} rows) vs "
+            f"{result.lake_table} ({result.lake_rows} rows), {result.seconds:.1f}s",
+            result.differences, args.show)
     if args.json:
         print(json.dumps([r.as_dict() for r in results], indent=2, default=str))
     elif not results:
