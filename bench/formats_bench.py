@@ -18,19 +18,15 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lakefill import (  # noqa: E402  (bench/, beside this file)
     fill_lake,
-    free_port,
     report,
-    run_child,
+    run_children,
     time_merges,
     time_steps,
     trips_job,
@@ -113,22 +109,9 @@ def main() -> None:
                           args.lake_rows))
         return
 
-    from python_ingest.kafka.broker import start_embedded
-
-    workdir = Path(tempfile.mkdtemp(prefix="sluice-formats-bench-"))
-    port = free_port()
-    broker = start_embedded(workdir / "broker", "127.0.0.1", port, heap="1g")
-    results: dict[str, dict] = {}
-    try:
-        for fmt in FORMATS:
-            print(f"{fmt}:", flush=True)
-            results[fmt] = run_child(
-                [sys.executable, __file__, "--one", fmt, "--bootstrap", f"127.0.0.1:{port}",
-                 "--workdir", str(workdir), "--events", str(args.events),
-                 "--lake-rows", str(args.lake_rows)], fmt, REPO)
-    finally:
-        broker.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    results = run_children(__file__, "sluice-formats-bench-", [
+        (fmt, fmt, ["--events", str(args.events), "--lake-rows", str(args.lake_rows)])
+        for fmt in FORMATS])
     h, i = results["hudi"], results["iceberg"]
     print(f"ratios hudi/iceberg: e2e {h['e2e'] / i['e2e']:.2f} (higher is better), "
           f"merge {h['merge'] / i['merge']:.2f}, batch100 {h['batch100'] / i['batch100']:.2f} "

@@ -5,14 +5,19 @@ configuration in a process of its own (own JVM) that reports its figures to the 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 FIGURES = "FIGURES "  # the line a child process reports its figures on
+KEEP = "SLUICE_BENCH_KEEP"  # keep run_children's work folder (its path is printed)
+REPO = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
@@ -43,6 +48,36 @@ def run_child(command: list[str], what: str, cwd: Any) -> dict[str, Any]:
             errors.seek(0)
             sys.exit(f"the {what} run failed:\n{errors.read()[-4000:]}")
     return dict(found[0])
+
+def run_children(script: str, prefix: str,
+                 cases: list[tuple[str, str, list[str]]]) -> dict[str, dict[str, Any]]:
+    """The parent's part of a benchmark that measures each case in a process of its own: a
+    work folder (printed; kept when SLUICE_BENCH_KEEP is set) with an embedded broker the
+    children share, then per case (its ``--one`` value, a label, more arguments) ``script
+    --one <case> --bootstrap <broker> --workdir <folder> <more>`` (``run_child``), the case's
+    own ``<folder>/<case>`` removed after it; the figures by case."""
+    from python_ingest.kafka.broker import start_embedded
+
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    print(f"working in {workdir}", flush=True)
+    keep = bool(os.environ.get(KEEP))
+    port = free_port()
+    broker = start_embedded(workdir / "broker", "127.0.0.1", port, heap="1g")
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for case, label, more in cases:
+            print(f"{label}:", flush=True)
+            results[case] = run_child(
+                [sys.executable, script, "--one", case, "--bootstrap", f"127.0.0.1:{port}",
+                 "--workdir", str(workdir), *more], label, REPO)
+            if not keep:
+                shutil.rmtree(workdir / case, ignore_errors=True)
+    finally:
+        broker.stop()
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
 
 SCAN = "select count(*), sum(hash(*)) from {table}"  # every column of every row, merged
 
@@ -181,9 +216,6 @@ def trips_job(workdir: Any, name: str, bootstrap: str, topic: str, table_format:
     """A demo trips job in its own warehouse under ``workdir`` (config ``sluice-<name>.yml``)
     on an existing broker, with the job settings ``job`` added: (settings, spark, job, dbt,
     generator)."""
-    import os
-    from pathlib import Path
-
     import yaml
 
     from python_ingest.config import load_settings
@@ -192,18 +224,17 @@ def trips_job(workdir: Any, name: str, bootstrap: str, topic: str, table_format:
     from python_ingest.runtime.session import build_session
     from python_ingest.steps.dbt import Dbt
 
-    repo = Path(__file__).resolve().parent.parent
     config = Path(workdir) / f"sluice-{name}.yml"
     config.write_text(yaml.safe_dump({
         "spark": {"master": "local[2]", "conf": spark_conf or {}}, "table_format": table_format,
         "catalog": {"name": "sluice", "type": "hadoop", "warehouse": str(Path(workdir) / name)},
         "broker": {"bootstrap_servers": bootstrap, "embedded": False},
         "state_dir": str(Path(workdir) / f"state-{name}"),
-        "jobs": {"trips": {"topic": topic, "schema": str(repo / "schemas" / "trips.avsc"),
+        "jobs": {"trips": {"topic": topic, "schema": str(REPO / "schemas" / "trips.avsc"),
                            "row_key": ["trip_id"], "ref_key": "_ref_key", **(job or {})}}}))
-    os.environ["SLUICE_DBT_PROJECT_DIR"] = str(repo)
+    os.environ["SLUICE_DBT_PROJECT_DIR"] = str(REPO)
     settings = load_settings(config, env={})
     spark = build_session(settings)
     ensure_topic(bootstrap, topic, 4)
-    generator = TripsGenerator(trips_schema(repo), malformed_rate=0.0, duplicate_rate=0.0)
+    generator = TripsGenerator(trips_schema(REPO), malformed_rate=0.0, duplicate_rate=0.0)
     return settings, spark, settings.job("trips"), Dbt(settings), generator

@@ -27,28 +27,23 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lakefill import (  # noqa: E402  (bench/, beside this file)
     copy_lake,
     fill_lake,
-    free_port,
     report,
-    run_child,
+    run_children,
     time_merges,
     trips_job,
 )
 
 CHANGES = 10_000
 FIRST_ID = 10_000_000  # filled keys start here, after the first batch's trips
-KEEP = "SLUICE_BENCH_KEEP"  # keep the warehouses (their folder is printed)
 EVENTS = "SLUICE_BENCH_EVENT_LOG"  # a folder: Spark event logs of the runs, for a profile
 
 
@@ -173,28 +168,11 @@ def main() -> None:
         report(one_size(args.one, args.bootstrap, Path(args.workdir), args.naive))
         return
 
-    from python_ingest.kafka.broker import start_embedded
-
     sizes = [int(s) for s in args.sizes.split(",")]
-    workdir = Path(tempfile.mkdtemp(prefix="sluice-merge-bench-"))
-    print(f"working in {workdir}", flush=True)
-    port = free_port()
-    broker = start_embedded(workdir / "broker", "127.0.0.1", port, heap="1g")
-    results: dict[int, dict[str, float]] = {}
-    try:
-        for size in sizes:
-            print(f"{label(size)} rows:", flush=True)
-            command = [sys.executable, __file__, "--one", str(size), "--bootstrap",
-                       f"127.0.0.1:{port}", "--workdir", str(workdir)]
-            results[size] = run_child(
-                command + (["--naive"] if size == sizes[-1] else []), label(size), REPO)
-            if not os.environ.get(KEEP):
-                shutil.rmtree(workdir / str(size), ignore_errors=True)
-    finally:
-        broker.stop()
-        if not os.environ.get(KEEP):
-            shutil.rmtree(workdir, ignore_errors=True)
-    small, large = results[sizes[0]], results[sizes[-1]]
+    results = run_children(__file__, "sluice-merge-bench-", [
+        (str(size), f"{label(size)} rows", ["--naive"] if size == sizes[-1] else [])
+        for size in sizes])
+    small, large = results[str(sizes[0])], results[str(sizes[-1])]
     names = [label(s) for s in (sizes[0], sizes[-1])]
     print(f"merge: changes={CHANGES} t{names[0]}={small['merge']:.1f} "
           f"t{names[1]}={large['merge']:.1f} scale={large['merge'] / small['merge']:.2f} "

@@ -26,30 +26,24 @@ Ends with the line (one line; wrapped here)
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lakefill import (  # noqa: E402  (bench/, beside this file)
     copy_lake,
     copy_select,
     fill_lake,
-    free_port,
     full_scan,
     report,
-    run_child,
+    run_children,
     trips_job,
 )
 
 FIRST_ID = 10_000_000  # filled keys start here, after the first batch's trips
-KEEP = "SLUICE_BENCH_KEEP"  # keep the warehouses (their folder is printed)
 VARIANTS = {"on": {}, "off": {"compact_every": 0, "index_compact_every": 0}}
 COMPACTED = "meta.bench_compacted_lake"
 
@@ -173,25 +167,10 @@ def main() -> None:
                            args.batches, args.changes))
         return
 
-    from python_ingest.kafka.broker import start_embedded
-
-    workdir = Path(tempfile.mkdtemp(prefix="sluice-services-bench-"))
-    print(f"working in {workdir}", flush=True)
-    port = free_port()
-    broker = start_embedded(workdir / "broker", "127.0.0.1", port, heap="1g")
-    results = {}
-    try:
-        for variant in VARIANTS:
-            print(f"services {variant}:", flush=True)
-            results[variant] = run_child(
-                [sys.executable, __file__, "--one", variant, "--bootstrap",
-                 f"127.0.0.1:{port}", "--workdir", str(workdir), "--rows", str(args.rows),
-                 "--batches", str(args.batches), "--changes", str(args.changes)],
-                f"services {variant}", REPO)
-    finally:
-        broker.stop()
-        if not os.environ.get(KEEP):
-            shutil.rmtree(workdir, ignore_errors=True)
+    results = run_children(__file__, "sluice-services-bench-", [
+        (variant, f"services {variant}", ["--rows", str(args.rows), "--batches",
+                                          str(args.batches), "--changes", str(args.changes)])
+        for variant in VARIANTS])
     on, off = results["on"], results["off"]
     print(f"merge per batch: on {on['merge_mean']:.1f} s, off {off['merge_mean']:.1f} s")
     print(f"services: batches={args.batches} files_on={on['files']} files_off={off['files']} "
