@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lakefill import (  # noqa: E402  (bench/, beside this file)
+    add_child_arguments,
     fill_lake,
     report,
     run_children,
@@ -100,9 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--lake-rows", type=int, default=1_000_000)
-    parser.add_argument("--one", choices=FORMATS, help=argparse.SUPPRESS)
-    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    add_child_arguments(parser, choices=FORMATS)
     args = parser.parse_args()
     if args.one:
         report(one_format(args.one, args.bootstrap, Path(args.workdir), args.events,

@@ -4,6 +4,7 @@ configuration in a process of its own (own JVM) that reports its figures to the 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -48,6 +49,14 @@ def run_child(command: list[str], what: str, cwd: Any) -> dict[str, Any]:
             errors.seek(0)
             sys.exit(f"the {what} run failed:\n{errors.read()[-4000:]}")
     return dict(found[0])
+
+def add_child_arguments(parser: argparse.ArgumentParser, **one: Any) -> None:
+    """The arguments ``run_children`` gives a child, hidden from --help: ``--one`` (its case;
+    ``one``: more options of it, e.g. its choices), ``--bootstrap`` and ``--workdir``."""
+    parser.add_argument("--one", help=argparse.SUPPRESS, **one)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+
 
 def run_children(script: str, prefix: str,
                  cases: list[tuple[str, str, list[str]]]) -> dict[str, dict[str, Any]]:

@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lakefill import (  # noqa: E402  (bench/, beside this file)
+    add_child_arguments,
     copy_lake,
     fill_lake,
     report,
@@ -159,10 +160,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000000,10000000",
                         help="lake sizes, comma-separated (the naive MERGE runs on the last)")
-    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--naive", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    add_child_arguments(parser, type=int)
     args = parser.parse_args()
     if args.one:
         report(one_size(args.one, args.bootstrap, Path(args.workdir), args.naive))

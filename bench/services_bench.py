@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lakefill import (  # noqa: E402  (bench/, beside this file)
+    add_child_arguments,
     copy_lake,
     copy_select,
     fill_lake,
@@ -158,9 +159,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=200, help="merged batches (200)")
     parser.add_argument("--changes", type=int, default=100, help="changes per batch (100)")
     parser.add_argument("--rows", type=int, default=1_000_000, help="lake rows (1M)")
-    parser.add_argument("--one", choices=VARIANTS, help=argparse.SUPPRESS)
-    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    add_child_arguments(parser, choices=VARIANTS)
     args = parser.parse_args()
     if args.one:
         report(one_variant(args.one, args.bootstrap, Path(args.workdir), args.rows,
