@@ -1,5 +1,6 @@
-"""What the tap benchmarks share (tap_bench.py, debezium_bench.py, pg_tap_bench.py): the
-MariaDB table they change, filled outside the binlog, and the tap's rate as they print it."""
+"""What the tap benchmarks share (tap_bench.py, debezium_bench.py, pg_tap_bench.py): their
+config, the MariaDB table they change, filled outside the binlog, and the tap's rate as they
+print it; and the config of the lake benchmarks without a broker (dispersal, verify)."""
 
 from __future__ import annotations
 
@@ -15,20 +16,35 @@ def bench_settings(work: Path, source: dict[str, Any], **more: Any) -> Any:
     """A config in ``work`` (its ``sluice.yml``): an embedded broker of its own on a free port,
     the state under ``work``, ``source`` as the source ``bench`` (``more``: other sections);
     returns the loaded settings."""
-    import yaml
-
-    from python_ingest.config import load_settings
     from python_ingest.runtime.processes import free_port
 
-    config = work / "sluice.yml"
-    config.write_text(yaml.safe_dump({
+    return _settings(work, {
         **more,
         "broker": {"bootstrap_servers": f"127.0.0.1:{free_port()}", "embedded": True,
                    "data_dir": str(work / "broker")},
         "state_dir": str(work / "state"),
         "sources": {"bench": source},
-    }))
-    return load_settings(config, env={})
+    })
+
+
+def lake_settings(work: Path, **more: Any) -> Any:
+    """A config in ``work`` (its ``sluice.yml``) for a benchmark that writes lake tables and
+    starts no broker of sluice's: the warehouse and the state under ``work`` (``more``: other
+    sections); returns the loaded settings."""
+    return _settings(work, {"catalog": {"warehouse": str(work / "warehouse")},
+                            "broker": {"embedded": False}, "state_dir": str(work / "state"),
+                            **more})
+
+
+def _settings(work: Path, config: dict[str, Any]) -> Any:
+    """``config`` written to ``work``'s ``sluice.yml`` and loaded (no environment)."""
+    import yaml
+
+    from python_ingest.config import load_settings
+
+    path = work / "sluice.yml"
+    path.write_text(yaml.safe_dump(config))
+    return load_settings(path, env={})
 
 
 def fill_items(cur: Any, rows: int) -> float:

@@ -24,12 +24,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
-
-from python_ingest.config import load_settings
+from bench.common import lake_settings
 from python_ingest.config.dispersal import PostgresTarget
 from python_ingest.runtime.session import build_session
-from python_ingest.sinks.changes import lake_position
+from python_ingest.sinks.changes import Position, lake_position
 from python_ingest.sinks.pgserver import LocalPostgres
 from python_ingest.sinks.postgres import disperse_postgres
 from python_ingest.tables.checkpoints import step_properties
@@ -58,11 +56,7 @@ def main() -> int:
     logging.getLogger("python_ingest.sinks").setLevel(logging.INFO)
     with tempfile.TemporaryDirectory(prefix="sluice-dispersal-bench-") as tmp:
         work = Path(tmp)
-        config = work / "sluice.yml"
-        config.write_text(yaml.safe_dump({
-            "catalog": {"warehouse": str(work / "warehouse")}, "broker": {"embedded": False},
-            "state_dir": str(work / "state"), "table_format": args.format}))
-        settings = load_settings(config, env={})
+        settings = lake_settings(work, table_format=args.format)
         spark = build_session(settings)
         pg = LocalPostgres().start()
         try:
@@ -78,7 +72,7 @@ def main() -> int:
             append(first, tables.lake, step_properties("merge", 1))
             target = PostgresTarget(name="bench", table="public.trips", dsn=pg.dsn)
             started = time.monotonic()
-            full = disperse_postgres(spark, tables, target, lake_position(spark, tables))
+            full = disperse_postgres(spark, tables, target, _merged(spark, tables))
             full_s = time.monotonic() - started
             print(full.summary(), flush=True)
 
@@ -91,7 +85,7 @@ def main() -> int:
             append(deletes, tables.tombstones, step_properties("merge", 2))
             append(updates, tables.lake, step_properties("merge", 2))
             started = time.monotonic()
-            incr = disperse_postgres(spark, tables, target, lake_position(spark, tables))
+            incr = disperse_postgres(spark, tables, target, _merged(spark, tables))
             incr_s = time.monotonic() - started
             print(incr.summary(), flush=True)
             kafka = "" if args.no_kafka else _kafka(spark, tables, work)
@@ -119,13 +113,20 @@ def _kafka(spark: SparkSession, tables: JobTables, work: Path) -> str:
     try:
         started = time.monotonic()
         sent = disperse_kafka(spark, tables, KafkaTarget(name="bench", topic="bench.trips"),
-                              lake_position(spark, tables), work / "state",
+                              _merged(spark, tables), work / "state",
                               f"127.0.0.1:{port}")
         seconds = time.monotonic() - started
         print(sent.summary(), flush=True)
         return f" kafka={(sent.upserted + sent.deleted) / seconds:.0f}"
     finally:
         broker.stop()
+
+
+def _merged(spark: SparkSession, tables: JobTables) -> Position:
+    """Where the lake table stands: the bench committed it with a merge checkpoint."""
+    position = lake_position(spark, tables)
+    assert position is not None, f"{tables.lake} holds no merge commit"
+    return position
 
 
 def _split(select: str) -> list[str]:

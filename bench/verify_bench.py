@@ -23,9 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
-from python_ingest.config import JobConfig, load_settings
+from bench.common import lake_settings
+from python_ingest.config import JobConfig
 from python_ingest.runtime.session import build_session
 from python_ingest.sources.binlog.server import LocalServer
 from python_ingest.verify.run import verify
@@ -52,13 +51,7 @@ def main() -> int:
         work = Path(tmp)
         db = LocalServer(work / "mariadb").start()
         try:
-            config = work / "sluice.yml"
-            config.write_text(yaml.safe_dump({
-                "catalog": {"warehouse": str(work / "warehouse")},
-                "broker": {"embedded": False},
-                "state_dir": str(work / "state"),
-                "sources": {"bench": db.source_config(include=["bench.*"])}}))
-            settings = load_settings(config, env={})
+            settings = lake_settings(work, sources={"bench": db.source_config(include=["bench.*"])})
             job = JobConfig(name="bench_items", topic="bench.bench.items", schema=None,
                             row_key=("id",))
             began = time.monotonic()
