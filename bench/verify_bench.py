@@ -51,7 +51,8 @@ def main() -> int:
         work = Path(tmp)
         db = LocalServer(work / "mariadb").start()
         try:
-            settings = lake_settings(work, sources={"bench": db.source_config(include=["bench.*"])})
+            settings = lake_settings(work, table_format="iceberg",  # its lake copy is Iceberg
+                                     sources={"bench": db.source_config(include=["bench.*"])})
             job = JobConfig(name="bench_items", topic="bench.bench.items", schema=None,
                             row_key=("id",))
             began = time.monotonic()
