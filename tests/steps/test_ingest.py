@@ -237,21 +237,28 @@ def test_kill_around_the_commits_then_rerun_loses_and_duplicates_nothing(
 
 
 @pytest.mark.reliability
-def test_topic_recreated_below_the_checkpoint_is_a_hard_error_and_moves_nothing(
-        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
+@pytest.mark.parametrize(("first", "again", "match"), [
+    (400, 40, "recreated"),  # far fewer offsets: its end is below the checkpoint
+    # more messages than before: offsets alone would look plausible, its topic id tells
+    (100, 600, "deleted and recreated .*topic id"),
+], ids=["below", "refilled"])
+def test_a_recreated_topic_is_a_hard_error_and_moves_nothing(
+        spark: Any, broker: str, make_settings: Any, job_name: str, first: int, again: int,
+        match: str) -> None:
     settings = make_settings({job_name: trips_job(job_name)})
     job = settings.job(job_name)
-    produce(broker, job.topic, 400, seed=61, malformed_rate=0)
+    produce(broker, job.topic, first, seed=61, malformed_rate=0)
     run_ingest(spark, settings, job)
     before = read_checkpoint(spark, raw_of(job))
+    assert before is not None and before.topic_id
     admin = KafkaAdminClient(bootstrap_servers=broker)
     admin.delete_topics([job.topic])
     admin.close()
-    produce(broker, job.topic, 40, seed=62, malformed_rate=0)  # recreated, far fewer offsets
-    with pytest.raises(OffsetResetError, match="recreated"):
+    produce(broker, job.topic, again, seed=62, first_trip_id=9000, malformed_rate=0)
+    with pytest.raises(OffsetResetError, match=match):
         run_ingest(spark, settings, job)
     assert read_checkpoint(spark, raw_of(job)) == before
-    assert spark.table(raw_of(job)).count() == 400
+    assert spark.table(raw_of(job)).count() == first
 
 
 @pytest.mark.parametrize("table_format", ["iceberg"])
@@ -366,26 +373,6 @@ def test_records_deleted_between_plan_and_read_are_data_loss_never_a_silent_skip
         json.loads(run["details"])["data_loss"]
     checkpoint = read_checkpoint(spark, raw_of(job))
     assert checkpoint is not None and sum(checkpoint.offsets.values()) == 400
-
-
-@pytest.mark.reliability
-def test_topic_recreated_and_refilled_past_the_checkpoint_is_noticed_by_its_topic_id(
-        spark: Any, broker: str, make_settings: Any, job_name: str) -> None:
-    settings = make_settings({job_name: trips_job(job_name)})
-    job = settings.job(job_name)
-    produce(broker, job.topic, 100, seed=91, malformed_rate=0)
-    run_ingest(spark, settings, job)
-    before = read_checkpoint(spark, raw_of(job))
-    assert before is not None and before.topic_id
-    admin = KafkaAdminClient(bootstrap_servers=broker)
-    admin.delete_topics([job.topic])
-    admin.close()
-    # recreated with more messages than before: offsets alone would look plausible
-    produce(broker, job.topic, 600, seed=92, first_trip_id=9000, malformed_rate=0)
-    with pytest.raises(OffsetResetError, match="deleted and recreated .*topic id"):
-        run_ingest(spark, settings, job)
-    assert read_checkpoint(spark, raw_of(job)) == before
-    assert spark.table(raw_of(job)).count() == 100
 
 
 def test_a_compacted_topic_is_a_source_gaps_and_all(
