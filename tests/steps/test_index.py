@@ -23,37 +23,28 @@ from tests.conftest import REPO, trips_job
 from tests.steps.helpers import as_lake, assert_index_agrees, index_state, lake_rows
 
 
-def _generator(seed: int) -> TripsGenerator:
-    return TripsGenerator(demo.trips_schema(REPO), seed=seed, first_trip_id=1, invalid_rate=0.0)
-
-
-def _job(broker: str, make_settings: Any, project: Any, job_name: str) -> tuple[Any, Any, Dbt,
-                                                                                  JobTables]:
+def _streamed(spark: Any, broker: str, make_settings: Any, project: Any, job_name: str, seed: int,
+              batches: int, events: int) -> tuple[Any, Any, Dbt, JobTables, TripsGenerator]:
+    """The demo job (its dbt project, topic and tables), then ``batches`` runs of ``events`` new
+    demo events each: (settings, job, dbt, tables, the generator that knows the rows)."""
     project(job_name)
     settings = make_settings({job_name: trips_job(job_name)})
     job = settings.job(job_name)
     broker_mod.ensure_topic(broker, job.topic, 2)
     dbt = Dbt(settings)
-    return settings, job, dbt, JobTables(job_name, dbt.job_models(job_name))
-
-
-def _stream(spark: Any, broker: str, setup: tuple[Any, Any, Dbt, JobTables], seed: int,
-            batches: int, events: int) -> TripsGenerator:
-    """``batches`` runs of ``events`` new demo events each; the generator knows the rows."""
-    settings, job, dbt, _ = setup
-    generator = _generator(seed)
+    generator = TripsGenerator(demo.trips_schema(REPO), seed=seed, first_trip_id=1,
+                               invalid_rate=0.0)
     for _ in range(batches):
         demo.produce(broker, job.topic, generator.events(events))
         run_job(spark, settings, job, dbt=dbt)
-    return generator
+    return settings, job, dbt, JobTables(job_name, dbt.job_models(job_name)), generator
 
 
 @pytest.mark.e2e
 def test_a_missing_index_is_built_in_bulk_from_the_lake_and_old_tombstones(
         spark: Any, broker: str, make_settings: Any, project: Any, job_name: str) -> None:
-    setup = _job(broker, make_settings, project, job_name)
-    settings, job, dbt, tables = setup
-    generator = _stream(spark, broker, setup, seed=89, batches=2, events=250)
+    settings, job, dbt, tables, generator = _streamed(
+        spark, broker, make_settings, project, job_name, seed=89, batches=2, events=250)
     assert tables.lake is not None
     state = index_state(spark, tables)
     deleted = sorted(k for k, (_, d) in state.items() if d)
@@ -83,9 +74,8 @@ def test_a_missing_index_is_built_in_bulk_from_the_lake_and_old_tombstones(
 @pytest.mark.e2e
 def test_compaction_keeps_newest_entries_and_drops_old_delete_markers(
         spark: Any, broker: str, make_settings: Any, project: Any, job_name: str) -> None:
-    setup = _job(broker, make_settings, project, job_name)
-    settings, job, dbt, tables = setup
-    generator = _stream(spark, broker, setup, seed=97, batches=3, events=200)
+    settings, job, dbt, tables, generator = _streamed(
+        spark, broker, make_settings, project, job_name, seed=97, batches=3, events=200)
     state = index_state(spark, tables)
     entries = spark.table(tables.index).count()
     assert entries > len(state)  # keys changed in several batches
@@ -103,7 +93,7 @@ def test_compaction_keeps_newest_entries_and_drops_old_delete_markers(
     demo.produce(broker, job.topic, generator.events(150))
     run_job(spark, settings, job, dbt=dbt)
     expected = {trip_id: as_lake(row) for trip_id, row in generator.rows.items()}
-    assert lake_rows(spark, tables.lake) == expected
+    assert tables.lake is not None and lake_rows(spark, tables.lake) == expected
     assert_index_agrees(spark, tables)
 
 
