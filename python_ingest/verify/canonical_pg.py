@@ -38,6 +38,21 @@ MAX_DAY = days_from_civil(9999, 12, 31)  # where the tap lands infinity (columns
 MIN_DAY = days_from_civil(1, 1, 1)  # and -infinity
 FLOAT_LIMIT = "1e32"  # Spark's decimal(38, 6) holds less: both sides say NULL beyond it
 
+# The canonical text of a column ``{c}`` in PostgreSQL SQL, for the kinds one expression renders
+# (decimal: numeric(p,s)::text has exactly s decimals, money 2, and the point is dropped)
+SOURCE_TEXT = {
+    "long": "{c}::text",
+    "decimal": "replace({c}::numeric::text, '.', '')::numeric::text",
+    "bool": "{c}::text",
+    "bytes": "upper(encode({c}, 'hex'))",
+}
+# and in Spark SQL by the lake column's type, where its kind does not decide (else the cast)
+LAKE_TEXT = {
+    "binary": "hex({c})",
+    "date": "cast(unix_date({c}) as string)",
+    "timestamp": "cast(unix_micros({c}) as string)",
+}
+
 
 @dataclass(frozen=True)
 class PgColumn:
@@ -53,19 +68,13 @@ class PgColumn:
         """The canonical text of this column in PostgreSQL SQL (NULL for NULL)."""
         c = '"{}"'.format(self.name.replace('"', '""'))
         k = self.kind
-        if k == "long":
-            return f"{c}::text"
-        if k == "decimal":  # numeric(p,s)::text has exactly s decimals (money: 2)
-            return f"replace({c}::numeric::text, '.', '')::numeric::text"
+        if k in SOURCE_TEXT:
+            return SOURCE_TEXT[k].format(c=c)
         if k in ("float", "double"):
             exact = f"{c}::float8::text::numeric"  # the shortest exact text (float4 widened)
             return (f"CASE WHEN {c} = 'NaN' THEN 'NaN' WHEN {c} = 'Infinity' THEN 'Infinity' "
                     f"WHEN {c} = '-Infinity' THEN '-Infinity' WHEN abs({c}) >= {FLOAT_LIMIT} "
                     f"THEN NULL ELSE round({exact}, {FLOAT_DIGITS})::text END")
-        if k == "bool":
-            return f"{c}::text"
-        if k == "bytes":
-            return f"upper(encode({c}, 'hex'))"
         if k == "date":
             return (f"CASE WHEN isfinite({c}) THEN ({c} - DATE '1970-01-01')::text "
                     f"WHEN {c} > DATE '1970-01-01' THEN '{MAX_DAY}' "
@@ -92,10 +101,4 @@ class PgColumn:
                     f"'Infinity' when {d} = double('-Infinity') then '-Infinity' when "
                     f"abs({d}) >= {FLOAT_LIMIT} then null else cast(cast(round({d}, "
                     f"{FLOAT_DIGITS}) as decimal(38, {FLOAT_DIGITS})) as string) end")
-        if lake == "binary":
-            return f"hex({c})"
-        if lake == "date":
-            return f"cast(unix_date({c}) as string)"
-        if lake == "timestamp":
-            return f"cast(unix_micros({c}) as string)"
-        return f"cast({c} as string)"
+        return LAKE_TEXT.get(lake, "cast({c} as string)").format(c=c)
