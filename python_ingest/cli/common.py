@@ -1,11 +1,12 @@
 """What the commands share: the Spark session and the embedded broker, started on demand; the
-type of main.py's ``add`` that each module's commands register through, and their common flags."""
+type of main.py's ``add`` that each module's commands register through, their common flags, and
+how ``sluice verify`` and ``sluice verify --history`` print a comparison."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import Settings
 
@@ -40,3 +41,19 @@ def add_history_flag(parser: argparse.ArgumentParser, when: str = "") -> None:
                         help=f"{when}each lake model keeps a history table too (history: true; "
                              "lake.<model>__history, every change a version; `sluice changes`; "
                              "docs/history.md)")
+
+
+def print_comparison(name: str, equal: bool, differing: int, what: str,
+                     differences: Sequence[Any], show: int, notes: Sequence[str] = ()) -> None:
+    """One job's comparison as ``sluice verify`` prints it: the verdict and ``what`` was
+    compared, the ``notes``, the first ``show`` of the ``differences`` (each a key, its kind
+    and the columns that differ), then how many more of the ``differing`` keys there are."""
+    verdict = "EQUAL" if equal else f"DIFFERENT ({differing} keys)"
+    print(f"{name}: {verdict}: {what}")
+    for note in notes:
+        print(f"  {note}")
+    for diff in differences[:show]:
+        detail = f" columns: {', '.join(diff.columns)}" if diff.columns else ""
+        print(f"  {diff.kind:<8} key {diff.key}{detail}")
+    if differing > show:
+        print(f"  ... and {differing - show} more (--show N, --json)")

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
-from typing import Any
 
-from python_ingest.cli.common import AddCommand
+from python_ingest.cli.common import AddCommand, print_comparison
 from python_ingest.config import Settings
 
 
@@ -64,22 +62,6 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps([r.as_dict() for r in results], indent=2))
     return 0 if all(r.equal for r in results) else 1
-
-
-def print_comparison(name: str, equal: bool, differing: int, what: str,
-                     differences: Sequence[Any], show: int, notes: Sequence[str] = ()) -> None:
-    """One job's comparison as ``sluice verify`` prints it: the verdict and ``what`` was
-    compared, the ``notes``, the first ``show`` of the ``differences`` (each a key, its kind
-    and the columns that differ), then how many more of the ``differing`` keys there are."""
-    verdict = "EQUAL" if equal else f"DIFFERENT ({differing} keys)"
-    print(f"{name}: {verdict}: {what}")
-    for note in notes:
-        print(f"  {note}")
-    for diff in differences[:show]:
-        detail = f" columns: {', '.join(diff.columns)}" if diff.columns else ""
-        print(f"  {diff.kind:<8} key {diff.key}{detail}")
-    if differing > show:
-        print(f"  ... and {differing - show} more (--show N, --json)")
 
 
 def add_verify_commands(add: AddCommand) -> None:

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from python_ingest.cli.verify import print_comparison
+from python_ingest.cli.common import print_comparison
 from python_ingest.config import Settings
 
 
