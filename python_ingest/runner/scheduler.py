@@ -129,7 +129,7 @@ class Runner:
         saved = self._install_signals()
         offsets = ClusterEnds()  # each job's own cluster (Settings.kafka_for)
         started = time.monotonic()
-        self.dbt.manifest()  # parsed once, before the first batch
+        self.dbt.prepare(names)  # saved or parsed once, before the first batch
         self.claims = Claims(self.spark, {n: s.job.priority for n, s in self.slots.items()})
         self._claims_changed(self.claims.refresh(self._busy, force=True))
         self.status.record_runner("running", names, max_parallel_jobs=self.config.max_parallel_jobs)

@@ -133,21 +133,31 @@ def create_lake(spark: SparkSession, dbt: Dbt, tables: JobTables) -> None:
 
 def compile_job(spark: SparkSession, dbt: Dbt, tables: JobTables, cache: dict[str, Any]
                 ) -> CompiledJob:
-    """The job's compiled SQL, from ``cache`` while the project, the raw table's columns and
-    the lake's columns are what they were compiled against."""
+    """The job's compiled SQL, from ``cache`` (or the job's saved entry: steps/dbt.py) while
+    the project, the job's dbt vars, the raw table's columns and the lake's columns are what
+    they were compiled against."""
     models = tables.models
     assert models is not None and models.lake is not None and tables.lake is not None
     raw_columns = [(f.name, f.dataType.simpleString()) for f in spark.table(tables.raw).schema]
     lake_columns = sorted(c.lower() for c in spark.table(tables.lake).columns)
-    key = hashlib.sha256(repr((dbt.parsed_files, raw_columns, lake_columns)).encode()
-                         ).hexdigest()
-    found = cache.get(tables.job)
-    if found is not None and found.key == key:
+
+    def key() -> str:
+        return hashlib.sha256(repr((dbt.project_key(), sorted(tables.dbt_vars().items()),
+                                    raw_columns, lake_columns)).encode()).hexdigest()
+
+    found, now = cache.get(tables.job), key()
+    if found is not None and found.key == now:
         return found  # type: ignore[no-any-return,unused-ignore]
-    log.info("compiling job %s's converter %s and lake model %s", tables.job, models.staging,
-             models.lake)
-    converter, change_set, _ = _compile(spark, dbt, tables, has_target=True)
-    compiled = CompiledJob(key, converter, change_set, VALID, frozenset(lake_columns))
+    saved = dbt.saved_sql(tables.job, now)
+    if saved is None:
+        log.info("compiling job %s's converter %s and lake model %s", tables.job,
+                 models.staging, models.lake)
+        converter, change_set, _ = _compile(spark, dbt, tables, has_target=True)
+        now = key()  # of the project as parsed
+        dbt.save_sql(tables.job, now, converter=converter, change_set=change_set)
+    else:
+        converter, change_set = str(saved["converter"]), str(saved["change_set"])
+    compiled = CompiledJob(now, converter, change_set, VALID, frozenset(lake_columns))
     cache[tables.job] = compiled
     return compiled
 

@@ -8,10 +8,17 @@ own message; the caller moves no checkpoint after it.
 Checkpoints of lake merges ride in the merge's own commits: the runner wraps the dbt run in
 ``tables.formats.committing`` (Iceberg: a JVM thread-local of commit properties; Hudi: commit
 metadata from session conf), so dbt runs single-threaded there.
+
+What a process learns of a job from the parsed project (its models, its lake model's config,
+the batch path's compiled SQL) is kept in ``target/sluice/<job>.json`` under a key of the
+project's files, the environment dbt reads and dbt's and sluice's code (``project_key``): a
+new process whose project is unchanged reads it there instead of importing dbt and parsing
+the project, about 3-5 s of every `sluice run` process.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -36,6 +43,7 @@ log = logging.getLogger(__name__)
 PROJECT_DIR_ENV = "SLUICE_DBT_PROJECT_DIR"
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the repo, the default dbt project
 _LOCK = threading.Lock()  # dbt's invocation state is process-global
+SAVED_DIR = ("target", "sluice")  # a job's saved entry, in its project
 T = TypeVar("T")
 
 
@@ -65,6 +73,8 @@ class Dbt:
         self.project = project or project_dir(settings)
         self._manifest: Manifest | None = None
         self._parsed_files: tuple[tuple[str, int, int], ...] = ()
+        self._parse_lock = threading.Lock()  # one parse, also when job threads ask at once
+        self._saved: dict[str, dict[str, Any]] = {}  # job -> its saved entry, checked
         self.batch_sql: dict[str, Any] = {}  # the batch path's compiled SQL per job (batch.py)
 
     def _env(self) -> dict[str, str]:
@@ -150,7 +160,13 @@ class Dbt:
         raise PipelineError(f"dbt compile --select {select} compiled no model {select}")
 
     def model_config(self, model: str) -> Any:
-        """The config of the model named ``model`` (the parsed project), None when none."""
+        """The config of the model named ``model`` (anything with ``get``; the parsed project,
+        or a lake model's saved entry while the project is not parsed), None when none."""
+        if self._manifest is None:
+            saved = next((e.get("lake_config") for e in self._saved.values()
+                          if e["models"][1] == model), None)
+            if saved is not None:
+                return saved
         from dbt.contracts.graph.nodes import ModelNode
 
         node = next((n for n in self.manifest().nodes.values()
@@ -159,11 +175,17 @@ class Dbt:
 
     def manifest(self) -> Manifest:
         """The parsed project (cached until ``reload_if_changed`` finds an edit)."""
-        if self._manifest is None:
-            files = self._project_files()
-            self._manifest = cast("Manifest", self.invoke(["parse"]))
-            self._parsed_files = files
-        return self._manifest
+        with self._parse_lock:
+            if self._manifest is None:
+                files = self._project_files()
+                self._manifest = cast("Manifest", self.invoke(["parse"]))
+                self._parsed_files = files
+            return self._manifest
+
+    @property
+    def parsed(self) -> bool:
+        """Whether this object parsed the project (else it answered from saved entries)."""
+        return self._manifest is not None
 
     @property
     def parsed_files(self) -> tuple[tuple[str, int, int], ...]:
@@ -192,10 +214,14 @@ class Dbt:
             return False
         log.info("dbt project %s changed: parsing it again", self.project)
         self._manifest = None
+        self._saved.clear()
         return True
 
     def job_models(self, job_name: str) -> JobModels:
-        """The converter reading raw.<job> and the lake model built on it, from the manifest."""
+        """The converter reading raw.<job> and the lake model built on it, from the manifest
+        (or from the job's saved entry while the project is unchanged)."""
+        if self._manifest is None and (entry := self._saved_entry(job_name)) is not None:
+            return JobModels(*entry["models"])
         from dbt.contracts.graph.nodes import ModelNode
 
         manifest = self.manifest()
@@ -220,7 +246,77 @@ class Dbt:
             raise PipelineError(f"several lake models merge {converter.name} ({names})")
         if lake:
             _check_lake_config(lake[0])
+        config = json.loads(json.dumps(lake[0].config.to_dict(), default=str)) if lake else {}
+        self._save(job_name, models=[converter.name, lake[0].name if lake else None],
+                   lake_config=config)
         return JobModels(converter.name, lake[0].name if lake else None)
+
+    def prepare(self, job_names: Sequence[str]) -> None:
+        """Each job's models before job threads ask for them: from their saved entries, else
+        from one parse (a job whose models are wrong fails in its own run, saying why)."""
+        for name in job_names:
+            try:
+                self.job_models(name)
+            except PipelineError:
+                continue
+
+    def project_key(self) -> str:
+        """What the project's models compile from, without parsing it: its files as parsed
+        (or as they are, before a parse), the environment dbt reads (profiles.yml), and the
+        code of dbt, its Spark adapter, sluice and its dbt plugin."""
+        from importlib.metadata import version
+
+        files = self._parsed_files if self._manifest is not None else self._project_files()
+        code = [p.stat().st_mtime_ns for folder in ("python_ingest", "dbt_sluice")
+                for p in (PACKAGE_ROOT / folder).rglob("*.py")]
+        return hashlib.sha256(repr((
+            files, sorted(self._env().items()), version("dbt-core"), version("dbt-spark"),
+            len(code), max(code, default=0))).encode()).hexdigest()
+
+    def _saved_path(self, job_name: str) -> Path:
+        return self.project.joinpath(*SAVED_DIR, f"{job_name}.json")
+
+    def _saved_entry(self, job_name: str) -> dict[str, Any] | None:
+        """The job's saved entry when it was saved for this state of the project."""
+        entry = self._saved.get(job_name)
+        if entry is None:
+            try:
+                entry = json.loads(self._saved_path(job_name).read_text())
+            except (OSError, ValueError):
+                return None
+        if not isinstance(entry, dict) or "models" not in entry \
+                or entry.get("project") != self.project_key():
+            return None
+        self._saved[job_name] = entry
+        return entry
+
+    def _save(self, job_name: str, **fields: Any) -> None:
+        """Keep ``fields`` in the job's saved entry (written whole, then renamed: a process
+        reading it never sees half of it)."""
+        key = self.project_key()
+        entry = self._saved.get(job_name)
+        entry = {**(entry if entry and entry.get("project") == key else {"project": key}),
+                 **fields}
+        self._saved[job_name] = entry
+        path = self._saved_path(job_name)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            part = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+            part.write_text(json.dumps(entry))
+            os.replace(part, path)
+        except OSError as exc:  # a read-only project: the next process parses it again
+            log.debug("could not save %s: %s", path, exc)
+
+    def saved_sql(self, job_name: str, key: str) -> dict[str, Any] | None:
+        """The batch path's compiled SQL saved for ``key`` (steps/compiled.py), if any."""
+        entry = self._saved_entry(job_name)
+        found = (entry or {}).get("compiled")
+        return found if isinstance(found, dict) and found.get("key") == key else None
+
+    def save_sql(self, job_name: str, key: str, **sql: str) -> None:
+        """Keep the job's compiled SQL for ``key`` in its saved entry."""
+        if self._saved_entry(job_name) is not None:
+            self._save(job_name, compiled={"key": key, **sql})
 
     def saved_job_models(self, job_name: str) -> JobModels | None:
         """``job_models`` from the manifest dbt last wrote (``target/manifest.json``), without

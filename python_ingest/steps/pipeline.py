@@ -391,7 +391,7 @@ def run_all(spark: SparkSession, settings: Settings, names: list[str],
     from python_ingest.runtime.session import POOL_PREFIX, activate, job_session
     from python_ingest.tables.runs import records_deferred
 
-    dbt.manifest()  # parsed once, before the threads
+    dbt.prepare(names)  # saved or parsed once, before the threads
     order = sorted(names, key=lambda n: (-settings.job(n).priority, n))
     sessions = {n: job_session(spark, settings, settings.job(n)) for n in order}
 

@@ -90,14 +90,10 @@ _lock = threading.Lock()
 def options(dbt: Dbt, tables: JobTables) -> Options | None:
     """The lake model's history config (None: it keeps no history)."""
     model = tables.models.lake if tables.models else None
-    if model is None:
+    config = dbt.model_config(model) if model is not None else None
+    if config is None or config.get("materialized") != "lake_merge":
         return None
-    node = next((n for n in dbt.manifest().nodes.values()
-                 if getattr(n, "resource_type", None) is not None and n.name == model
-                 and n.config.materialized == "lake_merge"), None)
-    if node is None:
-        return None
-    return options_of(node.config, f"lake model {model} ({node.original_file_path})")
+    return options_of(config, f"lake model {model}")
 
 
 def options_of(config: Any, where: str) -> Options | None:
