@@ -18,6 +18,7 @@ the project, about 3-5 s of every `sluice run` process.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -264,14 +265,9 @@ class Dbt:
         """What the project's models compile from, without parsing it: its files as parsed
         (or as they are, before a parse), the environment dbt reads (profiles.yml), and the
         code of dbt, its Spark adapter, sluice and its dbt plugin."""
-        from importlib.metadata import version
-
         files = self._parsed_files if self._manifest is not None else self._project_files()
-        code = [p.stat().st_mtime_ns for folder in ("python_ingest", "dbt_sluice")
-                for p in (PACKAGE_ROOT / folder).rglob("*.py")]
-        return hashlib.sha256(repr((
-            files, sorted(self._env().items()), version("dbt-core"), version("dbt-spark"),
-            len(code), max(code, default=0))).encode()).hexdigest()
+        return hashlib.sha256(repr((files, sorted(self._env().items()), _code_stamp())
+                                   ).encode()).hexdigest()
 
     def _saved_path(self, job_name: str) -> Path:
         return self.project.joinpath(*SAVED_DIR, f"{job_name}.json")
@@ -343,6 +339,18 @@ class Dbt:
         if len(lake) > 1:
             return None
         return JobModels(converter["name"], lake[0]["name"] if lake else None)
+
+
+@functools.cache
+def _code_stamp() -> tuple[str, str, int, int]:
+    """dbt's and its Spark adapter's versions, and how many modules sluice and its dbt plugin
+    have and their newest change, once per process (a runner of hundreds of jobs asks for
+    ``project_key`` every batch)."""
+    from importlib.metadata import version
+
+    code = [p.stat().st_mtime_ns for folder in ("python_ingest", "dbt_sluice")
+            for p in (PACKAGE_ROOT / folder).rglob("*.py")]
+    return version("dbt-core"), version("dbt-spark"), len(code), max(code, default=0)
 
 
 def _check_lake_config(node: Any) -> None:
