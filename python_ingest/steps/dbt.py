@@ -164,8 +164,9 @@ class Dbt:
         """The config of the model named ``model`` (anything with ``get``; the parsed project,
         or a lake model's saved entry while the project is not parsed), None when none."""
         if self._manifest is None:
+            key = self.project_key()
             saved = next((e.get("lake_config") for e in self._saved.values()
-                          if e["models"][1] == model), None)
+                          if e["models"][1] == model and e.get("project") == key), None)
             if saved is not None:
                 return saved
         from dbt.contracts.graph.nodes import ModelNode
@@ -282,6 +283,7 @@ class Dbt:
                 return None
         if not isinstance(entry, dict) or "models" not in entry \
                 or entry.get("project") != self.project_key():
+            self._saved.pop(job_name, None)  # saved for another state of the project
             return None
         self._saved[job_name] = entry
         return entry
