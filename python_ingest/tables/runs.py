@@ -150,6 +150,23 @@ _deferred: _Deferred | None = None
 
 
 @contextmanager
+def _current() -> Iterator[_Deferred]:
+    """A new holder, current while the block runs; afterwards closed, and the one before it
+    current again unless another block took over meanwhile (blocks of threads that outlive
+    each other end in any order)."""
+    global _deferred
+    previous, holder = _deferred, _Deferred()
+    _deferred = holder
+    try:
+        yield holder
+    finally:
+        if _deferred is holder:
+            _deferred = previous
+        with holder.lock:
+            holder.closed = True
+
+
+@contextmanager
 def records_deferred(spark: SparkSession, every_s: float = 30.0) -> Iterator[None]:
     """While the block runs (a long-running runner), run records are written every
     ``every_s`` seconds, all of them in one commit, and when the block ends: the commit to the
@@ -158,26 +175,22 @@ def records_deferred(spark: SparkSession, every_s: float = 30.0) -> Iterator[Non
     file (tables/status.py) has each job's last run at once, and checkpoints are in the data's
     commits. Records whose write fails (after ``_write``'s attempts: another runner's commit to
     meta.runs, an object store away) are held and written by the next flush."""
-    global _deferred
-    previous, deferred = _deferred, _Deferred()
-    _deferred = deferred
     stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.wait(every_s):
-            deferred.flush(spark)
-
-    writer = threading.Thread(target=loop, name="sluice-runs", daemon=True)
-    writer.start()
     try:
-        yield
-    finally:
-        stop.set()
-        writer.join()
-        if _deferred is deferred:
-            _deferred = previous
-        with deferred.lock:
-            deferred.closed = True
+        with _current() as deferred:
+
+            def loop() -> None:
+                while not stop.wait(every_s):
+                    deferred.flush(spark)
+
+            writer = threading.Thread(target=loop, name="sluice-runs", daemon=True)
+            writer.start()
+            try:
+                yield
+            finally:
+                stop.set()
+                writer.join()
+    finally:  # after the block's end: a record added since is written at once
         deferred.flush(spark)
 
 
@@ -187,16 +200,10 @@ def records_held() -> Iterator[None]:
     in one commit by ``flush_records`` (every reader of runs here calls it first) or when the
     block ends: a process that runs jobs one after another and reads their records later
     (a script, the test suite) pays one commit to meta.runs instead of one per run."""
-    global _deferred
-    previous, held = _deferred, _Deferred()
-    _deferred = held
     try:
-        yield
-    finally:
-        if _deferred is held:
-            _deferred = previous
-        with held.lock:
-            held.closed = True
+        with _current() as held:
+            yield
+    finally:  # after the block's end: a record added since is written at once
         if held.spark is not None:
             held.flush(held.spark)
 
