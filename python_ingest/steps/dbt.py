@@ -189,12 +189,6 @@ class Dbt:
         """Whether this object parsed the project (else it answered from saved entries)."""
         return self._manifest is not None
 
-    @property
-    def parsed_files(self) -> tuple[tuple[str, int, int], ...]:
-        """The project's files as the manifest was parsed from them (path, mtime, size)."""
-        self.manifest()
-        return self._parsed_files
-
     def _project_files(self) -> tuple[tuple[str, int, int], ...]:
         """Path, mtime and size of every file dbt parses (models, macros, the project)."""
         found = []
