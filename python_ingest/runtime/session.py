@@ -226,8 +226,9 @@ def build_session(settings: Settings, every_table: bool = False) -> SparkSession
     active = thread_session()
     if active is not None:
         return active
-    from python_ingest.runtime import jvm_logs
+    from python_ingest.runtime import jvm_logs, py4j_lookups
 
+    py4j_lookups.install()  # each Py4J name asked of the JVM once per process
     conf = spark_conf(settings)
     builder = SparkSession.builder
     for key, value in conf.items():
