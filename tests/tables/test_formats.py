@@ -4,6 +4,7 @@ table at once lose no commit."""
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from python_ingest.runtime.catalog import location
 from python_ingest.tables import formats
 from tests.conftest import REPO, write_config
 
@@ -52,6 +54,12 @@ def test_rows_and_properties_in_one_commit_newest_first(format_spark: Any, table
     assert sorted(r[0] for r in formats.read_table(spark, table).collect()) == [1, 2, 3, 4]
     assert formats.read_table(spark, table).columns == ["id"]  # no _hoodie_* columns
     assert len(formats.commit_times(spark, table)) >= 4
+    if table_format == "hudi":
+        # each file's footer holds a bloom filter sized for its few keys, not Hudi's 430 KB
+        # default for 60,000 (runtime/catalog.py BLOOM_ENTRIES), appended by the data source
+        # and by SQL alike
+        footers = {f.name: footer_bytes(f) for f in Path(location(spark, table)).glob("*.parquet")}
+        assert len(footers) >= 4 and max(footers.values()) < 64 * 1024, footers
 
 
 @pytest.mark.e2e
@@ -163,3 +171,12 @@ def test_a_step_checkpoint_survives_archival_and_its_expiry_is_an_error_never_ba
         with pytest.raises(StepCheckpointLostError, match=f"table {table}: no commit .* fork"):
             step_checkpoint(spark, table, "fork")
     assert step_checkpoint(spark, table, "merge") == 5
+
+
+
+def footer_bytes(path: Path) -> int:
+    """The length of a parquet file's footer (its last 8 bytes: the length, then PAR1)."""
+    with path.open("rb") as f:
+        f.seek(-8, 2)
+        length: int = struct.unpack("<i", f.read(4))[0]
+    return length
