@@ -173,7 +173,6 @@ def test_a_step_checkpoint_survives_archival_and_its_expiry_is_an_error_never_ba
     assert step_checkpoint(spark, table, "merge") == 5
 
 
-
 def footer_bytes(path: Path) -> int:
     """The length of a parquet file's footer (its last 8 bytes: the length, then PAR1)."""
     with path.open("rb") as f:
