@@ -8,6 +8,8 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+from python_ingest.runtime.catalog import INSERT_OPERATION
+
 COLUMNS = [("_row_key", "string"), ("trip_id", "bigint"), ("city_name", "string"),
            ("fare_amount", "decimal(10,2)"), ("_ref_key", "bigint"), ("_is_deleted", "boolean"),
            ("_event_ts", "timestamp"), ("_batch_id", "bigint"), ("_valid_from", "timestamp"),
@@ -59,11 +61,17 @@ def insert(spark: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
     spark.createDataFrame(rows, schema).createOrReplaceTempView("history_rows")
     # Hudi: an upsert, into the key's bucket (a plain insert may start a file group of its
     # own in the same bucket, and an update then finds the key twice)
-    spark.conf.set("hoodie.spark.sql.insert.into.operation", "upsert")
+    # (the session's own setting back after it: sluice's sessions bulk insert, and a test
+    # after this one on the same session reads it)
+    before = spark.conf.get(INSERT_OPERATION, None)
+    spark.conf.set(INSERT_OPERATION, "upsert")
     try:
         spark.sql(f"insert into {table} select * from history_rows")
     finally:
-        spark.conf.unset("hoodie.spark.sql.insert.into.operation")
+        if before is None:
+            spark.conf.unset(INSERT_OPERATION)
+        else:
+            spark.conf.set(INSERT_OPERATION, before)
 
 
 def close(spark: Any, table: str, ends: dict[tuple[int, int], tuple[int, int, int]]) -> None:
