@@ -8,7 +8,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from python_ingest.runtime.catalog import INSERT_OPERATION
+from python_ingest.runtime.catalog import INSERT_OPERATION, insert_operation_kept
 
 COLUMNS = [("_row_key", "string"), ("trip_id", "bigint"), ("city_name", "string"),
            ("fare_amount", "decimal(10,2)"), ("_ref_key", "bigint"), ("_is_deleted", "boolean"),
@@ -61,17 +61,10 @@ def insert(spark: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
     spark.createDataFrame(rows, schema).createOrReplaceTempView("history_rows")
     # Hudi: an upsert, into the key's bucket (a plain insert may start a file group of its
     # own in the same bucket, and an update then finds the key twice)
-    # (the session's own setting back after it: sluice's sessions bulk insert, and a test
-    # after this one on the same session reads it)
-    before = spark.conf.get(INSERT_OPERATION, None)
-    spark.conf.set(INSERT_OPERATION, "upsert")
-    try:
+    # (and the session's own setting back after it, bulk_insert: a later test reads it)
+    with insert_operation_kept(spark):
+        spark.conf.set(INSERT_OPERATION, "upsert")
         spark.sql(f"insert into {table} select * from history_rows")
-    finally:
-        if before is None:
-            spark.conf.unset(INSERT_OPERATION)
-        else:
-            spark.conf.set(INSERT_OPERATION, before)
 
 
 def close(spark: Any, table: str, ends: dict[tuple[int, int], tuple[int, int, int]]) -> None:

@@ -16,6 +16,7 @@ from python_ingest.runtime.catalog import (
     LAKE_WRITE,
     RECORD_INDEX_ONLY,
     bucket_write,
+    insert_operation_kept,
     keep_write_settings,
     lake_properties,
     register,
@@ -99,9 +100,8 @@ def test_a_bucket_lake_registered_by_another_process_keeps_one_file_group_per_bu
               f"using hudi location '{path}' tblproperties ("
               + ", ".join(f"'{k}'='{v}'" for k, v in props.items()) + ")")
     keep_write_settings(spark, path, BUCKETS)
-    before = spark.conf.get(INSERT_OPERATION)
-    spark.conf.set(INSERT_OPERATION, "upsert")
-    try:
+    with insert_operation_kept(spark):
+        spark.conf.set(INSERT_OPERATION, "upsert")
         spark.sql(f"insert into {lake} select cast(id as string), 1, 'a', false from range(300)")
         spark.sql(f"drop table {lake}")  # forgotten, as by a new process
         register(spark, lake, path)
@@ -119,8 +119,6 @@ def test_a_bucket_lake_registered_by_another_process_keeps_one_file_group_per_bu
         found = dict(spark.sql(f"show tblproperties {lake}").collect())
         assert {k: found.get(k) for k in BUCKETS} == BUCKETS
         spark.sql(f"insert into {lake} select cast(id as string), 3, 'b', false from range(100)")
-    finally:
-        spark.conf.set(INSERT_OPERATION, before)
     rows = {r[0]: (r[1], r[2]) for r in spark.sql(f"select k, r, v from {lake}").collect()}
     assert spark.table(lake).count() == len(rows) == 350
     assert all(rows[str(i)] == (3, "b") for i in range(100))
