@@ -46,6 +46,20 @@ def train(folder: Path) -> None:
                       when matched then update set *
                       when not matched then insert *""")
         spark.sql(f"select p, count(*), max(v) from {table} group by p").collect()
+    # sluice's own append (a DataFrame write with its commit metadata) and incremental read
+    # (Hudi's merge-on-read relation: Scala reflection's classes): the step tables' path
+    from python_ingest.tables.hudi import HUDI
+
+    HUDI.ensure_table(spark, "raw.train_log", [("id", "bigint"), ("v", "string"),
+                                               ("ts", "timestamp"), ("p", "bigint")])
+    source = spark.table("train_src")
+    HUDI.append(source, "raw.train_log", {})
+    since = HUDI.position(spark, "raw.train_mor")
+    HUDI.append(source.where("id < 100"), "raw.train_log", {})
+    spark.sql("update raw.train_mor set v = 'w' where id = 61")
+    HUDI.read_changes(spark, "raw.train_mor", since, str(HUDI.position(spark, "raw.train_mor"))
+                      ).where("p = 1").collect()
+    HUDI.read_changes(spark, "raw.train_log", None, "").groupBy("p").count().collect()
     spark.sql("create table sluice.raw.train_ice (id bigint, v string, ts timestamp, p bigint) "
               "using iceberg")
     spark.sql("insert into sluice.raw.train_ice select * from train_src")
