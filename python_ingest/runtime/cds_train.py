@@ -21,6 +21,7 @@ def train(folder: Path) -> None:
     from pyspark import SparkContext
 
     from python_ingest.config import load_settings
+    from python_ingest.runtime.catalog import HUDI_WRITE_CONF
     from python_ingest.runtime.session import build_session
 
     config = folder / "sluice.yml"
@@ -46,20 +47,22 @@ def train(folder: Path) -> None:
                       when matched then update set *
                       when not matched then insert *""")
         spark.sql(f"select p, count(*), max(v) from {table} group by p").collect()
-    # sluice's own append (a DataFrame write with its commit metadata) and incremental read
-    # (Hudi's merge-on-read relation: Scala reflection's classes): the step tables' path
-    from python_ingest.tables.hudi import HUDI
-
-    HUDI.ensure_table(spark, "raw.train_log", [("id", "bigint"), ("v", "string"),
-                                               ("ts", "timestamp"), ("p", "bigint")])
+    # appends as sluice's (a DataFrame write with Hudi's write settings) and a read of changes
+    # (an incremental query: Hudi's merge-on-read relation, Scala reflection's classes)
+    log = str(folder / "train_log")
+    options = {**HUDI_WRITE_CONF, "hoodie.table.name": "train_log",
+               "hoodie.datasource.write.operation": "bulk_insert",
+               "hoodie.datasource.write.recordkey.field": "id", "hoodie.metadata.enable": "false"}
     source = spark.table("train_src")
-    HUDI.append(source, "raw.train_log", {})
-    since = HUDI.position(spark, "raw.train_mor")
-    HUDI.append(source.where("id < 100"), "raw.train_log", {})
+    source.write.format("hudi").options(**options).mode("append").save(log)
+    source.where("id < 100").write.format("hudi").options(**options).mode("append").save(log)
     spark.sql("update raw.train_mor set v = 'w' where id = 61")
-    HUDI.read_changes(spark, "raw.train_mor", since, str(HUDI.position(spark, "raw.train_mor"))
-                      ).where("p = 1").collect()
-    HUDI.read_changes(spark, "raw.train_log", None, "").groupBy("p").count().collect()
+    mor = spark.sql("describe formatted raw.train_mor").where("col_name = 'Location'").collect()
+    (spark.read.format("hudi").option("hoodie.datasource.query.type", "incremental")
+     .option("hoodie.datasource.read.begin.instanttime", "0")
+     .option("hoodie.datasource.read.end.instanttime", "99991231235959999")
+     .load(mor[0][1]).where("p = 1").collect())
+    spark.read.format("hudi").load(log).groupBy("p").count().collect()
     spark.sql("create table sluice.raw.train_ice (id bigint, v string, ts timestamp, p bigint) "
               "using iceberg")
     spark.sql("insert into sluice.raw.train_ice select * from train_src")
