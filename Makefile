@@ -63,9 +63,10 @@ system-deps: ## install the system packages sluice needs (Java 17, Maven, MariaD
 	fi
 
 # uv (from PyPI) installs the locked packages: the same set pip installs, in a third of the
-# time on a fresh machine (27 s against 66 s here, pyspark's 317 MB source included)
+# time on a fresh machine (27 s against 66 s here, pyspark's 317 MB source included); it trusts
+# the system's certificates as pip does (a proxy's CA installed there), not only its own
 UV_VERSION := 0.13.9
-UV := $(BIN)/uv pip install -q --python $(BIN)/python
+UV := $(BIN)/uv pip install -q --system-certs --python $(BIN)/python
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
