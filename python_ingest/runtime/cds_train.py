@@ -21,7 +21,7 @@ def train(folder: Path) -> None:
     from pyspark import SparkContext
 
     from python_ingest.config import load_settings
-    from python_ingest.runtime.catalog import HUDI_WRITE_CONF
+    from python_ingest.runtime.catalog import APPEND_ONLY_WRITE, HUDI_WRITE_CONF
     from python_ingest.runtime.session import build_session
 
     config = folder / "sluice.yml"
@@ -50,9 +50,9 @@ def train(folder: Path) -> None:
     # appends as sluice's (a DataFrame write with Hudi's write settings) and a read of changes
     # (an incremental query: Hudi's merge-on-read relation, Scala reflection's classes)
     log = str(folder / "train_log")
-    options = {**HUDI_WRITE_CONF, "hoodie.table.name": "train_log",
+    options = {**HUDI_WRITE_CONF, **APPEND_ONLY_WRITE, "hoodie.table.name": "train_log",
                "hoodie.datasource.write.operation": "bulk_insert",
-               "hoodie.datasource.write.recordkey.field": "id", "hoodie.metadata.enable": "false"}
+               "hoodie.datasource.write.recordkey.field": "id"}
     source = spark.table("train_src")
     source.write.format("hudi").options(**options).mode("append").save(log)
     source.where("id < 100").write.format("hudi").options(**options).mode("append").save(log)

@@ -57,7 +57,7 @@ META_PREFIX = "_hoodie_"  # Hudi's own columns in every table (commit time, reco
 APPEND_ONLY_PROPERTIES = {"type": "cow", **APPEND_ONLY_WRITE}
 # bulk_insert: new files per commit, no index look-up, no rewrite of earlier files
 APPEND_OPTIONS = {**HUDI_WRITE_CONF, "hoodie.datasource.write.operation": "bulk_insert",
-                  "hoodie.metadata.enable": "false",
+                  **APPEND_ONLY_WRITE,
                   "hoodie.datasource.write.commitmeta.key.prefix": COMMIT_PREFIX}
 
 
