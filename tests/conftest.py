@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -27,6 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 # in the repository's .sluice whatever the state folder
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 STATE_DIR = REPO / ".sluice" / "test-workers" / _WORKER if _WORKER else REPO / ".sluice"
+if _WORKER:  # a worker's folder starts empty, as on a fresh checkout (it held 2 GB of old runs)
+    shutil.rmtree(STATE_DIR, ignore_errors=True)
 STATE_DIR.mkdir(parents=True, exist_ok=True)
 _counter = itertools.count(1)
 
