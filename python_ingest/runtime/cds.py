@@ -9,10 +9,10 @@ machine (``python -m python_ingest.runtime.cds build``) with a short training ru
 and ``spark_conf`` names it in ``spark.driver.extraJavaOptions`` when it exists.
 
 The archive belongs to one class path and one JVM: its file name carries a hash of the
-driver's class path (``localfs.driver_classpath``), pyspark's version and the ``java`` binary,
-so new jars or a new JDK look for a new archive, and without one the driver starts as it always
-did. A JVM that cannot use an archive (changed jar files) falls back silently to its own
-classes. ``SLUICE_CDS=off`` turns it off.
+driver's class path (``localfs.driver_classpath``), pyspark's version, the ``java`` binary and
+cds_train.py, so new jars, a new JDK or a changed training look for a new archive, and
+without one the driver starts as it always did. A JVM that cannot use an archive (changed
+jar files) falls back silently to its own classes. ``SLUICE_CDS=off`` turns it off.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ CDS_ENV = "SLUICE_CDS"
 TRAIN_ENV = "SLUICE_CDS_TRAIN"  # set in the training process (cds_train.py): the archive to write
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 TRAIN_TIMEOUT_S = 900
+TRAINING = Path(__file__).with_name("cds_train.py")  # the training run's code
 
 
 def _java() -> Path | None:
@@ -58,8 +59,10 @@ def archive_path(classpath: list[Path] | None = None) -> Path | None:
     if java is None or not jars:
         return None
     stat = java.stat()
+    # (and the training run's own code: a changed training makes a new archive at set-up)
+    trained = hashlib.sha256(TRAINING.read_bytes()).hexdigest() if TRAINING.exists() else ""
     key = "\n".join([str(java), str(stat.st_size), str(int(stat.st_mtime)), pyspark.__version__,
-                     sys.prefix, *(str(j) for j in jars)])
+                     sys.prefix, trained, *(str(j) for j in jars)])
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return jars[0].parent / f"driver-{digest}.jsa"
 

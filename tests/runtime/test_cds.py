@@ -20,6 +20,12 @@ def test_the_archive_belongs_to_one_class_path(monkeypatch: pytest.MonkeyPatch,
     assert first is not None and first.parent == tmp_path and first.suffix == ".jsa"
     monkeypatch.setattr("python_ingest.runtime.jars.spark_jars", lambda: [*jars, jars[0]])
     assert cds.archive_path() not in (None, first)  # another class path: another archive
+    monkeypatch.setattr("python_ingest.runtime.jars.spark_jars", lambda: jars)
+    training = tmp_path / "cds_train.py"
+    training.write_text(cds.TRAINING.read_text() + "\n# trained on more\n")
+    monkeypatch.setattr(cds, "TRAINING", training)
+    assert cds.archive_path() not in (None, first)  # another training: another archive
+    monkeypatch.undo()
 
     # absent: the driver starts as before; present: named, its failures kept quiet
     monkeypatch.setattr("python_ingest.runtime.jars.spark_jars", lambda: jars)
