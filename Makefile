@@ -118,7 +118,7 @@ $(S3PROXY_STAMP): $(STAMP) jvm/s3proxy/pom.xml
 
 setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) $(CONNECT_STAMP) $(LOCALFS_STAMP) $(S3PROXY_STAMP) ## everything a fresh machine needs (idempotent)
 	@# sluice's own bytecode, for the same reason as the packages' (above): only what changed
-	@$(BIN)/python -m compileall -q python_ingest dbt_sluice >/dev/null
+	@$(BIN)/python -m compileall -q python_ingest dbt_sluice tests >/dev/null
 	@# the Spark driver's class-data-sharing archive (python_ingest/runtime/cds.py): a training
 	@# run of about a minute, once per class path and JDK; without it Spark starts slower
 	@$(BIN)/python -m python_ingest.runtime.cds build || \
