@@ -9,10 +9,12 @@ machine (``python -m python_ingest.runtime.cds build``) with a short training ru
 and ``spark_conf`` names it in ``spark.driver.extraJavaOptions`` when it exists.
 
 The archive belongs to one class path and one JVM: its file name carries a hash of the
-driver's class path (``localfs.driver_classpath``), pyspark's version, the ``java`` binary and
-cds_train.py, so new jars, a new JDK or a changed training look for a new archive, and
-without one the driver starts as it always did. A JVM that cannot use an archive (changed
-jar files) falls back silently to its own classes. ``SLUICE_CDS=off`` turns it off.
+driver's class path (``localfs.driver_classpath``) and of pyspark's jars, each with its size
+and time (the JVM refuses an archive, silently, when a jar was written again: a new .venv),
+pyspark's version, the ``java`` binary and cds_train.py, so new jars, a new JDK or a changed
+training look for a new archive, and without one the driver starts as it always did. A JVM
+that cannot use an archive (changed jar files) falls back silently to its own classes.
+``SLUICE_CDS=off`` turns it off.
 """
 
 from __future__ import annotations
@@ -43,6 +45,15 @@ def _java() -> Path | None:
     return found.resolve() if found else None
 
 
+def _stamp(path: Path) -> str:
+    """A file's path, size and modification time (nothing more for a missing file)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return str(path)
+    return f"{path} {stat.st_size} {int(stat.st_mtime)}"
+
+
 def archive_path(classpath: list[Path] | None = None) -> Path | None:
     """Where the archive for the driver's class path (``classpath``, else worked out here)
     and this JVM lives (whether it exists or not), or None when there is no resolved Spark
@@ -58,11 +69,13 @@ def archive_path(classpath: list[Path] | None = None) -> Path | None:
         return None
     if java is None or not jars:
         return None
-    stat = java.stat()
     # (and the training run's own code: a changed training makes a new archive at set-up)
     trained = hashlib.sha256(TRAINING.read_bytes()).hexdigest() if TRAINING.exists() else ""
-    key = "\n".join([str(java), str(stat.st_size), str(int(stat.st_mtime)), pyspark.__version__,
-                     sys.prefix, trained, *(str(j) for j in jars)])
+    # every jar the driver's JVM opens, as the JVM checks them (size and time): jars written
+    # again (a new .venv, jars resolved again) make the JVM refuse the archive silently
+    spark_jars = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    key = "\n".join([_stamp(java), pyspark.__version__, sys.prefix, trained,
+                     *(_stamp(j) for j in [*jars, *spark_jars])])
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return jars[0].parent / f"driver-{digest}.jsa"
 

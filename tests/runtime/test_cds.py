@@ -3,6 +3,7 @@ class path and JVM, used when present, and usable by the driver that names it.""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,14 @@ def test_the_archive_belongs_to_one_class_path(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(cds, "TRAINING", training)
     assert cds.archive_path() not in (None, first)  # another training: another archive
     monkeypatch.undo()
+    # a jar written again (a new .venv, jars resolved again): the JVM would refuse the old one
+    monkeypatch.setattr("python_ingest.runtime.jars.spark_jars", lambda: jars)
+    jars[0].write_bytes(b"jar")
+    written = cds.archive_path()
+    os.utime(jars[0], (1_000_000_000, 1_000_000_000))
+    assert cds.archive_path() not in (None, written, first)
+    jars[0].unlink()
+    assert cds.archive_path() == first
 
     # absent: the driver starts as before; present: named, its failures kept quiet
     monkeypatch.setattr("python_ingest.runtime.jars.spark_jars", lambda: jars)
