@@ -120,7 +120,7 @@ setup: system-deps $(STAMP) $(JARS_STAMP) $(ASSETS_STAMP) $(APICURIO_STAMP) $(CO
 	@# sluice's own bytecode, for the same reason as the packages' (above): only what changed
 	@$(BIN)/python -m compileall -q python_ingest dbt_sluice tests >/dev/null
 	@# the Spark driver's class-data-sharing archive (python_ingest/runtime/cds.py): a training
-	@# run of about a minute, once per class path and JDK; without it Spark starts slower
+	@# run of about a minute, once per set of jars and JDK; without it Spark starts slower
 	@$(BIN)/python -m python_ingest.runtime.cds build || \
 		echo "sluice: no class-data-sharing archive; Spark starts without it (slower)"
 	@# the PostgreSQL tap's C encoder (python_ingest/sources/postgres/native.py); without a C
@@ -134,13 +134,11 @@ run: setup ## run the main job on the embedded default (local Spark, Hudi tables
 # `make test` runs the suite in TEST_WORKERS processes (pytest-xdist, a test file per worker at
 # a time: module fixtures stay whole), each with its own broker, Spark session, servers,
 # warehouse and state folder; TEST_WORKERS=0 runs it in this process. The slowest files go
-# first (tests/durations.txt), so short ones fill in at the end. One per core, and one per
-# 4 GiB of memory at most (a worker's Spark, the `sluice` processes it starts and its servers):
+# first (tests/durations.txt), so short ones fill in at the end. One per core this process may
+# use (a container's CPU quota counts) and one per 4 GiB of memory at most (tests/workers.py):
 # two on two cores, where three kept the CPU at 99 % instead of 90 % and still took longer
 # (2058 s against 1781 s, one run each); a machine with more cores gets more
-TEST_WORKERS ?= $(shell cores=$$(nproc 2>/dev/null || echo 2); \
-	mem=$$(awk '/^MemTotal:/ {print int($$2 / 4194304)}' /proc/meminfo 2>/dev/null || echo 2); \
-	n=$$(( cores < mem ? cores : mem )); echo $$(( n < 1 ? 1 : n )))
+TEST_WORKERS ?= $(shell $(PYTHON) tests/workers.py 2>/dev/null || echo 2)
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test: setup ## run all tests (unit and end-to-end, against real Apache Kafka, Spark, Hudi and Iceberg)
