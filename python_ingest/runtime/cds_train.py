@@ -21,7 +21,7 @@ def train(folder: Path) -> None:
     from pyspark import SparkContext
 
     from python_ingest.config import load_settings
-    from python_ingest.runtime.catalog import APPEND_ONLY_WRITE, HUDI_WRITE_CONF
+    from python_ingest.runtime.catalog import APPEND_ONLY_WRITE, HUDI_WRITE_CONF, location
     from python_ingest.runtime.session import build_session
 
     config = folder / "sluice.yml"
@@ -57,11 +57,10 @@ def train(folder: Path) -> None:
     source.write.format("hudi").options(**options).mode("append").save(log)
     source.where("id < 100").write.format("hudi").options(**options).mode("append").save(log)
     spark.sql("update raw.train_mor set v = 'w' where id = 61")
-    mor = spark.sql("describe formatted raw.train_mor").where("col_name = 'Location'").collect()
     (spark.read.format("hudi").option("hoodie.datasource.query.type", "incremental")
      .option("hoodie.datasource.read.begin.instanttime", "0")
      .option("hoodie.datasource.read.end.instanttime", "99991231235959999")
-     .load(mor[0][1]).where("p = 1").collect())
+     .load(location(spark, "raw.train_mor")).where("p = 1").collect())
     spark.read.format("hudi").load(log).groupBy("p").count().collect()
     spark.sql("create table sluice.raw.train_ice (id bigint, v string, ts timestamp, p bigint) "
               "using iceberg")
