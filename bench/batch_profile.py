@@ -58,24 +58,15 @@ def tree_cpu_s(root: int) -> float:
     /proc: the driver JVM with its executor threads, and the Python workers it forked."""
     import os
 
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
+    from bench.common import processes
+
+    table = processes()
     tick = os.sysconf("SC_CLK_TCK")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry)] = int(fields[1])
-        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
     total, todo = 0.0, [root]
     while todo:
         pid = todo.pop()
-        total += times.get(pid, 0.0)
-        todo.extend(child for child, parent in parents.items() if parent == pid)
+        total += table[pid][1] / tick if pid in table else 0.0
+        todo.extend(child for child, (parent, _, _) in table.items() if parent == pid)
     return total
 
 

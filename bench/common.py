@@ -1,9 +1,11 @@
 """What the tap benchmarks share (tap_bench.py, debezium_bench.py, pg_tap_bench.py): their
 config, the MariaDB table they change, filled outside the binlog, and the tap's rate as they
-print it; and the config of the lake benchmarks without a broker (dispersal, verify)."""
+print it; the config of the lake benchmarks without a broker (dispersal, verify); and the
+process table the profiles read (batch_profile.py, suite_profile.py)."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -67,3 +69,19 @@ def tap_rate(what: str, stats: Any, seconds: float) -> float:
     print(f"{what}: {stats.row_changes} row changes, {stats.messages} messages in "
           f"{seconds:.1f}s = {rate:,.0f} row changes/s")
     return rate
+
+
+def processes() -> dict[int, tuple[int, int, str]]:
+    """Every process from /proc: {pid: (parent pid, CPU ticks user + system, start time in
+    ticks since boot, which tells a pid used again from the one before)}."""
+    found: dict[int, tuple[int, int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]), fields[19])
+    return found

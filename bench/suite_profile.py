@@ -5,6 +5,9 @@ tree, so that a test's wall time can be set against the CPU its worker's tree sp
     make test PYTEST_ARGS="-p bench.suite_profile"                  # logs to .sluice/suite-log
     .venv/bin/python bench/suite_profile.py report OUT.jsonl         # per file and idle
 
+The report takes the tests that ran while OUT.jsonl was sampled (the log folder keeps
+earlier runs' records too).
+
 The report lists the files by wall time minus their worker tree's CPU (waits: sleeps, polls,
 servers starting) and the whole machine's idle fraction by minute. Servers that detach from
 the worker (pg_ctl's PostgreSQL, a daemonized mariadbd) are not in its tree: their CPU is not
@@ -13,6 +16,7 @@ counted for the test, only in the machine's figures.
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import collections
 import json
@@ -21,6 +25,10 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import processes  # noqa: E402
 
 LOG = Path(__file__).resolve().parent.parent / ".sluice" / "suite-log"
 _out: Any = None
@@ -49,16 +57,7 @@ def sample(out: Path, seconds: float) -> None:
     with open(out, "w") as sink:
         end = time.time() + seconds
         while time.time() < end:
-            info: dict[int, tuple[int, int, str]] = {}
-            for name in os.listdir("/proc"):
-                if name.isdigit():
-                    try:
-                        text = Path(f"/proc/{name}/stat").read_text()
-                    except OSError:
-                        continue
-                    fields = text[text.rfind(")") + 2:].split()
-                    info[int(name)] = (int(fields[1]), int(fields[11]) + int(fields[12]),
-                                       fields[19])
+            info = processes()
             per: dict[str, int] = collections.Counter()
             for pid, (_, cpu, started) in info.items():
                 spent = cpu - last.get((pid, started), 0)
@@ -88,10 +87,12 @@ def report(samples_file: Path) -> None:
     controller = logged.most_common(1)[0][0] if len(logged) > 1 else None
     samples = [json.loads(line) for line in samples_file.read_text().splitlines()][1:]
     times = [s["t"] for s in samples]
+    if not times:
+        sys.exit(f"{samples_file}: fewer than two samples")
     files: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
     for (pid, node), t in tests.items():
-        if pid == controller or "end" not in t:
-            continue
+        if pid == controller or "end" not in t or not times[0] <= t["start"] <= times[-1]:
+            continue  # (or a test of an earlier run)
         first, after = bisect.bisect_left(times, t["start"]), bisect.bisect_right(times, t["end"])
         cpu = sum(s["cpu"].get(str(pid), 0) for s in samples[first:after]) / hz
         figures = files[node.split("::")[0]]
@@ -108,11 +109,22 @@ def report(samples_file: Path) -> None:
     print("machine idle by minute:", idle)
 
 
-if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in ("sample", "report"):
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    if sys.argv[1] == "sample":
-        sample(Path(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 7200)
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(__doc__.splitlines()[2:]))
+    sub = parser.add_subparsers(dest="command", required=True)
+    sampled = sub.add_parser("sample", help="sample /proc once a second into OUT")
+    sampled.add_argument("out", type=Path)
+    sampled.add_argument("--seconds", type=float, default=7200, help="how long (7200)")
+    reported = sub.add_parser("report", help="per file and idle, from the samples in OUT")
+    reported.add_argument("out", type=Path)
+    args = parser.parse_args()
+    if args.command == "sample":
+        sample(args.out, args.seconds)
     else:
-        report(Path(sys.argv[2]))
+        report(args.out)
+
+
+if __name__ == "__main__":
+    main()
