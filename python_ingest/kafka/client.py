@@ -43,14 +43,39 @@ def reading(topic: str) -> str:
     return f"sluice reading topic '{topic}' (a job, its planner or a report)"
 
 
+# A new kafka-python client first asks the cluster which API versions it speaks (about 0.1 s
+# on loopback, a round trip more over a network): the reads and offset look-ups of one process
+# (a Spark task's Python worker reads unit after unit) reuse what the first client learned, for
+# API_VERSION_TTL_S; a cluster upgraded or downgraded meanwhile is asked again after that
+API_VERSION_TTL_S = 600.0
+_api_versions: dict[str, tuple[Any, float]] = {}
+
+
+def _kafka_python_config(bootstrap: str, component: str, **config: Any) -> dict[str, Any]:
+    """``security.kafka_python`` with the cluster's API version when this process knows it."""
+    known = _api_versions.get(bootstrap)
+    if known is not None and time.monotonic() - known[1] < API_VERSION_TTL_S:
+        config.setdefault("api_version", known[0])
+    return security.kafka_python(bootstrap, component, **config)
+
+
+def _learned(bootstrap: str, client: Any) -> Any:
+    """Keep the API version ``client`` found (when it asked: not a reused one); ``client``."""
+    known = _api_versions.get(bootstrap)
+    if known is None or time.monotonic() - known[1] >= API_VERSION_TTL_S:
+        version = client.config.get("api_version")
+        if version is not None:
+            _api_versions[bootstrap] = (version, time.monotonic())
+    return client
+
+
 def _admin_consumer(bootstrap: str, topic: str) -> Any:
     from kafka import KafkaConsumer
     from kafka.errors import KafkaError
 
     try:
-        return KafkaConsumer(**security.kafka_python(bootstrap, reading(topic),
-                                                     enable_auto_commit=False,
-                                                     request_timeout_ms=30000))
+        return _learned(bootstrap, KafkaConsumer(**_kafka_python_config(
+            bootstrap, reading(topic), enable_auto_commit=False, request_timeout_ms=30000)))
     except KafkaError as exc:
         raise BrokerError(f"cannot reach the Kafka broker at {bootstrap}: {exc}. Is it running? "
                           "For the embedded broker run 'sluice broker start'.") from exc
@@ -98,12 +123,15 @@ def topic_id(bootstrap: str, topic: str) -> str | None:
 
 
 def sample_message_bytes(bootstrap: str, topic: str, starts: dict[int, int],
-                         sample: int = 100) -> float | None:
-    """Average key+value size of up to ``sample`` messages per partition from ``starts``."""
+                         ends: dict[int, int] | None = None, sample: int = 100) -> float | None:
+    """Average key+value size of up to ``sample`` messages per partition from ``starts``
+    (up to ``ends``, the partitions' end offsets when known: a partition holding fewer than
+    ``sample`` past its start is not waited on for more)."""
     sizes: list[int] = []
     for partition, start in starts.items():
+        stop = start + sample if ends is None else min(start + sample, ends[partition])
         for message in read_range("kafka-python", bootstrap, topic, partition, start,
-                                  start + sample, timeout_s=10, tolerate_short=True):
+                                  stop, timeout_s=10, tolerate_short=True):
             sizes.append(len(message.key or b"") + len(message.value or b""))
     return sum(sizes) / len(sizes) if sizes else None
 
@@ -182,19 +210,31 @@ def _short_read(topic: str, partition: int, position: int, end: int, timeout_s: 
                      "down or the range was deleted. Nothing was committed; rerun the job.")
 
 
+def _read_denied(bootstrap: str, topic: str, exc: Exception) -> BrokerError:
+    return security.failure(bootstrap, reading(topic), str(exc), action="read",
+                            resource=f"topic '{topic}'")
+
+
 def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, end: int,
                        timeout_s: float, tolerate_short: bool,
                        on_loss: OnLoss | None) -> Iterator[MessageBatch]:
     from kafka import KafkaConsumer, TopicPartition
     from kafka.errors import AuthorizationError, OffsetOutOfRangeError
 
-    consumer = KafkaConsumer(**security.kafka_python(
+    consumer = KafkaConsumer(**_kafka_python_config(
         bootstrap, reading(topic), enable_auto_commit=False,
         auto_offset_reset="none",  # a gone offset is an error, not a skip
         group_id=None, fetch_max_bytes=FETCH_BYTES,
         max_partition_fetch_bytes=PARTITION_FETCH_BYTES, receive_buffer_bytes=4 * 1024 * 1024))
+    _learned(bootstrap, consumer)
     tp = TopicPartition(topic, partition)
     try:
+        # the topic's leaders known before the first poll, which otherwise finds nothing it
+        # can fetch yet and sleeps retry_backoff_ms (100 ms: a small range took twice that)
+        try:
+            consumer.partitions_for_topic(topic)
+        except AuthorizationError as exc:
+            raise _read_denied(bootstrap, topic, exc) from None
         consumer.assign([tp])
         consumer.seek(tp, start)
         position = start
@@ -208,8 +248,7 @@ def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, e
                 last_progress = time.monotonic()
                 continue
             except AuthorizationError as exc:
-                raise security.failure(bootstrap, reading(topic), str(exc), action="read",
-                                       resource=f"topic '{topic}'") from None
+                raise _read_denied(bootstrap, topic, exc) from None
             if records and records[-1].offset >= end:
                 records = [r for r in records if r.offset < end]
                 position = end
@@ -247,7 +286,9 @@ def _read_confluent(bootstrap: str, topic: str, partition: int, start: int, end:
         position = start
         last_progress = time.monotonic()
         while position < end:
-            messages = consumer.consume(20_000, timeout=0.5)
+            # no more than the range still holds: consume() returns at that count, not
+            # after its timeout (a small range waited the whole 0.5 s)
+            messages = consumer.consume(min(20_000, end - position), timeout=0.5)
             if any(m.error() is not None for m in messages):
                 codes = {error.code() for m in messages if (error := m.error()) is not None}
                 if ck.KafkaError._AUTO_OFFSET_RESET in codes:

@@ -69,7 +69,7 @@ def topic_state(spark: Any, tables: JobTables, bootstrap: str,
     schema = fastavro.parse_schema(avro_schema(spark, tables))
     last: dict[str, dict[str, Any] | None] = {}
     for part in partition_offsets(bootstrap, topic):
-        for message in read_range("kafka-python", bootstrap, topic, part.partition,
+        for message in read_range("confluent-kafka", bootstrap, topic, part.partition,
                                   part.earliest, part.end, timeout_s=30):
             assert message.key is not None
             value = None if message.value is None else fastavro.schemaless_reader(

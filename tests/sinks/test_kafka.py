@@ -28,7 +28,7 @@ def consume(bootstrap: str, topic: str, schema: Any) -> tuple[int, dict[str, Any
     """(messages, last decoded value per key) of the whole topic."""
     count, last = 0, {}
     for part in partition_offsets(bootstrap, topic):
-        for message in read_range("kafka-python", bootstrap, topic, part.partition,
+        for message in read_range("confluent-kafka", bootstrap, topic, part.partition,
                                   part.earliest, part.end, timeout_s=30):
             count += 1
             assert message.key is not None

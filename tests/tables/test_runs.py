@@ -65,7 +65,7 @@ def test_held_run_records_are_written_in_one_commit_before_a_reader_reads(
 
 @pytest.mark.e2e
 def test_deferred_run_records_a_failed_write_held_are_written_by_the_next_flush(
-        spark: Any, job_name: str) -> None:
+        spark: Any, job_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """meta.runs unwritable during a flush (its Hudi table settings unreadable, as a store
     failing its reads): the records are not dropped but held, and the next flush writes
     them. Before, a failed flush lost them (two runners stopping at once on S3 did)."""
@@ -73,6 +73,9 @@ def test_deferred_run_records_a_failed_write_held_are_written_by_the_next_flush(
 
     from python_ingest.runtime.catalog import location
     from python_ingest.tables import runs as runs_mod
+
+    # one attempt: each reads the damaged settings through Hudi's own retries (about 5 s)
+    monkeypatch.setattr(runs_mod, "WRITE_ATTEMPTS", 1)
 
     Run(job=job_name).finish(spark, "succeeded")  # meta.runs exists
     folder = Path(location(spark, RUNS_TABLE).removeprefix("file:"))

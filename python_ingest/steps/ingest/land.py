@@ -172,7 +172,8 @@ def plan_run(settings: Settings, job: JobConfig, checkpoint: Checkpoint | None,
     ends = {po.partition: po.end for po in offsets}
     if bytes_per_message is None and job.max_bytes < JobConfig.max_bytes:
         pending = {p: s for p, s in positions.items() if s < ends[p]}
-        bytes_per_message = kafka_client.sample_message_bytes(bootstrap, job.topic, pending)
+        bytes_per_message = kafka_client.sample_message_bytes(bootstrap, job.topic, pending,
+                                                                 ends)
     work = plan(job.topic, offsets, positions, job.max_records, job.max_bytes,
                 bytes_per_message, job.records_per_task, losses)
     return replace(work, topic_id=current_id)

@@ -253,7 +253,7 @@ class TapEnv:
         topic = self.topic(table)
         out = []
         for po in kafka_client.partition_offsets(self.bootstrap, topic):
-            for m in kafka_client.read_range("kafka-python", self.bootstrap, topic, po.partition,
+            for m in kafka_client.read_range("confluent-kafka", self.bootstrap, topic, po.partition,
                                          po.earliest, po.end, timeout_s=30):
                 out.append((m.key, m.value))
         return out

@@ -102,7 +102,7 @@ def _messages(env: TapEnv, prefix: str, table: str) -> list[tuple[Any, Any, Any]
         f"{prefix}.{env.database}.{table}"
     out = []
     for po in kafka_client.partition_offsets(env.bootstrap, topic):
-        for m in kafka_client.read_range("kafka-python", env.bootstrap, topic, po.partition,
+        for m in kafka_client.read_range("confluent-kafka", env.bootstrap, topic, po.partition,
                                          po.earliest, po.end, timeout_s=30):
             out.append((po.partition, m.key, m.value))
     return out

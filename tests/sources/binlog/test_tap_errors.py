@@ -149,13 +149,13 @@ def test_a_value_that_cannot_be_encoded_is_left_out_and_reported(
                        ("binlog.000001", 300), env)
     producer.flush()
     assert producer.acks.in_flight == 0
-    (message,) = kafka_client.read_range("kafka-python", broker, topic, 0, 0, 1, timeout_s=30)
+    (message,) = kafka_client.read_range("confluent-kafka", broker, topic, 0, 0, 1, timeout_s=30)
     value = fastavro.schemaless_reader(io.BytesIO(message.value[5:]),
                                        fastavro.parse_schema(shape.avro()))
     assert value["id"] == 7 and value["n"] is None  # published without the value
     reported = [fastavro.schemaless_reader(io.BytesIO(m.value[5:]),
                                            fastavro.parse_schema(ERROR_SCHEMA))
-                for m in kafka_client.read_range("kafka-python", broker, error_topic(source), 0,
+                for m in kafka_client.read_range("confluent-kafka", broker, error_topic(source), 0,
                                                  0, 3, timeout_s=30)]
     assert [(r["column_name"], r["published"], r["binlog_pos"]) for r in reported] == [
         ("n", True, 100), ("id", False, 200), (None, False, 300)]
