@@ -11,7 +11,6 @@ import pytest
 from python_ingest.runtime.session import activate
 from python_ingest.tables.runs import last_runs
 from python_ingest.verify.run import verify
-from tests.conftest import sluice_cmd
 from tests.sources.binlog.lake import job_of, make_project, run_pipeline, scaffold
 from tests.sources.binlog.workload import Workload
 
@@ -51,7 +50,7 @@ def _lake(env: Any) -> tuple[Any, str]:
 
 
 def test_equal_then_each_change_behind_the_pipelines_back_is_found_by_key_and_column(
-        tap_env: Any, spark: Any) -> None:
+        tap_env: Any, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
     env = tap_env
     make_project(env.tmp)
     env.sql("SET GLOBAL sql_mode = 'STRICT_TRANS_TABLES'", KINDS)  # zero dates allowed
@@ -81,11 +80,16 @@ def test_equal_then_each_change_behind_the_pipelines_back_is_found_by_key_and_co
     assert found.ranges_differing > 0 and found.rows_moved < 2 * 40  # only differing ranges
     assert found.source_position and found.source_position.startswith("binlog.")
 
-    # the command line: exit code 1, the same keys in --json, the result in meta.runs
-    cli = sluice_cmd(env.config, "verify", job.name, "--json", "--range-rows", "4",
-                     "--quiet-s", "1", "--settle-s", "10")
-    assert cli.returncode == 1, cli.stderr
-    (reported,) = json.loads(cli.stdout)
+    # the command line (in this process: its own JVM would add nothing the command does):
+    # exit code 1, the same keys in --json, the result in meta.runs
+    from python_ingest.cli.main import main
+
+    capsys.readouterr()
+    code = main(["--config", str(env.config), "verify", job.name, "--json", "--range-rows", "4",
+                 "--quiet-s", "1", "--settle-s", "10"])
+    out = capsys.readouterr()
+    assert code == 1, out.err
+    (reported,) = json.loads(out.out)
     assert not reported["equal"] and reported["source_rows"] == 40
     assert {d["key"]: d["kind"] for d in reported["differences"]}["999"] == "missing"
     runs = last_runs(spark, job.name, 3)
