@@ -19,6 +19,7 @@ from python_ingest.kafka import security
 # records (fewer round trips), small enough to bound a task's memory (one partition per task).
 PARTITION_FETCH_BYTES = 16 * 1024 * 1024
 FETCH_BYTES = 64 * 1024 * 1024
+READ_RETRY_BACKOFF_MS = 20  # a range reader's (kafka-python's default: 100)
 
 
 @dataclass(frozen=True)
@@ -210,11 +211,6 @@ def _short_read(topic: str, partition: int, position: int, end: int, timeout_s: 
                      "down or the range was deleted. Nothing was committed; rerun the job.")
 
 
-def _read_denied(bootstrap: str, topic: str, exc: Exception) -> BrokerError:
-    return security.failure(bootstrap, reading(topic), str(exc), action="read",
-                            resource=f"topic '{topic}'")
-
-
 def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, end: int,
                        timeout_s: float, tolerate_short: bool,
                        on_loss: OnLoss | None) -> Iterator[MessageBatch]:
@@ -225,16 +221,14 @@ def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, e
         bootstrap, reading(topic), enable_auto_commit=False,
         auto_offset_reset="none",  # a gone offset is an error, not a skip
         group_id=None, fetch_max_bytes=FETCH_BYTES,
-        max_partition_fetch_bytes=PARTITION_FETCH_BYTES, receive_buffer_bytes=4 * 1024 * 1024))
+        max_partition_fetch_bytes=PARTITION_FETCH_BYTES, receive_buffer_bytes=4 * 1024 * 1024,
+        # the first poll finds nothing it can fetch until the partition's leader is known,
+        # and sleeps this long (100 ms by default: a small range took twice that); a failing
+        # read still ends after ``timeout_s`` without progress
+        retry_backoff_ms=READ_RETRY_BACKOFF_MS))
     _learned(bootstrap, consumer)
     tp = TopicPartition(topic, partition)
     try:
-        # the topic's leaders known before the first poll, which otherwise finds nothing it
-        # can fetch yet and sleeps retry_backoff_ms (100 ms: a small range took twice that)
-        try:
-            consumer.partitions_for_topic(topic)
-        except AuthorizationError as exc:
-            raise _read_denied(bootstrap, topic, exc) from None
         consumer.assign([tp])
         consumer.seek(tp, start)
         position = start
@@ -248,7 +242,8 @@ def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, e
                 last_progress = time.monotonic()
                 continue
             except AuthorizationError as exc:
-                raise _read_denied(bootstrap, topic, exc) from None
+                raise security.failure(bootstrap, reading(topic), str(exc), action="read",
+                                       resource=f"topic '{topic}'") from None
             if records and records[-1].offset >= end:
                 records = [r for r in records if r.offset < end]
                 position = end
