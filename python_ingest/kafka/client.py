@@ -52,31 +52,28 @@ API_VERSION_TTL_S = 600.0
 _api_versions: dict[str, tuple[Any, float]] = {}
 
 
-def _kafka_python_config(bootstrap: str, component: str, **config: Any) -> dict[str, Any]:
-    """``security.kafka_python`` with the cluster's API version when this process knows it."""
+def _kafka_python_consumer(bootstrap: str, topic: str, **config: Any) -> Any:
+    """A kafka-python KafkaConsumer reading ``topic`` (``security.kafka_python``), with the
+    cluster's API version when this process learned it within API_VERSION_TTL_S; a consumer
+    that asked for it keeps its answer for the next ones."""
+    from kafka import KafkaConsumer
+
     known = _api_versions.get(bootstrap)
-    if known is not None and time.monotonic() - known[1] < API_VERSION_TTL_S:
+    fresh = known is not None and time.monotonic() - known[1] < API_VERSION_TTL_S
+    if known is not None and fresh:
         config.setdefault("api_version", known[0])
-    return security.kafka_python(bootstrap, component, **config)
-
-
-def _learned(bootstrap: str, client: Any) -> Any:
-    """Keep the API version ``client`` found (when it asked: not a reused one); ``client``."""
-    known = _api_versions.get(bootstrap)
-    if known is None or time.monotonic() - known[1] >= API_VERSION_TTL_S:
-        version = client.config.get("api_version")
-        if version is not None:
-            _api_versions[bootstrap] = (version, time.monotonic())
-    return client
+    consumer = KafkaConsumer(**security.kafka_python(bootstrap, reading(topic), **config))
+    if not fresh and consumer.config.get("api_version") is not None:
+        _api_versions[bootstrap] = (consumer.config["api_version"], time.monotonic())
+    return consumer
 
 
 def _admin_consumer(bootstrap: str, topic: str) -> Any:
-    from kafka import KafkaConsumer
     from kafka.errors import KafkaError
 
     try:
-        return _learned(bootstrap, KafkaConsumer(**_kafka_python_config(
-            bootstrap, reading(topic), enable_auto_commit=False, request_timeout_ms=30000)))
+        return _kafka_python_consumer(bootstrap, topic, enable_auto_commit=False,
+                                      request_timeout_ms=30000)
     except KafkaError as exc:
         raise BrokerError(f"cannot reach the Kafka broker at {bootstrap}: {exc}. Is it running? "
                           "For the embedded broker run 'sluice broker start'.") from exc
@@ -214,19 +211,18 @@ def _short_read(topic: str, partition: int, position: int, end: int, timeout_s: 
 def _read_kafka_python(bootstrap: str, topic: str, partition: int, start: int, end: int,
                        timeout_s: float, tolerate_short: bool,
                        on_loss: OnLoss | None) -> Iterator[MessageBatch]:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import TopicPartition
     from kafka.errors import AuthorizationError, OffsetOutOfRangeError
 
-    consumer = KafkaConsumer(**_kafka_python_config(
-        bootstrap, reading(topic), enable_auto_commit=False,
+    consumer = _kafka_python_consumer(
+        bootstrap, topic, enable_auto_commit=False,
         auto_offset_reset="none",  # a gone offset is an error, not a skip
         group_id=None, fetch_max_bytes=FETCH_BYTES,
         max_partition_fetch_bytes=PARTITION_FETCH_BYTES, receive_buffer_bytes=4 * 1024 * 1024,
         # the first poll finds nothing it can fetch until the partition's leader is known,
         # and sleeps this long (100 ms by default: a small range took twice that); a failing
         # read still ends after ``timeout_s`` without progress
-        retry_backoff_ms=READ_RETRY_BACKOFF_MS))
-    _learned(bootstrap, consumer)
+        retry_backoff_ms=READ_RETRY_BACKOFF_MS)
     tp = TopicPartition(topic, partition)
     try:
         consumer.assign([tp])
