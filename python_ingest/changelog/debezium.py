@@ -37,7 +37,14 @@ import json
 from typing import Any
 
 from python_ingest.changelog.debezium_json import message_format
-from python_ingest.changelog.debezium_ordering import ORDERINGS, PG_MAX_LSN, PG_SHIFT, ref_key
+from python_ingest.changelog.debezium_ordering import (
+    ORDERINGS,
+    PG_MAX_LSN,
+    PG_SHIFT,
+    UNCHECKED,
+    ReadBound,
+    ref_key,
+)
 from python_ingest.changelog.debezium_schema import (
     REF_KEY,
     DebeziumFormat,
@@ -49,9 +56,9 @@ from python_ingest.changelog.debezium_schema import (
 from python_ingest.changelog.debezium_types import convert
 from python_ingest.exceptions import DecodeError, ReadError
 
-__all__ = ["ORDERINGS", "PG_MAX_LSN", "PG_SHIFT", "REF_KEY", "UNAVAILABLE", "DebeziumFormat",
-           "JsonReader", "check_writer", "convert", "flat_schema", "flatten", "parse_json",
-           "ref_key", "row_schema", "strip_logical"]
+__all__ = ["ORDERINGS", "PG_MAX_LSN", "PG_SHIFT", "REF_KEY", "UNAVAILABLE", "UNCHECKED",
+           "DebeziumFormat", "JsonReader", "ReadBound", "check_writer", "convert", "flat_schema",
+           "flatten", "parse_json", "ref_key", "row_schema", "strip_logical"]
 
 # Debezium's default ``unavailable.value.placeholder``: an unchanged TOASTed value (PostgreSQL)
 UNAVAILABLE = "__debezium_unavailable_value"
@@ -114,13 +121,13 @@ class JsonReader:
         self.reader = reader
         self.forms: dict[bytes, DebeziumFormat] = {}
 
-    def record(self, value: bytes) -> dict[str, Any]:
+    def record(self, value: bytes, bounds: ReadBound | None = None) -> dict[str, Any]:
         part, event = _split(value)
         schema = None
         if part is None or not isinstance(event, dict):
             schema, event = _parsed(value)
             if schema is None:
-                return flatten(event, self.fmt)
+                return flatten(event, self.fmt, bounds)
             part = json.dumps(schema, sort_keys=True).encode()
         form = self.forms.get(part)
         if form is None:
@@ -135,11 +142,13 @@ class JsonReader:
             if len(self.forms) >= self.LIMIT:
                 self.forms.clear()
             self.forms[part] = form
-        return flatten(event, form)
+        return flatten(event, form, bounds)
 
 
-def flatten(event: dict[str, Any], fmt: DebeziumFormat) -> dict[str, Any]:
-    """One decoded Debezium envelope as a flat changelog record (raises DecodeError)."""
+def flatten(event: dict[str, Any], fmt: DebeziumFormat,
+            bounds: ReadBound | None = None) -> dict[str, Any]:
+    """One decoded Debezium envelope as a flat changelog record (raises DecodeError);
+    ``bounds``: its partition's snapshot reads so far (``ref_key``)."""
     op = event.get("op")
     if op in ("c", "r", "u"):
         row = event.get("after")
@@ -171,7 +180,7 @@ def flatten(event: dict[str, Any], fmt: DebeziumFormat) -> dict[str, Any]:
         except (ValueError, TypeError, KeyError, ArithmeticError) as exc:
             raise DecodeError(f"column '{name}': {record[name]!r:.80} is not a valid "
                               f"{conversion} value: {type(exc).__name__}: {exc}") from None
-    record[REF_KEY] = ref_key(event, fmt.ordering)
+    record[REF_KEY] = ref_key(event, fmt.ordering, bounds)
     record["_changed_columns"] = [n for n in fmt.columns if n not in unchanged] \
         if unchanged else None
     record["_source"] = source.get("connector")

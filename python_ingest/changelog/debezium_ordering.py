@@ -7,7 +7,8 @@
   of the file index; MySQL's ``uuid:n`` counts per server and stops the batch (``_binlog_ref``);
 - PostgreSQL: the commit order of the change's transaction, then the change's LSN
   (``_pg_ref``): a transaction in flight at the snapshot and committed after it outranks the
-  snapshot's rows; a change the ref key cannot order exactly stops the batch;
+  snapshot's rows; a change far before that commit takes its own LSN, checked against the
+  partition's snapshot reads (``ReadBound``); one no key orders exactly stops the batch;
 - otherwise (a documented fallback): the source's ``ts_us`` (or ``ts_ms`` × 1000): two changes
   of one row within the same microsecond are then ordered arbitrarily.
 
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from python_ingest.exceptions import DecodeError, ReadError
@@ -34,6 +37,25 @@ PG_UNIT = 16
 PG_SHIFT = 22
 PG_MAX_LSN = ((1 << (63 - PG_SHIFT)) - 1) * PG_UNIT - 1  # its bound stays below 2^41
 PG_WINDOW = ((1 << PG_SHIFT) - 2) * PG_UNIT  # how far before ``last`` a change is ordered
+# in its ``last``'s range; further back it takes its own LSN (``_far``)
+UNCHECKED = "needs its partition's snapshot-read bound"  # the driver finds it and reads again
+
+
+@dataclass
+class ReadBound:
+    """The snapshot reads before a PostgreSQL change in its partition, in units of
+    ``PG_UNIT``: the largest bound (``last // 16 + 1``) of a read that carries a ``last``
+    (incremental and blocking snapshots), what a change far before its ``last`` is checked
+    against (``_far``). ``before``: the largest such bound of the messages before the ones
+    read here (None: not known yet; ``resolve`` finds it, else the read stops with
+    ``UNCHECKED`` for the driver); ``seen``: the largest among the messages read here.
+    ``check`` False (decoders outside a job's raw read: the error re-read, replays, tests)
+    keys such a change by its own LSN unchecked: the key is the same either way."""
+
+    check: bool = False
+    before: int | None = 0
+    seen: int = 0
+    resolve: Callable[[], int | None] | None = None
 
 
 def _binlog_ref(source: dict[str, Any], ordering: str, snapshot: bool) -> int | None:
@@ -75,7 +97,41 @@ def _last_commit(source: dict[str, Any]) -> int | None:
     return None if last is None else int(last)
 
 
-def _pg_ref(source: dict[str, Any], snapshot: bool) -> int:
+def _far(lsn: int, last: int, bounds: ReadBound | None) -> int:
+    """The bound of a change more than ``PG_WINDOW`` before ``last``: its own LSN's, ``X +
+    1`` (order 1). Against every other streamed change of its row that is exact: the row's
+    lock puts another transaction's change of it before ``X`` (committed before) or after
+    this transaction's commit, whose changes all rank above ``last``. Against a snapshot read
+    of the row it is exact unless the read was streamed while this transaction was open: a
+    read with ``last`` (an incremental or blocking snapshot, bound ``B``) earlier in the
+    partition, ``X + 1 < B <= L + 1``, would outrank the change it does not hold. The largest
+    earlier read bound decides (a read with ``B > L + 1`` was streamed after this
+    transaction's commit: this message is a copy Debezium sent again, the original checked
+    the same key); in that case the batch stops (never a tie: equal ref keys of one row are
+    the same change to the merge, and the later one would be dropped)."""
+    own = lsn // PG_UNIT + 1
+    if bounds is None or not bounds.check:
+        return own
+    if bounds.before is None and bounds.resolve is not None:
+        bounds.before = bounds.resolve()
+    if bounds.before is None:
+        raise ReadError(f"a PostgreSQL change at LSN {lsn} {UNCHECKED} (read again)")
+    top = max(bounds.before, bounds.seen)
+    if own < top <= last // PG_UNIT + 1:
+        raise ReadError(
+            f"a PostgreSQL change at LSN {lsn} was written {last - lsn} bytes of WAL before "
+            f"the commit Debezium streamed before its transaction's ({last}), and a snapshot "
+            f"read (an incremental or blocking snapshot, at the commit LSN "
+            f"{(top - 1) * PG_UNIT} or later) was streamed while its transaction was open: "
+            "no ref key orders it exactly against that read (its own LSN ranks below it, "
+            f"the commit order holds only {PG_WINDOW / 2**20:.0f} MiB of WAL). Ordering it "
+            "approximately could keep a stale row, so the batch stops, nothing committed; "
+            "take the table's rows again from a new snapshot on a new topic and start the "
+            "job over on it (docs/debezium.md, Ordering)")
+    return own
+
+
+def _pg_ref(source: dict[str, Any], snapshot: bool, bounds: ReadBound | None = None) -> int:
     """A PostgreSQL change's ref key: ``(bound << 22) | order``, ranking transactions in the
     order they committed (Debezium streams them so) and a transaction's changes by their
     ``lsn``, which a change's own ``lsn`` alone does not: a transaction in flight at the
@@ -89,9 +145,7 @@ def _pg_ref(source: dict[str, Any], snapshot: bool) -> int:
     previous one committed) bound ``L + 1`` and order ``2^22 - 1 - (L - X)``, growing with its
     ``lsn``; its transaction's changes after ``last`` take bounds ``>= L + 2`` and the next
     transaction's ``>`` this commit's units, so the order is exact. A change more than
-    ``PG_WINDOW`` (64 MiB) of WAL before ``last`` has no exact key: the batch stops (never a
-    tie: equal ref keys of one row are the same change to the merge, and the later one would
-    be dropped).
+    ``PG_WINDOW`` (64 MiB) of WAL before ``last`` takes its own LSN (``_far``).
     A snapshot row takes ``(L + 1) << 22``: above every change committed up to ``last``
     (streamed before the snapshot), below every change streamed after it. A snapshot without
     a ``last`` (a new connector: nothing streamed before it) takes 0, below every change."""
@@ -99,20 +153,15 @@ def _pg_ref(source: dict[str, Any], snapshot: bool) -> int:
     last = _last_commit(source)
     if snapshot:
         bound, order = (0, 0) if last is None else (last // PG_UNIT + 1, 0)
+        if bound and bounds is not None:
+            bounds.seen = max(bounds.seen, bound)
     elif last is None or lsn // PG_UNIT > last // PG_UNIT:
         bound, order = lsn // PG_UNIT + 1, 1
     else:
         bound, behind = last // PG_UNIT + 1, last // PG_UNIT - lsn // PG_UNIT
         order = (1 << PG_SHIFT) - 1 - behind
         if order < 1:
-            raise ReadError(
-                f"a PostgreSQL change at LSN {lsn} was written {last - lsn} bytes of WAL before "
-                f"the commit Debezium streamed before its transaction's ({last}), more than "
-                f"the {PG_WINDOW / 2**20:.0f} MiB a ref key orders exactly: a long transaction "
-                "committed after others. Ordering it approximately could keep a stale row, so "
-                "the batch stops, nothing committed; take the table's rows again from a new "
-                "snapshot on a new topic and start the job over on it (docs/debezium.md, "
-                "Ordering)")
+            bound, order = _far(lsn, last, bounds), 1
     if max(lsn, last or 0) > PG_MAX_LSN:
         raise DecodeError(f"PostgreSQL LSN {max(lsn, last or 0)} does not fit a ref key (at "
                           f"most {PG_MAX_LSN}): start the job over on a new topic "
@@ -120,15 +169,16 @@ def _pg_ref(source: dict[str, Any], snapshot: bool) -> int:
     return (bound << PG_SHIFT) | order
 
 
-def ref_key(event: dict[str, Any], ordering: str) -> int:
-    """The change's ``_ref_key`` from its source position (the module's docstring)."""
+def ref_key(event: dict[str, Any], ordering: str, bounds: ReadBound | None = None) -> int:
+    """The change's ``_ref_key`` from its source position (the module's docstring);
+    ``bounds``: its partition's snapshot reads so far (PostgreSQL, ``ReadBound``)."""
     source = event.get("source") or {}
     connector = str(source.get("connector") or "")
     ref: int | None = None
     if connector in _BINLOG:
         ref = _binlog_ref(source, ordering, event.get("op") == "r")
     elif connector == "postgresql" and source.get("lsn") is not None:
-        return _pg_ref(source, event.get("op") == "r")
+        return _pg_ref(source, event.get("op") == "r", bounds)
     if ref is None:  # the fallback: the change's time in microseconds
         us = source.get("ts_us") or event.get("ts_us")
         ms = source.get("ts_ms") or event.get("ts_ms")

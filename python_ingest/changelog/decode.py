@@ -164,6 +164,9 @@ class Decoder:
     def __init__(self, schema: ChangelogSchema) -> None:
         self.schema = schema
         self.debezium = schema.debezium  # Debezium envelopes, flattened after decoding
+        # the snapshot reads before the message decoded next, in its partition (a read task
+        # sets them per work unit: changelog/debezium_ordering.py)
+        self.bounds = debezium.ReadBound()
         # a Debezium job decodes its envelopes, read with the newest one (changelog/debezium.py)
         self._strip = _strip_logical if schema.envelope is None else debezium.strip_logical
         self._json = debezium.JsonReader(schema.debezium, schema.avro) if (
@@ -196,7 +199,7 @@ class Decoder:
         if not value:
             raise DecodeError("empty message value (tombstone or null)")
         if self._json is not None:  # each message read by its own schema (debezium_json.py)
-            return self._json.record(value)
+            return self._json.record(value, self.bounds)
         buffer = io.BytesIO(value)
         if self.schema.confluent:
             writer, reader = self._writer_of(value)
@@ -214,7 +217,8 @@ class Decoder:
             raise DecodeError(f"Avro decode left {len(value) - buffer.tell()} trailing bytes: "
                               "the message does not match the job's schema")
         if self.debezium is not None:
-            return debezium.flatten(record, self.debezium)  # type: ignore[arg-type]
+            return debezium.flatten(record, self.debezium,  # type: ignore[arg-type]
+                                    self.bounds)
         return record  # type: ignore[return-value]  # a record schema decodes to a dict
 
     def _writer_of(self, value: bytes) -> tuple[Any, Any]:

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
 
+from python_ingest.changelog.debezium import ReadBound
 from python_ingest.changelog.decode import Decoder, arrow_schema, raw_coordinates
 from python_ingest.changelog.schema import RAW_ERROR_COLUMNS, ChangelogSchema
-from python_ingest.exceptions import DecodeError
+from python_ingest.exceptions import DecodeError, ReadError
 from python_ingest.kafka import client as kafka_client
 
 if TYPE_CHECKING:
@@ -68,6 +69,11 @@ class ReadSpec:
     mode: str = "raw"  # raw: emit raw rows, report errors; errors: emit error rows only
     error_budget_bytes: int = ERROR_BUDGET_BYTES  # per work unit: its share of the run's
     accept_loss: bool = False  # records gone since planning: skip them (reported) or fail
+    # Debezium PostgreSQL (changelog/debezium_ordering.py, ReadBound): the batch's first
+    # offset per partition, and the largest snapshot-read bound landed before it per
+    # partition (None: not known; a change that needs it stops the read for the driver)
+    batch_start: dict[int, int] = field(default_factory=dict)
+    read_bounds: dict[int, int] | None = None
 
     def output_columns(self) -> tuple[tuple[str, str], ...]:
         return self.schema.raw_columns() if self.mode == "raw" else RAW_ERROR_COLUMNS
@@ -90,9 +96,12 @@ class TaskReport:
     # (topic, partition, first lost offset, first offset after) gone between plan and read
     losses: list[tuple[str, int, int, int]] = field(default_factory=list)
     newest_ms: int = 0  # the newest Kafka timestamp of a landed message (the status' freshness)
+    read_bounds: dict[int, int] = field(default_factory=dict)  # partition: largest read bound
 
     def merge(self, other: TaskReport) -> TaskReport:
         self.newest_ms = max(self.newest_ms, other.newest_ms)
+        for partition, bound in other.read_bounds.items():
+            self.read_bounds[partition] = max(bound, self.read_bounds.get(partition, 0))
         self.read += other.read
         self.bytes += other.bytes
         self.errors += other.errors
@@ -243,6 +252,35 @@ class _Emitter:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
+def _read_bound(spec: ReadSpec, unit: dict[str, Any]) -> ReadBound:
+    """What a Debezium PostgreSQL change far before its ``last`` is checked against in this
+    work unit (``ReadBound``): the driver's bound for the partition when the unit starts
+    the batch's range of it; else that bound and the snapshot reads of the batch's messages
+    before the unit, read again only when a change needs them (a long transaction)."""
+    if spec.mode != "raw" or spec.schema.debezium is None:
+        return ReadBound()
+    partition, start = unit["partition"], unit["start"]
+    before = None if spec.read_bounds is None else spec.read_bounds.get(partition, 0)
+    first = spec.batch_start.get(partition, start)
+    if before is None or first >= start:
+        return ReadBound(check=True, before=before)
+
+    def resolve() -> int:
+        scan = Decoder(spec.schema)  # unchecked: only the reads' bounds are wanted
+        for batch in kafka_client.read_batches(spec.reader, spec.bootstrap, unit["topic"],
+                                               partition, first, start, spec.timeout_s,
+                                               on_loss=lambda *_: None):
+            for value in batch.values:
+                if value:
+                    try:
+                        scan.record(value)
+                    except (DecodeError, ReadError):
+                        continue  # an error row, or a change this unit's check reports
+        return max(before, scan.bounds.seen)
+
+    return ReadBound(check=True, before=None, resolve=resolve)
+
+
 def _without_tombstones(batch: kafka_client.MessageBatch) -> kafka_client.MessageBatch:
     """The batch without its null values (a Debezium delete's tombstone follows the delete
     event, so that log compaction can drop the key: no change of its own)."""
@@ -298,6 +336,8 @@ def _read_unit(spec: ReadSpec, emitter: _Emitter,
     def lost(first: int, after: int) -> None:
         emitter.report.losses.append((unit["topic"], unit["partition"], first, after))
 
+    bounds = _read_bound(spec, unit)
+    emitter.decoder.bounds = bounds
     chunk = _Chunk(unit["partition"])
     for batch in kafka_client.read_batches(spec.reader, spec.bootstrap, unit["topic"],
                                            unit["partition"], unit["start"], unit["end"],
@@ -309,6 +349,9 @@ def _read_unit(spec: ReadSpec, emitter: _Emitter,
             chunk = _Chunk(unit["partition"])
     if len(chunk):
         yield from emit(chunk)
+    if bounds.seen:
+        reported = emitter.report.read_bounds
+        reported[unit["partition"]] = max(bounds.seen, reported.get(unit["partition"], 0))
     if spec.mode == "errors":
         return
     if error_bytes > spec.error_budget_bytes:

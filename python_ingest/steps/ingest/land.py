@@ -26,6 +26,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from python_ingest.changelog.debezium import UNCHECKED
 from python_ingest.changelog.schema import JOINED, RAW_ERROR_COLUMNS, ChangelogSchema
 from python_ingest.config import JobConfig, Settings
 from python_ingest.exceptions import (
@@ -38,6 +39,7 @@ from python_ingest.exceptions import (
 )
 from python_ingest.kafka import client as kafka_client
 from python_ingest.runtime.faults import fault_point
+from python_ingest.sources.debezium import read_bounds
 from python_ingest.sources.debezium.follow import MAX_FOLLOWS, follow
 from python_ingest.sources.kafka.reader import (
     ERROR_BUDGET_BYTES,
@@ -220,7 +222,8 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
     spec = ReadSpec(job.reader, settings.kafka_for(job), job.read_timeout_s, schema,
                     batch_id, int(datetime.now(UTC).timestamp() * 1_000_000),
                     error_budget_bytes=error_budget_bytes // max(len(work.units), 1),
-                    accept_loss=accept_loss)
+                    accept_loss=accept_loss, batch_start=dict(work.start),
+                    read_bounds=read_bounds.known(job.name, checkpoint))
     report = spark.sparkContext.accumulator(TaskReport(), TaskReportParam())
     timer = time.monotonic()
     new_checkpoint = Checkpoint(job.topic, work.next_offsets, batch_id,
@@ -228,21 +231,34 @@ def ingest(spark: SparkSession, settings: Settings, job: JobConfig, run: Run,
                                 work.topic_id, schema.row_key_encoding)
     fault_point("before_raw_commit")
     check_held(job.name)
-    for follows in range(MAX_FOLLOWS + 1):
+    follows = 0
+    while True:
         try:
             _commit_raw(spark, _read(spark, spec, work.units, report), job, new_checkpoint)
             break
-        except ReadError as exc:  # a JSON Debezium job follows a column added at the source
-            changes = follow(settings, job, exc) if follows < MAX_FOLLOWS else []
-            if not changes:
-                raise
-        run.details.setdefault("schema_followed", []).extend(changes)
-        spec = replace(spec, schema=ChangelogSchema.of(settings, job))
-        ensure_table(spark, tables.raw, spec.schema.raw_columns())
+        except ReadError as exc:
+            if UNCHECKED in str(exc) and spec.read_bounds is None:
+                # a Debezium PostgreSQL change far before its last commit: its partition's
+                # snapshot reads decide its key (changelog/debezium_ordering.py, _far)
+                spec = replace(spec, read_bounds=read_bounds.from_raw(spark, tables.raw))
+                log.info("job %s batch %d: a change far before the commit streamed before "
+                         "its transaction's; read again with the raw table's snapshot-read "
+                         "bounds %s", job.name, batch_id, spec.read_bounds)
+            else:  # a JSON Debezium job follows a column added at the source
+                changes = follow(settings, job, exc) if follows < MAX_FOLLOWS else []
+                if not changes:
+                    raise
+                follows += 1
+                run.details.setdefault("schema_followed", []).extend(changes)
+                spec = replace(spec, schema=ChangelogSchema.of(settings, job))
+                ensure_table(spark, tables.raw, spec.schema.raw_columns())
         report = spark.sparkContext.accumulator(TaskReport(), TaskReportParam())
         check_held(job.name)
     schema = spec.schema
     totals: TaskReport = report.value
+    if spec.read_bounds is not None:
+        read_bounds.remember(job.name, new_checkpoint,
+                             read_bounds.merged(spec.read_bounds, totals.read_bounds))
     if totals.read:
         new_checkpoint = replace(new_checkpoint, bytes_per_message=totals.bytes / totals.read)
     log.info("job %s batch %d: read %d messages (%d bytes), committed %s with checkpoint %s "

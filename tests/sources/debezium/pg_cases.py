@@ -6,10 +6,12 @@ PostgreSQL held at the end.
 What the events hold (``SCRIPT`` in test_connect_postgres.py):
 
 - ``orders``: a transaction in flight when the snapshot was read (the slot made before it),
-  committed after it; and a long transaction updating one row twice with more than 1 MiB of
-  WAL between the updates, while another transaction commits, so both updates were written
-  far before the commit Debezium streamed before theirs (``source.sequence``'s first LSN).
-  The lake must keep the later update.
+  committed after it; and a long transaction updating row 1 twice with more than 1 MiB of
+  WAL between the updates, row 5 once, then writing about 70 MiB of WAL, updating row 6
+  twice (1.9 MiB apart), while another transaction commits, then row 5 again: rows 1 and 5's
+  first updates were written more than 64 MiB before the commit Debezium streamed before
+  theirs (``source.sequence``'s first LSN), row 6's within it. The lake must keep the later
+  updates.
 - ``notes`` (REPLICA IDENTITY DEFAULT, ``body`` and ``raw`` stored out of line): updates that
   leave TOASTed columns unchanged carry ``__debezium_unavailable_value`` for them; a
   ``numeric(3,5)`` column (scale above precision, PostgreSQL 15).

@@ -6,9 +6,10 @@ both topics and runs the pipeline; each lake equals the PostgreSQL table.
 What PostgreSQL does here is what the ordering and the TOAST handling depend on
 (tests/sources/debezium/pg_cases.py): a transaction in flight when the snapshot is read and
 committed after it; a long transaction updating one row twice with more than 1 MiB of WAL
-between the updates while another commits (both updates then lie far before the commit
-Debezium streamed before theirs); updates leaving TOASTed columns unchanged; a numeric(3,5)
-column. One worker, one connector, one pipeline run for the module.
+between the updates while another commits, more than 64 MiB of WAL later (both updates then
+lie far before the commit Debezium streamed before theirs), another row twice within those
+64 MiB, a third before them and again after that commit; updates leaving TOASTed columns
+unchanged; a numeric(3,5) column. One worker, one connector, one pipeline run for the module.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ SETUP = [
     "CREATE TABLE notes (id int PRIMARY KEY, body text, raw bytea, n int, tiny numeric(3,5))",
     "ALTER TABLE notes ALTER body SET STORAGE EXTERNAL, ALTER raw SET STORAGE EXTERNAL",
     "CREATE TABLE filler (id serial PRIMARY KEY, pad text)",  # WAL only: not captured
-    "INSERT INTO orders VALUES (1, 'start'), (3, 'start'), (4, 'start')",
+    "INSERT INTO orders VALUES (1, 'start'), (3, 'start'), (4, 'start'), (5, 'start'), "
+    "(6, 'start')",
     f"INSERT INTO notes VALUES (1, repeat('a', {BIG}), decode(repeat('00ff', {BIG // 2}), "
     "'hex'), 1, 0.00125), (2, repeat('b', 5000), NULL, 1, NULL), (3, 'short', '\\x01', 1, -0.009)",
 ]
@@ -52,6 +54,7 @@ class Captured:
     messages: dict[str, list[bytes]]  # table -> the JSON values Debezium wrote
     tables: dict[str, Any]  # table -> rows PostgreSQL held at the end (pg_cases.plain)
     wal_between: int  # bytes of WAL between the long transaction's two updates
+    far_behind: int  # bytes of WAL between its first update and the commit streamed before it
     jobs: dict[str, str]
     counts: dict[str, int]
 
@@ -117,8 +120,15 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
                 tx.execute(FILL.format(n=6000))  # about 1.9 MiB of WAL
                 tx.execute("UPDATE orders SET v = 'second of two' WHERE id = 1")
                 wal_between = _wal(cur) - start
-                tx.execute(FILL.format(n=2000))
+                tx.execute("UPDATE orders SET v = 'far before the commit' WHERE id = 5")
+                tx.execute(FILL.format(n=220_000))  # about 70 MiB: past the commit order's 64
+                tx.execute("UPDATE orders SET v = 'first near' WHERE id = 6")
+                tx.execute(FILL.format(n=6000))
+                tx.execute("UPDATE orders SET v = 'second near' WHERE id = 6")
+                tx.execute(FILL.format(n=2000))  # both within 64 MiB, over 256 KiB before
                 cur.execute("INSERT INTO orders VALUES (2, 'committed meanwhile')")
+                far_behind = _wal(cur) - start
+                tx.execute("UPDATE orders SET v = 'after the commit meanwhile' WHERE id = 5")
                 tx.execute(FILL.format(n=200))
             long_tx.commit()
             cur.execute("INSERT INTO orders VALUES (99, 'marker')")
@@ -138,7 +148,8 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
             cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                         "WHERE slot_name = %s AND NOT active", (slot,))
     if os.environ.get("SLUICE_SAVE_DEBEZIUM_CASES"):
-        pg_cases.save(messages, tables, {"wal_between_updates": wal_between})
+        pg_cases.save(messages, tables, {"wal_between_updates": wal_between,
+                                         "wal_from_first_update_to_commit": far_behind})
 
     make_project(tmp_path)
     config = write_config(tmp_path / "sluice.yml", workdir, broker, {})
@@ -151,7 +162,7 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
     for run in runs:
         for name, value in dict(run.counts).items():
             counts[name] = counts.get(name, 0) + int(value)
-    return Captured(database, messages, tables, wal_between, jobs, counts)
+    return Captured(database, messages, tables, wal_between, far_behind, jobs, counts)
 
 
 def lake_rows(spark: Any, job: str, table: str) -> dict[str, Any]:
@@ -163,12 +174,17 @@ def lake_rows(spark: Any, job: str, table: str) -> dict[str, Any]:
 @pytest.mark.reliability
 def test_long_transaction_lands_its_later_update(captured: Captured, spark: Any) -> None:
     """#58.1: two updates of one row in one transaction, more than 1 MiB of WAL apart, both
-    written before another transaction's commit: the lake holds the later one (a tie of
-    their ref keys kept the first). The transaction in flight at the snapshot outranks it."""
+    written more than 64 MiB of WAL before another transaction's commit: the lake holds the
+    later one (a tie of their ref keys kept the first; then such changes stopped the batch).
+    A row updated that far back and again after that commit holds the later update. The
+    transaction in flight at the snapshot outranks the snapshot's row."""
     assert captured.wal_between > 1 << 20
+    assert captured.far_behind > 64 << 20
     assert captured.counts.get("decode_errors", 0) == 0, captured.counts
     lake = lake_rows(spark, captured.jobs["orders"], "orders")
     assert lake["1"]["v"] == "second of two"
+    assert lake["5"]["v"] == "after the commit meanwhile"
+    assert lake["6"]["v"] == "second near"
     assert lake["4"]["v"] == "in flight at the snapshot"  # committed after the snapshot read
     assert lake == captured.tables["orders"]
     pg_cases.check(captured.messages, captured.tables)  # the same through the decoder alone

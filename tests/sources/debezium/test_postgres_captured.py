@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from python_ingest.changelog import debezium
+from python_ingest.changelog import debezium, debezium_ordering
 from python_ingest.exceptions import ReadError
 from tests.sources.debezium import pg_cases
 
@@ -23,16 +23,27 @@ def _payloads(values: list[bytes]) -> list[dict[str, Any]]:
 
 def test_captured_long_transaction_and_toast_events_fold_to_the_tables() -> None:
     """The long transaction's two updates of one row (more than 1 MiB of WAL apart, both
-    before the commit Debezium streamed before theirs) keep their order: the later value, as
-    PostgreSQL holds; a transaction in flight at the snapshot outranks the snapshot's row;
-    updates carrying the TOAST placeholder keep the other values; numeric(3,5) decodes."""
+    more than 64 MiB before the commit Debezium streamed before theirs) keep their order: the
+    later value, as PostgreSQL holds; so do two within those 64 MiB and one that far back
+    against one after that commit; a transaction in flight at the snapshot outranks the
+    snapshot's row; updates carrying the TOAST placeholder keep the other values;
+    numeric(3,5) decodes."""
     messages, tables = pg_cases.load()
     assert tables["orders"]["1"]["v"] == "second of two"
     pg_cases.check(messages, tables)
-    updates = [p for p in _payloads(messages["orders"])
-               if p["op"] == "u" and p["after"]["v"].endswith("of two")]
-    refs = [debezium.ref_key(p, "position") for p in updates]
-    assert len(refs) == 2 and refs[0] < refs[1]
+    payloads = _payloads(messages["orders"])
+
+    def refs(row: int) -> list[int]:
+        return [debezium.ref_key(p, "position", debezium.ReadBound(check=True))
+                for p in payloads if p["op"] == "u" and p["after"]["id"] == row]
+
+    def behind(p: dict[str, Any]) -> int:  # WAL between the change and the last commit
+        return int(json.loads(p["source"]["sequence"])[0]) - int(p["source"]["lsn"])
+
+    updates = [p for p in payloads if p["op"] == "u" and p["after"]["v"].endswith("of two")]
+    assert len(updates) == 2 and all(behind(p) > debezium_ordering.PG_WINDOW for p in updates)
+    for row in (1, 5, 6):
+        assert len(refs(row)) >= 2 and refs(row) == sorted(set(refs(row))), row
 
 
 def test_captured_numeric_scale_above_precision_is_decimal_scale_scale() -> None:
@@ -56,21 +67,61 @@ def test_captured_numeric_scale_above_precision_is_decimal_scale_scale() -> None
     fastavro.parse_schema(debezium.strip_logical(row))
 
 
-def test_postgres_ref_keys_order_changes_far_before_the_last_commit_or_refuse() -> None:
-    """Two changes of one row in one transaction, far (tens of MiB of WAL) before the commit
-    streamed before theirs, keep their order; past the window the batch stops, never a tie."""
-    def ref(lsn: int, last: int) -> int:
-        return debezium.ref_key({"op": "u", "source": {
-            "connector": "postgresql", "lsn": lsn,
-            "sequence": json.dumps([str(last), str(lsn)])}}, "position")
+def _pg_event(lsn: int, last: int | None, op: str = "u") -> dict[str, Any]:
+    return {"op": op, "source": {"connector": "postgresql", "lsn": lsn,
+                                 "sequence": json.dumps([None if last is None else str(last),
+                                                         str(lsn)])}}
+
+
+def test_postgres_ref_keys_order_changes_far_before_the_last_commit() -> None:
+    """#58.1: changes of one row in one transaction, far (tens or hundreds of MiB of WAL)
+    before the commit streamed before theirs, keep their order, below the transaction's
+    later changes and the next transaction's; never a tie. Past the 64 MiB the commit order
+    holds, a change takes its own LSN: before the fix such a change stopped the batch."""
+    def ref(lsn: int, last: int, bounds: debezium.ReadBound | None = None) -> int:
+        return debezium.ref_key(_pg_event(lsn, last), "position", bounds)
 
     last = 40 << 30
-    far = [ref(last - (60 << 20), last), ref(last - (60 << 20) + 24, last),
-           ref(last - (1 << 20), last), ref(last, last), ref(last + 48, last)]
-    assert far == sorted(set(far))
-    assert ref(last + 200, last + 100) > far[-1]  # the next transaction
-    with pytest.raises(ReadError, match="MiB a ref key orders exactly"):
-        ref(last - (65 << 20), last)
+    checked = debezium.ReadBound(check=True, before=0)
+    changes = [last - (300 << 20), last - (300 << 20) + 24, last - (65 << 20),
+               last - (60 << 20), last - (60 << 20) + 24, last - (1 << 20), last, last + 48]
+    keys = [ref(lsn, last, checked) for lsn in changes]
+    assert keys == sorted(set(keys))
+    assert keys == [ref(lsn, last) for lsn in changes]  # the check never changes a key
+    assert ref(last + 200, last + 100) > keys[-1]  # the next transaction
+    # a row's change in an earlier transaction, within that one's window, ranks below
+    earlier_commit = last - (300 << 20) - 64
+    assert ref(earlier_commit - 4096, earlier_commit - 1024) < keys[0]
+    # a snapshot read streamed before the transaction (its bound at most the change's own)
+    read = debezium.ref_key(_pg_event(last - (400 << 20), last - (400 << 20), "r"), "position")
+    assert read < keys[0]
+
+
+def test_postgres_far_change_after_a_snapshot_read_streamed_while_open_stops() -> None:
+    """#58.1: an incremental (or blocking) snapshot's read of the row, streamed while the
+    long transaction was open, ranks above the change's own LSN: the batch stops naming it
+    rather than keep the read's stale row. The read may be earlier in the unit or before
+    it (the driver's bound); a read streamed after the transaction's commit (this message
+    is a copy Debezium sent again) does not stop it; an unknown bound asks the driver."""
+    last, far = 40 << 30, (40 << 30) - (200 << 20)
+    read_at = far + (10 << 20)  # the read's last commit: after the change, before `last`
+    read = _pg_event(read_at + 64, read_at, "r")
+    within = debezium.ReadBound(check=True, before=0)
+    debezium.ref_key(read, "position", within)
+    assert within.seen == read_at // 16 + 1
+    with pytest.raises(ReadError, match="snapshot read .* was streamed while its transaction"):
+        debezium.ref_key(_pg_event(far, last), "position", within)
+    with pytest.raises(ReadError, match="streamed while its transaction was open"):
+        debezium.ref_key(_pg_event(far, last), "position",
+                         debezium.ReadBound(check=True, before=within.seen))
+    copy = debezium.ReadBound(check=True, before=(last + (1 << 20)) // 16 + 1)
+    assert debezium.ref_key(_pg_event(far, last), "position", copy) == ((far // 16 + 1) << 22) | 1
+    unknown = debezium.ReadBound(check=True, before=None)
+    with pytest.raises(ReadError, match=debezium.UNCHECKED):
+        debezium.ref_key(_pg_event(far, last), "position", unknown)
+    resolved = debezium.ReadBound(check=True, before=None, resolve=lambda: 0)
+    assert debezium.ref_key(_pg_event(far, last), "position", resolved) \
+        == ((far // 16 + 1) << 22) | 1
 
 
 def test_captured_toast_placeholders_are_partial_updates() -> None:
