@@ -83,18 +83,19 @@ def _binlog_ref(source: dict[str, Any], ordering: str, snapshot: bool) -> int | 
     return (int(found.group(1)) << 32) | (offset & 0xFFFFFFFF)
 
 
-def _last_commit(source: dict[str, Any]) -> int | None:
-    """The commit LSN of the transaction Debezium streamed before this change's (the first of
-    ``source.sequence``, ``["<last commit lsn>", "<lsn>"]``); None when it has none yet."""
+def _sequence(source: dict[str, Any]) -> tuple[int | None, int | None]:
+    """``source.sequence``, ``["<last commit lsn>", "<lsn>"]``: the commit LSN of the
+    transaction Debezium streamed before this change's (None when it has none yet) and the
+    change's LSN (an incremental snapshot's read has no ``source.lsn``, only this one)."""
     sequence = source.get("sequence")
     if not sequence:
-        return None
+        return None, None
     try:
-        last = json.loads(sequence)[0]
+        last, lsn = json.loads(sequence)[:2]
+        return (None if last is None else int(last)), (None if lsn is None else int(lsn))
     except (ValueError, TypeError, IndexError, KeyError):
         raise DecodeError(f"source.sequence {sequence!r:.80} is not Debezium's "
                           '["<last commit lsn>", "<lsn>"]') from None
-    return None if last is None else int(last)
 
 
 def _far(lsn: int, last: int, bounds: ReadBound | None) -> int:
@@ -149,8 +150,13 @@ def _pg_ref(source: dict[str, Any], snapshot: bool, bounds: ReadBound | None = N
     A snapshot row takes ``(L + 1) << 22``: above every change committed up to ``last``
     (streamed before the snapshot), below every change streamed after it. A snapshot without
     a ``last`` (a new connector: nothing streamed before it) takes 0, below every change."""
-    lsn = int(source["lsn"])
-    last = _last_commit(source)
+    last, at = _sequence(source)
+    lsn = int(source["lsn"]) if source.get("lsn") is not None else at
+    if lsn is None:
+        if not snapshot:
+            raise DecodeError("a Debezium PostgreSQL change without an LSN (source.lsn and "
+                              "source.sequence): cannot order it")
+        lsn = last or 0
     if snapshot:
         bound, order = (0, 0) if last is None else (last // PG_UNIT + 1, 0)
         if bound and bounds is not None:
@@ -177,7 +183,8 @@ def ref_key(event: dict[str, Any], ordering: str, bounds: ReadBound | None = Non
     ref: int | None = None
     if connector in _BINLOG:
         ref = _binlog_ref(source, ordering, event.get("op") == "r")
-    elif connector == "postgresql" and source.get("lsn") is not None:
+    elif connector == "postgresql" and (source.get("lsn") is not None
+                                        or source.get("sequence")):
         return _pg_ref(source, event.get("op") == "r", bounds)
     if ref is None:  # the fallback: the change's time in microseconds
         us = source.get("ts_us") or event.get("ts_us")

@@ -12,6 +12,9 @@ What the events hold (``SCRIPT`` in test_connect_postgres.py):
   first updates were written more than 64 MiB before the commit Debezium streamed before
   theirs (``source.sequence``'s first LSN), row 6's within it. The lake must keep the later
   updates.
+- ``ledger`` (messages only): its initial snapshot, then an incremental snapshot's reads
+  (``execute-snapshot`` signal; no ``source.lsn``) taken while the long transaction, which
+  changed row 1 first, was open, then that change.
 - ``notes`` (REPLICA IDENTITY DEFAULT, ``body`` and ``raw`` stored out of line): updates that
   leave TOASTed columns unchanged carry ``__debezium_unavailable_value`` for them; a
   ``numeric(3,5)`` column (scale above precision, PostgreSQL 15).

@@ -9,11 +9,14 @@ committed after it; a long transaction updating one row twice with more than 1 M
 between the updates while another commits, more than 64 MiB of WAL later (both updates then
 lie far before the commit Debezium streamed before theirs), another row twice within those
 64 MiB, a third before them and again after that commit; updates leaving TOASTed columns
-unchanged; a numeric(3,5) column. One worker, one connector, one pipeline run for the module.
+unchanged; a numeric(3,5) column; an incremental snapshot (a signal) of a third table,
+ledger, while that transaction, which changed ledger's row 1 first, is open. One worker, one
+connector, one pipeline run for the module (ledger's job is run by its own test).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -33,6 +36,10 @@ SETUP = [
     "CREATE TABLE notes (id int PRIMARY KEY, body text, raw bytea, n int, tiny numeric(3,5))",
     "ALTER TABLE notes ALTER body SET STORAGE EXTERNAL, ALTER raw SET STORAGE EXTERNAL",
     "CREATE TABLE filler (id serial PRIMARY KEY, pad text)",  # WAL only: not captured
+    "CREATE TABLE ledger (id int PRIMARY KEY, v text)",  # read by an incremental snapshot
+    "INSERT INTO ledger VALUES (1, 'start'), (2, 'start')",
+    "CREATE TABLE debezium_signal (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, "
+    "data varchar(2048))",
     "INSERT INTO orders VALUES (1, 'start'), (3, 'start'), (4, 'start'), (5, 'start'), "
     "(6, 'start')",
     f"INSERT INTO notes VALUES (1, repeat('a', {BIG}), decode(repeat('00ff', {BIG // 2}), "
@@ -57,6 +64,8 @@ class Captured:
     far_behind: int  # bytes of WAL between its first update and the commit streamed before it
     jobs: dict[str, str]
     counts: dict[str, int]
+    config: Path
+    ledger: list[bytes]  # the ledger topic's values: its initial and incremental snapshots
 
 
 def _wal(cur: Any) -> int:
@@ -85,7 +94,8 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
     with admin(postgres, database) as conn, conn.cursor() as cur:
         for statement in SETUP:
             cur.execute(statement)
-        cur.execute(f"CREATE PUBLICATION {database}_pub FOR TABLE orders, notes")
+        cur.execute(f"CREATE PUBLICATION {database}_pub FOR TABLE orders, notes, ledger, "
+                    "debezium_signal")
         # the slot exists before the snapshot is read, as when it was made beforehand: a
         # transaction in flight at the snapshot is streamed after the snapshot's rows
         cur.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
@@ -103,10 +113,14 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
             "plugin.name": "pgoutput", "database.hostname": "127.0.0.1",
             "database.port": postgres.port, "database.user": "sluice",
             "database.password": "unused", "database.dbname": database,
-            "topic.prefix": prefix, "table.include.list": "public.orders,public.notes",
+            "topic.prefix": prefix,
+            "table.include.list": "public.orders,public.notes,public.ledger,"
+                                  "public.debezium_signal",
+            "signal.data.collection": "public.debezium_signal",
             "slot.name": slot, "publication.name": f"{database}_pub",
             "publication.autocreate.mode": "disabled", "snapshot.mode": "initial"}])
         topics = {t: f"{prefix}.public.{t}" for t in pg_cases.TABLES}
+        ledger_topic = f"{prefix}.public.ledger"
         wait_for(broker, topics["orders"], b'"start"')
         with in_flight.cursor() as cur:
             cur.execute("UPDATE orders SET v = 'committed after the snapshot' WHERE id = 1")
@@ -115,6 +129,7 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
             for statement in STREAM:
                 cur.execute(statement)
             with long_tx.cursor() as tx:
+                tx.execute("UPDATE ledger SET v = 'far, open at the read' WHERE id = 1")
                 tx.execute("UPDATE orders SET v = 'first of two' WHERE id = 1")
                 start = _wal(cur)
                 tx.execute(FILL.format(n=6000))  # about 1.9 MiB of WAL
@@ -122,6 +137,12 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
                 wal_between = _wal(cur) - start
                 tx.execute("UPDATE orders SET v = 'far before the commit' WHERE id = 5")
                 tx.execute(FILL.format(n=220_000))  # about 70 MiB: past the commit order's 64
+                # an incremental snapshot of ledger while the transaction is open: its read of
+                # row 1 holds 'start' and is streamed before the transaction's change of it
+                cur.execute("INSERT INTO debezium_signal VALUES ('snap-ledger', "
+                            "'execute-snapshot', '{\"data-collections\": [\"public.ledger\"], "
+                            "\"type\": \"incremental\"}')")
+                wait_for(broker, ledger_topic, b'"incremental"')
                 tx.execute("UPDATE orders SET v = 'first near' WHERE id = 6")
                 tx.execute(FILL.format(n=6000))
                 tx.execute("UPDATE orders SET v = 'second near' WHERE id = 6")
@@ -139,6 +160,8 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
         wait_for(broker, topics["orders"], b'"marker"')
         messages = {t: [v for _, v in topic_messages(broker, topic) if v]
                     for t, topic in topics.items()}
+        wait_for(broker, ledger_topic, b'"far, open at the read"')
+        ledger = [v for _, v in topic_messages(broker, ledger_topic) if v]
     finally:
         in_flight.close()
         long_tx.close()
@@ -148,8 +171,9 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
             cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                         "WHERE slot_name = %s AND NOT active", (slot,))
     if os.environ.get("SLUICE_SAVE_DEBEZIUM_CASES"):
-        pg_cases.save(messages, tables, {"wal_between_updates": wal_between,
-                                         "wal_from_first_update_to_commit": far_behind})
+        pg_cases.save({**messages, "ledger": ledger}, tables, {
+            "wal_between_updates": wal_between,
+            "wal_from_first_update_to_commit": far_behind})
 
     make_project(tmp_path)
     config = write_config(tmp_path / "sluice.yml", workdir, broker, {})
@@ -158,11 +182,15 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
                       value_format="json", say=None, job_prefix="dbzpg_")
     jobs = {t: next(j for j in result.jobs_added if t in j) for t in topics}
     runs = run_all(spark, load_settings(config, env={}), list(jobs.values()))
+    jobs["ledger"] = scaffold(load_settings(config, env={}), [ledger_topic], tmp_path, config,
+                              value_format="json", say=None,
+                              job_prefix="dbzpg_").jobs_added[0]
     counts: dict[str, int] = {}
     for run in runs:
         for name, value in dict(run.counts).items():
             counts[name] = counts.get(name, 0) + int(value)
-    return Captured(database, messages, tables, wal_between, far_behind, jobs, counts)
+    return Captured(database, messages, tables, wal_between, far_behind, jobs, counts,
+                    config, ledger)
 
 
 def lake_rows(spark: Any, job: str, table: str) -> dict[str, Any]:
@@ -202,3 +230,32 @@ def test_unchanged_toast_columns_and_numeric_scale_above_precision(captured: Cap
     lake = lake_rows(spark, job, "notes")
     assert lake["1"]["body"] == "a" * BIG and lake["1"]["n"] == 2
     assert lake == captured.tables["notes"]
+
+
+@pytest.mark.reliability
+def test_far_change_open_during_an_incremental_snapshot_stops_the_batch(captured: Captured,
+                                                                        spark: Any) -> None:
+    """#58.1 on what Debezium wrote: an incremental snapshot (a signal) read ledger's row 1
+    while a transaction that had changed it more than 64 MiB of WAL before the commit
+    streamed before its own was open. The read carries a ``last`` and ranks above that
+    change's own LSN, yet holds the row before it: the batch stops naming the read, nothing
+    committed, rather than keep 'start' in the lake."""
+    from python_ingest.config import load_settings
+    from python_ingest.exceptions import ReadError
+    from python_ingest.steps.jobs import run_ingest
+    from python_ingest.tables.checkpoints import read_checkpoint
+    from python_ingest.tables.names import JobTables
+
+    payloads = [json.loads(v)["payload"] for v in captured.ledger]
+    reads = [p for p in payloads if p["op"] == "r" and p["source"]["snapshot"] == "incremental"]
+    assert {p["after"]["id"]: p["after"]["v"] for p in reads} == {1: "start", 2: "start"}
+    assert all(json.loads(p["source"]["sequence"])[0] is not None for p in reads)
+    change = next(p for p in payloads if p["op"] == "u")
+    assert payloads.index(change) > payloads.index(reads[0])
+    last, lsn = json.loads(change["source"]["sequence"])
+    assert int(last) - int(change["source"]["lsn"]) > 64 << 20
+    settings = load_settings(captured.config, env={})
+    job = settings.job(captured.jobs["ledger"])
+    with pytest.raises(ReadError, match="snapshot read .* was streamed while its transaction"):
+        run_ingest(spark, settings, job)
+    assert read_checkpoint(spark, JobTables(job.name).raw) is None

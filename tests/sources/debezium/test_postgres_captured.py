@@ -139,3 +139,30 @@ def test_captured_toast_placeholders_are_partial_updates() -> None:
     assert body["_changed_columns"] == ["id", "raw", "n", "tiny"]
     assert (body["body"], body["raw"]) == (None, b"\x02")
     assert rows[(1, 1)]["_changed_columns"] is None  # the snapshot's whole row
+
+
+def test_captured_incremental_snapshot_reads_rank_at_their_last_commit() -> None:
+    """#58.1, found on the real connector: an incremental snapshot's reads carry no
+    ``source.lsn``, only ``source.sequence``, and took the fallback, the change's time in
+    microseconds (about 1.8e15, above every PostgreSQL key below some 6 GiB of WAL): every
+    later change of such a row ranked below its read and the lake kept the read's values.
+    They rank at the commit streamed before them now, below every change streamed after;
+    and the change open at the read, written more than 64 MiB before the commit streamed
+    before its transaction's, stops the batch rather than rank below the read."""
+    messages, _ = pg_cases.load()
+    payloads = _payloads(messages["ledger"])
+    reads = [p for p in payloads if p["source"]["snapshot"] == "incremental"]
+    assert len(reads) == 2 and all(p["source"]["lsn"] is None for p in reads)
+    last = int(json.loads(reads[0]["source"]["sequence"])[0])
+    keys = {debezium.ref_key(p, "position") for p in reads}
+    assert keys == {(last // 16 + 1) << 22}
+    assert debezium.ref_key(_pg_event(last + 64, last), "position") > max(keys)
+    assert debezium.ref_key(_pg_event(last + 64, last + 32), "position") > max(keys)
+    initial = [p for p in payloads if p["op"] == "r" and p not in reads]
+    assert initial and {debezium.ref_key(p, "position") for p in initial} == {0}
+    change = next(p for p in payloads if p["op"] == "u")
+    bound = debezium.ReadBound(check=True)
+    for p in payloads[:payloads.index(change)]:
+        debezium.ref_key(p, "position", bound)
+    with pytest.raises(ReadError, match="streamed while its transaction was open"):
+        debezium.ref_key(change, "position", bound)
