@@ -146,6 +146,12 @@ def landed(spark: Any, broker: str, mariadb: Any, schema_registry: str,  # noqa:
         cur.execute("CREATE USER IF NOT EXISTS 'dbz'@'127.0.0.1' IDENTIFIED BY 'dbz-secret'")
         cur.execute("GRANT SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, BINLOG MONITOR, "
                     "LOCK TABLES ON *.* TO 'dbz'@'127.0.0.1'")
+        # the signal table: an incremental snapshot of items once the streams run (its
+        # watermarks are the connector's own inserts)
+        cur.execute(f"CREATE TABLE {database}.debezium_signal (id VARCHAR(64) PRIMARY KEY, "
+                    "type VARCHAR(32) NOT NULL, data VARCHAR(2048))")
+        cur.execute(f"GRANT INSERT, UPDATE, DELETE ON {database}.debezium_signal "
+                    "TO 'dbz'@'127.0.0.1'")
     converters = {"json": {},  # the worker's default: JsonConverter with schemas
                   "confluent-avro": connect.avro_converters(
                       schema_registry.removesuffix(apicurio.CCOMPAT))}
@@ -157,6 +163,7 @@ def landed(spark: Any, broker: str, mariadb: Any, schema_registry: str,  # noqa:
         "database.user": "dbz", "database.password": "dbz-secret",
         "database.server.id": server_id + number, "topic.prefix": f"{database}{tag}",
         "database.include.list": database, "snapshot.mode": "initial",
+        "signal.data.collection": f"{database}.debezium_signal",
         "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
         "schema.history.internal.file.filename": str(tmp_path / f"history-{tag}.dat"),
         **converters[value_format]}
@@ -178,6 +185,16 @@ def landed(spark: Any, broker: str, mariadb: Any, schema_registry: str,  # noqa:
                 cur.execute(statement.format(db=database))
             cur.execute("SELECT " + ", ".join(cases.COLUMNS) + " FROM kinds")
             kinds_table = cases.table_rows(list(cur.fetchall()))
+            # an incremental snapshot of items (both connectors see the signal), then
+            # changes of rows it read: they must outrank the reads
+            signal = json.dumps({"data-collections": [f"{database}.items"],
+                                 "type": "incremental"})
+            cur.execute("INSERT INTO debezium_signal VALUES ('snap-items', 'execute-snapshot', "
+                        "%s)", (signal,))
+            for topic in topics.values():
+                wait_for(broker, topic, b"incremental")  # JSON or Avro
+            cur.execute("UPDATE items SET name = 'after the read', upd = NOW(6) "
+                        "WHERE id < %s ORDER BY id LIMIT 40", (MARKER,))
             cur.execute("INSERT INTO items VALUES (%s, 'marker', 0, NOW(6))", (MARKER,))
         for topic in topics.values():
             wait_for_marker(broker, topic)
