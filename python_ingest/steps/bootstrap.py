@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from python_ingest.changelog.schema import RAW_ERROR_COLUMNS, ChangelogSchema
+from python_ingest.changelog.schema import JSON_KEYS, RAW_ERROR_COLUMNS, ChangelogSchema
 from python_ingest.config import JobConfig, Settings, SourceConfig
 from python_ingest.exceptions import SluiceError
 from python_ingest.runtime.faults import fault_point
@@ -144,6 +144,18 @@ def job_for(settings: Settings, topic: str, qualified: str) -> JobConfig:
             return job
     raise SluiceError(f"no job ingests {topic} ({qualified}): a direct bootstrap loads the "
                       "table's job's lake; run `sluice tap SOURCE --scaffold` first")
+
+
+def one_row_per_key(shape: Any, encoding: str) -> bool:
+    """Whether a bootstrap's rows have one row per ``_row_key``: the table's primary or
+    unique key (NOT NULL columns), its text injective (one column, the JSON encoding, or
+    integers joined); a synthetic or declared key may repeat, and the lake's write must
+    combine them (steps/bulk.py)."""
+    key = shape.key
+    if key.kind not in ("primary", "unique") or key.synthetic:
+        return False
+    return len(key.columns) == 1 or encoding == JSON_KEYS \
+        or all(shape.spec(c).kind in ("long", "ulong") for c in key.columns)
 
 
 def landed_chunks(spark: SparkSession, raw: str, plan_id: str) -> set[int]:
@@ -257,7 +269,9 @@ class _Loader:
             counts = finish(spark, self.dbt, self.job, tables,
                             suite_path(self.dbt.project, tables.staging_model),
                             expectation_pages(self.settings, self.job.name), lake_done + 1, newest,
-                            self.plan.id)
+                            self.plan.id,
+                            unique_keys=one_row_per_key(self.prepared.table.shape,
+                                                        self.schema.row_key_encoding))
             self.errors += counts["errors"]
 
     def _moved(self, batch_id: int) -> Checkpoint:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DONE_PROPERTY = "sluice.bootstrap.done"  # on the lake commit: the plan it finished
+COMBINE = "hoodie.combine.before.insert"  # Hudi: rows of one key combined before an insert
 
 
 def lake_holds_rows(spark: SparkSession, tables: JobTables) -> bool:
@@ -60,9 +61,12 @@ def lake_holds_rows(spark: SparkSession, tables: JobTables) -> bool:
 
 
 def finish(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables, suite: Path,
-           report_dir: Path | None, first: int, last: int, plan_id: str) -> dict[str, int]:
+           report_dir: Path | None, first: int, last: int, plan_id: str,
+           unique_keys: bool = False) -> dict[str, int]:
     """Raw batches ``first..last`` converted, forked and written to the lake in bulk; counts
-    (rows, valid, errors). Steps a run before committed are not written again."""
+    (rows, valid, errors). Steps a run before committed are not written again.
+    ``unique_keys``: the rows' keys are the table's primary or unique key, one row each (the
+    converter passes ``_row_key`` through): the lake's write skips Hudi's combining."""
     from pyspark.sql import functions as F
 
     lake = tables.lake
@@ -94,7 +98,7 @@ def finish(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables, sui
             append(entries, tables.index, step_properties(MERGE_STEP, last))
         fault_point("bootstrap_after_index")
         _write_lake(spark, valid, lake, job.name, {**step_properties(MERGE_STEP, last),
-                                                   DONE_PROPERTY: plan_id})
+                                                   DONE_PROPERTY: plan_id}, unique_keys)
         counts = {"rows": parts.rows, "valid": parts.rows - parts.error_count,
                   "errors": parts.error_count}
     finally:
@@ -119,9 +123,11 @@ def _step_tables(spark: SparkSession, tables: JobTables, converted: DataFrame,
 
 
 def _write_lake(spark: SparkSession, valid: DataFrame, lake: str, job: str,
-                properties: dict[str, str]) -> None:
+                properties: dict[str, str], unique_keys: bool = False) -> None:
     """The valid rows as the lake's columns, inserted in one commit (Hudi bulk_insert,
-    Iceberg append)."""
+    Iceberg append). Hudi combines the rows of one key before an insert (a shuffle by key,
+    about a third of the write: bench/bootstrap_bench.py); with ``unique_keys`` there is
+    nothing to combine and it does not."""
     from pyspark.sql import functions as F
 
     present = {c.lower() for c in valid.columns}
@@ -147,10 +153,19 @@ def _write_lake(spark: SparkSession, valid: DataFrame, lake: str, job: str,
     # first batch wrote has a file group per bucket it touched, into which insert appends
     operation = "insert" if spark.table(lake).limit(1).count() else "bulk_insert"
     check_held(job)
+    combining = spark.conf.get(COMBINE, None)
     with insert_operation_kept(spark):
-        if session_format(spark).bucket_lakes:  # Hudi: its insert's operation by setting
-            spark.conf.set(INSERT_OPERATION, operation)
-        committing(spark, properties, lambda: spark.sql(
-            f"insert into {lake} ({names}) select {names} from {view}"))
+        try:
+            if session_format(spark).bucket_lakes:  # Hudi: its insert's operation by setting
+                spark.conf.set(INSERT_OPERATION, operation)
+                if unique_keys:
+                    spark.conf.set(COMBINE, "false")
+            committing(spark, properties, lambda: spark.sql(
+                f"insert into {lake} ({names}) select {names} from {view}"))
+        finally:
+            if combining is None:
+                spark.conf.unset(COMBINE)
+            else:
+                spark.conf.set(COMBINE, combining)
     spark.catalog.dropTempView(view)
     fault_point("bootstrap_after_lake")

@@ -175,6 +175,32 @@ def test_a_plan_keeps_its_chunks_and_position() -> None:
     assert Plan.from_json(plan.to_json()) == plan
 
 
+def test_the_lake_write_skips_combining_only_for_one_row_per_key() -> None:
+    """The bulk lake write leaves out Hudi's combine (a shuffle by key, about a third of the
+    write at 1M rows: docs/bootstrap.md) only where every row has its own ``_row_key``: a
+    primary or unique key, not synthetic, its text injective; declared key columns may
+    repeat, as may a legacy joined text of several text columns."""
+    from python_ingest.changelog.schema import JOINED, JSON_KEYS
+    from python_ingest.sources.tap.columns import ColumnSpec
+    from python_ingest.sources.tap.registry import KeyChoice, TableShape
+    from python_ingest.steps.bootstrap import one_row_per_key
+
+    columns = (ColumnSpec("id", "long", "long", nullable=False),
+               ColumnSpec("part", "long", "long", nullable=False),
+               ColumnSpec("name", "string", "string", nullable=False))
+
+    def shape(kind: str, keys: tuple[str, ...], synthetic: bool = False) -> TableShape:
+        return TableShape("db", "t", columns, KeyChoice(kind, keys, synthetic, None))
+
+    assert one_row_per_key(shape("primary", ("id",)), JOINED)
+    assert one_row_per_key(shape("unique", ("id", "name")), JSON_KEYS)
+    assert one_row_per_key(shape("primary", ("id", "part")), JOINED)
+    assert not one_row_per_key(shape("primary", ("id", "name")), JOINED)
+    assert not one_row_per_key(shape("columns", ("id",)), JSON_KEYS)
+    assert not one_row_per_key(shape("primary", ("name",), synthetic=True), JSON_KEYS)
+    assert not one_row_per_key(shape("row", ()), JSON_KEYS)
+
+
 def test_the_jvm_reads_dates_as_the_tap_does(spark) -> None:
     """The JVM read's day count (jdbc_read.py, Spark SQL over the server's year, month and
     day, any integer type) equals the tap's: valid dates, leap days, year 0, zero and partial
