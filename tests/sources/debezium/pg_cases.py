@@ -14,7 +14,8 @@ What the events hold (``SCRIPT`` in test_connect_postgres.py):
   updates.
 - ``ledger`` (messages only): its initial snapshot, then an incremental snapshot's reads
   (``execute-snapshot`` signal; no ``source.lsn``) taken while the long transaction, which
-  changed row 1 first, was open, then that change.
+  changed row 1 first, was open, then that change; then a blocking snapshot's reads (a
+  second signal) between two changes of row 2.
 - ``notes`` (REPLICA IDENTITY DEFAULT, ``body`` and ``raw`` stored out of line): updates that
   leave TOASTed columns unchanged carry ``__debezium_unavailable_value`` for them; a
   ``numeric(3,5)`` column (scale above precision, PostgreSQL 15).

@@ -10,7 +10,8 @@ between the updates while another commits, more than 64 MiB of WAL later (both u
 lie far before the commit Debezium streamed before theirs), another row twice within those
 64 MiB, a third before them and again after that commit; updates leaving TOASTed columns
 unchanged; a numeric(3,5) column; an incremental snapshot (a signal) of a third table,
-ledger, while that transaction, which changed ledger's row 1 first, is open. One worker, one
+ledger, while that transaction, which changed ledger's row 1 first, is open, and after it a
+blocking snapshot of ledger between two changes of its row 2. One worker, one
 connector, one pipeline run for the module (ledger's job is run by its own test).
 """
 
@@ -66,6 +67,14 @@ class Captured:
     counts: dict[str, int]
     config: Path
     ledger: list[bytes]  # the ledger topic's values: its initial and incremental snapshots
+
+
+def _wait_count(broker: str, topic: str, needle: bytes, count: int) -> None:
+    """Until ``count`` messages of ``topic`` hold ``needle``."""
+    deadline = time.monotonic() + 120
+    while sum(1 for _, v in topic_messages(broker, topic) if v and needle in v) < count:
+        assert time.monotonic() < deadline, f"Debezium did not deliver {needle!r} {count} times"
+        time.sleep(0.5)
 
 
 def _wal(cur: Any) -> int:
@@ -161,6 +170,15 @@ def captured(spark: Any, broker: str, postgres: Any, workdir: Path,
         messages = {t: [v for _, v in topic_messages(broker, topic) if v]
                     for t, topic in topics.items()}
         wait_for(broker, ledger_topic, b'"far, open at the read"')
+        with admin(postgres, database) as conn, conn.cursor() as cur:
+            # a blocking snapshot of ledger between two changes of its row 2
+            cur.execute("UPDATE ledger SET v = 'before blocking' WHERE id = 2")
+            signal = json.dumps({"data-collections": ["public.ledger"], "type": "blocking"})
+            cur.execute("INSERT INTO debezium_signal VALUES ('snap-blocking', "
+                        "'execute-snapshot', %s)", (signal,))
+            _wait_count(broker, ledger_topic, b'"before blocking"', 2)  # the change, the read
+            cur.execute("UPDATE ledger SET v = 'after blocking' WHERE id = 2")
+        wait_for(broker, ledger_topic, b'"after blocking"')
         ledger = [v for _, v in topic_messages(broker, ledger_topic) if v]
     finally:
         in_flight.close()
@@ -259,3 +277,26 @@ def test_far_change_open_during_an_incremental_snapshot_stops_the_batch(captured
     with pytest.raises(ReadError, match="snapshot read .* was streamed while its transaction"):
         run_ingest(spark, settings, job)
     assert read_checkpoint(spark, JobTables(job.name).raw) is None
+
+
+@pytest.mark.reliability
+def test_a_blocking_snapshots_reads_rank_between_the_changes_around_it(
+        captured: Captured) -> None:
+    """#58.1 on what Debezium wrote: a blocking snapshot (a signal) of ledger between two
+    changes of its row 2. Its reads carry no ``last`` before the one they name, and rank
+    above every change streamed before them (the far change included, now committed) and
+    below the change after."""
+    from python_ingest.changelog import debezium
+
+    payloads = [json.loads(v)["payload"] for v in captured.ledger]
+    blocking = [p for p in payloads if p["op"] == "r" and p["source"]["snapshot"] in (
+        "true", "first", "last", "first_in_data_collection", "last_in_data_collection")
+        and json.loads(p["source"]["sequence"])[0] is not None]
+    assert {p["after"]["id"]: p["after"]["v"] for p in blocking} == {
+        1: "far, open at the read", 2: "before blocking"}
+    reads = {debezium.ref_key(p, "position") for p in blocking}
+    assert len(reads) == 1
+    streamed = {p["after"]["v"]: debezium.ref_key(p, "position")
+                for p in payloads if p["op"] == "u"}
+    assert streamed["far, open at the read"] < min(reads)
+    assert streamed["before blocking"] < min(reads) < streamed["after blocking"]
