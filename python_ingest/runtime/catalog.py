@@ -160,19 +160,20 @@ def register(spark: SparkSession, table: str, path: str) -> None:
 
 
 @contextmanager
-def insert_operation_kept(spark: SparkSession) -> Iterator[None]:
-    """Hudi's SQL insert operation of ``spark`` as it was before the block, also when the
-    block fails: a bucket lake's merge sets it to upsert around its insert (the lake_merge
-    materialization), and a failed merge must not leave the job's session upserting into its
-    append-only tables."""
-    before = spark.conf.get(INSERT_OPERATION, None)
+def insert_operation_kept(spark: SparkSession, *also: str) -> Iterator[None]:
+    """Hudi's SQL insert operation of ``spark`` (and the settings ``also``) as it was before
+    the block, also when the block fails: a bucket lake's merge sets it to upsert around its
+    insert (the lake_merge materialization), and a failed merge must not leave the job's
+    session upserting into its append-only tables."""
+    before = {key: spark.conf.get(key, None) for key in (INSERT_OPERATION, *also)}
     try:
         yield
     finally:
-        if before is None:
-            spark.conf.unset(INSERT_OPERATION)
-        else:
-            spark.conf.set(INSERT_OPERATION, before)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def kept_write_settings(spark: SparkSession, path: str) -> dict[str, str]:

@@ -153,19 +153,12 @@ def _write_lake(spark: SparkSession, valid: DataFrame, lake: str, job: str,
     # first batch wrote has a file group per bucket it touched, into which insert appends
     operation = "insert" if spark.table(lake).limit(1).count() else "bulk_insert"
     check_held(job)
-    combining = spark.conf.get(COMBINE, None)
-    with insert_operation_kept(spark):
-        try:
-            if session_format(spark).bucket_lakes:  # Hudi: its insert's operation by setting
-                spark.conf.set(INSERT_OPERATION, operation)
-                if unique_keys:
-                    spark.conf.set(COMBINE, "false")
-            committing(spark, properties, lambda: spark.sql(
-                f"insert into {lake} ({names}) select {names} from {view}"))
-        finally:
-            if combining is None:
-                spark.conf.unset(COMBINE)
-            else:
-                spark.conf.set(COMBINE, combining)
+    with insert_operation_kept(spark, COMBINE):
+        if session_format(spark).bucket_lakes:  # Hudi: its insert's operation by setting
+            spark.conf.set(INSERT_OPERATION, operation)
+            if unique_keys:
+                spark.conf.set(COMBINE, "false")
+        committing(spark, properties, lambda: spark.sql(
+            f"insert into {lake} ({names}) select {names} from {view}"))
     spark.catalog.dropTempView(view)
     fault_point("bootstrap_after_lake")

@@ -51,6 +51,7 @@ def remember(job: str, checkpoint: Checkpoint, bounds: dict[int, int]) -> None:
 
 
 def merged(before: dict[int, int], added: dict[int, int]) -> dict[int, int]:
+    """Largest bound per partition of both (a new dict)."""
     both = dict(before)
     for partition, bound in added.items():
         both[partition] = max(bound, both.get(partition, 0))

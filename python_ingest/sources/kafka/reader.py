@@ -32,6 +32,7 @@ from python_ingest.changelog.decode import Decoder, arrow_schema, raw_coordinate
 from python_ingest.changelog.schema import RAW_ERROR_COLUMNS, ChangelogSchema
 from python_ingest.exceptions import DecodeError, ReadError
 from python_ingest.kafka import client as kafka_client
+from python_ingest.sources.debezium.read_bounds import merged
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -100,8 +101,7 @@ class TaskReport:
 
     def merge(self, other: TaskReport) -> TaskReport:
         self.newest_ms = max(self.newest_ms, other.newest_ms)
-        for partition, bound in other.read_bounds.items():
-            self.read_bounds[partition] = max(bound, self.read_bounds.get(partition, 0))
+        self.read_bounds = merged(self.read_bounds, other.read_bounds)
         self.read += other.read
         self.bytes += other.bytes
         self.errors += other.errors
@@ -350,8 +350,8 @@ def _read_unit(spec: ReadSpec, emitter: _Emitter,
     if len(chunk):
         yield from emit(chunk)
     if bounds.seen:
-        reported = emitter.report.read_bounds
-        reported[unit["partition"]] = max(bounds.seen, reported.get(unit["partition"], 0))
+        emitter.report.read_bounds = merged(emitter.report.read_bounds,
+                                            {unit["partition"]: bounds.seen})
     if spec.mode == "errors":
         return
     if error_bytes > spec.error_budget_bytes:
