@@ -93,20 +93,56 @@ class Plan:
 
     id: str
     table: str
-    p0: BinlogPosition
+    p0: BinlogPosition | int  # a binlog position, or a PostgreSQL snapshot's LSN
     p0_gtid: str | None
     chunks: tuple[Chunk, ...]
 
     def to_json(self) -> str:
-        return json.dumps({"id": self.id, "table": self.table, "p0": [self.p0.file, self.p0.pos],
+        p0 = self.p0 if isinstance(self.p0, int) else [self.p0.file, self.p0.pos]
+        return json.dumps({"id": self.id, "table": self.table, "p0": p0,
                            "p0_gtid": self.p0_gtid,
                            "chunks": base64.b64encode(pickle.dumps(self.chunks)).decode()})
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
         data = json.loads(text)
-        return cls(data["id"], data["table"], BinlogPosition(data["p0"][0], int(data["p0"][1])),
-                   data["p0_gtid"], tuple(pickle.loads(base64.b64decode(data["chunks"]))))
+        p0 = data["p0"] if isinstance(data["p0"], int) else \
+            BinlogPosition(data["p0"][0], int(data["p0"][1]))
+        return cls(data["id"], data["table"], p0, data["p0_gtid"],
+                   tuple(pickle.loads(base64.b64decode(data["chunks"]))))
+
+
+@dataclass(frozen=True)
+class Road:
+    """What a source kind gives the direct bootstrap: ``prepare`` (the table checked and
+    registered, the tap's store locked, P0; the result has ``conn``, ``table``, ``root``,
+    ``generation``, ``p0``, ``p0_gtid``, ``hand_over()`` and ``close()``), ``chunk_bounds``,
+    ``estimate`` (rows, for the ETA), ``jvm_unfit`` (why a wave is not one Spark JDBC read,
+    None: it is), and the Python read: ``work`` (what a task needs) and ``read_chunks`` (the
+    ``mapInArrow`` body)."""
+
+    prepare: Callable[..., Any]
+    chunk_bounds: Callable[..., list[Chunk]]
+    estimate: Callable[..., int]
+    jvm_unfit: Callable[..., str | None]
+    work: Callable[..., Any]
+    read_chunks: Callable[..., Any]
+
+
+def _binlog_work(prepared: Any, source: SourceConfig, spec: ReadSpec,
+                 bootstrap_servers: str) -> BulkRead:
+    return BulkRead(source, prepared.table, spec, str(prepared.root), bootstrap_servers,
+                    prepared.generation)
+
+
+def road(source: SourceConfig) -> Road:
+    """The direct bootstrap's parts for ``source``'s kind."""
+    if source.kind == "postgres":
+        from python_ingest.sources.postgres import direct as pg
+
+        return Road(pg.prepare, pg.chunk_bounds, pg.estimate, pg.jvm_unfit, pg.work,
+                    pg.read_chunks)
+    return Road(prepare, chunk_bounds, chunk_count_rows, jvm_unfit, _binlog_work, read_chunks)
 
 
 @dataclass(frozen=True)
@@ -179,7 +215,8 @@ def direct_bootstrap(spark: SparkSession, settings: Settings, source: SourceConf
     size = chunk_rows_ or source.bootstrap_chunk_rows
     on_source = replace(settings, broker=replace(settings.broker,  # the source's cluster
                                                  bootstrap_servers=settings.kafka_for(source)))
-    prepared = prepare(on_source, source, qualified)
+    parts = road(source)
+    prepared = parts.prepare(on_source, source, qualified)
     try:
         table = prepared.table
         job = job_for(settings, table.topic, qualified)
@@ -202,13 +239,13 @@ def direct_bootstrap(spark: SparkSession, settings: Settings, source: SourceConf
                 seed = None if table_exists(session, tables.lake) \
                     or why_not(session, job, tables, dbt) is None else min(SEED_ROWS, size)
                 plan = Plan(uuid.uuid4().hex, qualified, prepared.p0, prepared.p0_gtid,
-                            tuple(chunk_bounds(prepared.conn, table.shape, size, seed)))
+                            tuple(parts.chunk_bounds(prepared.conn, table.shape, size, seed)))
                 _save_plan(path, plan)
             else:
                 progress(f"bootstrap {qualified}: resuming {plan.id[:8]} from P0 {plan.p0}")
             prepared = replace(prepared, p0=plan.p0, p0_gtid=plan.p0_gtid)
-            estimate = chunk_count_rows(prepared.conn, table)
-            loader = _Loader(session, settings, job, tables, source, prepared, plan, dbt,
+            estimate = parts.estimate(prepared.conn, table)
+            loader = _Loader(session, settings, job, tables, source, parts, prepared, plan, dbt,
                              wave or WAVE or 2 * session.sparkContext.defaultParallelism,
                              progress, estimate)
             loader.run()
@@ -228,15 +265,16 @@ class _Loader:
     """One direct bootstrap under the job's lease: seed, waves, finish."""
 
     def __init__(self, spark: SparkSession, settings: Settings, job: JobConfig,
-                 tables: JobTables, source: SourceConfig, prepared: Any, plan: Plan, dbt: Dbt,
-                 wave: int, progress: Callable[[str], None], estimate: int) -> None:
+                 tables: JobTables, source: SourceConfig, parts: Road, prepared: Any, plan: Plan,
+                 dbt: Dbt, wave: int, progress: Callable[[str], None], estimate: int) -> None:
         self.spark, self.settings, self.job, self.tables = spark, settings, job, tables
         self.source, self.prepared, self.plan, self.dbt = source, prepared, plan, dbt
+        self.parts = parts
         self.wave, self.progress, self.estimate = wave, progress, estimate
         self.rows = self.errors = 0
         self.started = time.monotonic()
         self.schema = ChangelogSchema.of(settings, job)  # after prepare registered the shape
-        unfit = jvm_unfit(source, prepared.table, prepared.conn)
+        unfit = parts.jvm_unfit(source, prepared.table, prepared.conn)
         self.jvm = unfit is None  # chunks read in the JVM (jdbc_read.py), else in Python tasks
         progress(f"bootstrap {plan.table}: chunks read " + (
             f"by Python tasks ({unfit})" if unfit else "in the JVM (Spark JDBC)"))
@@ -293,13 +331,14 @@ class _Loader:
         spec = ReadSpec(self.job.reader, self.settings.kafka_for(self.job),
                         self.job.read_timeout_s, self.schema, batch_id,
                         int(datetime.now(UTC).timestamp() * 1_000_000))
-        work = BulkRead(self.source, self.prepared.table, spec, str(self.prepared.root),
-                        self.settings.kafka_for(self.source), self.prepared.generation)
+        work = self.parts.work(self.prepared, self.source, spec,
+                               self.settings.kafka_for(self.source))
+        read = self.parts.read_chunks
         chunks = [c for c in self.plan.chunks if c.index in set(indices)]
         counted = spark.sparkContext.accumulator(0)
 
         def body(batches: Any) -> Any:
-            for batch in read_chunks(work, batches):
+            for batch in read(work, batches):
                 counted.add(batch.num_rows)
                 yield batch
 

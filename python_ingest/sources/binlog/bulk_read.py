@@ -62,7 +62,7 @@ def read_chunks(work: BulkRead, batches: Iterable[pa.RecordBatch]) -> Iterator[p
             yield from read_one(work, pickle.loads(row["bounds"]))
 
 
-class _Collected:
+class Collected:
     """Stands for the producer: keeps what would have been sent."""
 
     def __init__(self) -> None:
@@ -94,7 +94,7 @@ def read_one(work: BulkRead, chunk: Chunk) -> Iterator[pa.RecordBatch]:
 
     table, source = work.table, work.source
     shape = table.shape
-    collected = _Collected()
+    collected = Collected()
     collected.topic = table.topic
     sink = ErrorSink(collected, source, Path(work.registry))  # type: ignore[arg-type]
     conn = server.connect(source, autocommit=False)
@@ -114,38 +114,40 @@ def read_one(work: BulkRead, chunk: Chunk) -> Iterator[pa.RecordBatch]:
                         shape.key.columns, sink, shape.qualified, (position.file, position.pos),
                         env)
                 if len(collected.keys) >= ROWS_PER_BATCH:
-                    yield from _decoded(work, chunk, collected, offset, now_ms)
+                    yield from decoded(work.spec, shape.qualified, chunk, collected, offset,
+                                       now_ms)
                     offset += len(collected.keys)
                     collected.keys, collected.values = [], []
         conn.rollback()
     finally:
         conn.close()
-    yield from _decoded(work, chunk, collected, offset, now_ms)
+    yield from decoded(work.spec, shape.qualified, chunk, collected, offset, now_ms)
     if collected.other:
-        _send_errors(work, collected.other)
+        send_errors(work.bootstrap_servers, collected.other)
 
 
-def _decoded(work: BulkRead, chunk: Chunk, collected: _Collected, offset: int,
-             now_ms: int) -> Iterator[pa.RecordBatch]:
+def decoded(spec: ReadSpec, qualified: str, chunk: Chunk, collected: Collected, offset: int,
+            now_ms: int) -> Iterator[pa.RecordBatch]:
+    """The rows ``collected`` holds, decoded by the ingestion's decoder as raw rows."""
     if not collected.keys:
         return
     count = len(collected.keys)
     batch = MessageBatch(collected.keys, collected.values, list(range(offset, offset + count)),
                          [now_ms] * count)
-    raw, errors = decode_messages(work.spec, chunk.index, batch)
+    raw, errors = decode_messages(spec, chunk.index, batch)
     if errors:  # what the tap encoded, the job's schema must read: a mismatch is a bug
-        raise SluiceError(f"bootstrap of {work.table.shape.qualified}: {len(errors)} rows of "
+        raise SluiceError(f"bootstrap of {qualified}: {len(errors)} rows of "
                           f"chunk {chunk.index} do not decode with the job's schema: "
                           f"{errors[0]}")
     if raw is not None and raw.num_rows:
         yield raw
 
 
-def _send_errors(work: BulkRead, records: list[tuple[str, bytes, bytes]]) -> None:
+def send_errors(bootstrap_servers: str, records: list[tuple[str, bytes, bytes]]) -> None:
     """The chunk's error records to the source's error topic, as the tap sends them."""
     from python_ingest.sources.tap.producer import ChangelogProducer
 
-    producer = ChangelogProducer(work.bootstrap_servers)
+    producer = ChangelogProducer(bootstrap_servers)
     for topic, key, value in records:
         producer.send(topic, key, value)
     producer.flush()

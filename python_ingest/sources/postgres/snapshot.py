@@ -137,23 +137,8 @@ def bootstrap_tables(settings: Settings, source: SourceConfig, spec: str,
         result = _copy(settings, source, wanted, exported, point, workers, chunk_rows, say)
         result.new_slot = new_slot
         # hand over: the tap's checkpoint (the tap is not running: the lock)
-        old = None if new_slot else checkpoint
-        stopped = dict(old.stopped) if old is not None else {}
-        rows = keys.RowCounts(old.rows if old is not None else None)
-        relations = dict(old.relations) if old is not None else {}
-        for schema, table in wanted:
-            qualified = f"{schema}.{table}"
-            stopped.pop(qualified, None)
-            # the lake's rows are this table's from P on (an older table of the name, in the
-            # stream before P, is left out: tables.py)
-            relations[qualified] = tables.snapshot_entry(result.oids[qualified], point)
-            if qualified in result.copies:
-                rows.reset(qualified, result.copies[qualified], as_position(point))
-        start = point if old is None else old.lsn
-        if old is None and slot is not None:
-            start = slot["confirmed_flush"] or point
-        store.save(PgCheckpoint(start, own_slot, stopped, rows.to_json(
-            as_position(start)), relations, gone=dict(old.gone) if old is not None else {}))
+        start = hand_over_checkpoint(store, own_slot, wanted, point, result.oids, result.copies,
+                                     new_slot, slot)
         say(f"snapshot of {len(wanted)} table(s) published: {result.total} rows in "
             f"{result.seconds:.1f}s; the tap streams from {lsn_text(start)}")
         return result
@@ -162,6 +147,34 @@ def bootstrap_tables(settings: Settings, source: SourceConfig, spec: str,
             repl.close()  # a temporary slot goes with it
         conn.close()
         store.release()
+
+
+def hand_over_checkpoint(store: PgCheckpointStore, own_slot: str, wanted: list[tuple[str, str]],
+                         point: int, oids: dict[str, int], copies: dict[str, dict[str, int]],
+                         new_slot: bool, slot: dict[str, Any] | None) -> int:
+    """Write the tap's checkpoint after a snapshot at ``point`` of the ``wanted`` tables (the
+    store locked: the tap is not running); returns the LSN the tap streams from. ``new_slot``:
+    the tap's slot was created by the snapshot (the checkpoint starts over at ``point``);
+    ``slot``: the tap's slot as it was before, when it existed. ``copies``: the row copies
+    of full-row-identity tables."""
+    old = None if new_slot else store.load()
+    stopped = dict(old.stopped) if old is not None else {}
+    rows = keys.RowCounts(old.rows if old is not None else None)
+    relations = dict(old.relations) if old is not None else {}
+    for schema, table in wanted:
+        qualified = f"{schema}.{table}"
+        stopped.pop(qualified, None)
+        # the lake's rows are this table's from P on (an older table of the name, in the
+        # stream before P, is left out: tables.py)
+        relations[qualified] = tables.snapshot_entry(oids[qualified], point)
+        if qualified in copies:
+            rows.reset(qualified, copies[qualified], as_position(point))
+    start = point if old is None else old.lsn
+    if old is None and slot is not None:
+        start = slot["confirmed_flush"] or point
+    store.save(PgCheckpoint(start, own_slot, stopped, rows.to_json(as_position(start)),
+                            relations, gone=dict(old.gone) if old is not None else {}))
+    return start
 
 
 def _copy(settings: Settings, source: SourceConfig, wanted: list[tuple[str, str]],

@@ -115,7 +115,8 @@ KINDS: dict[str, Parts] = {
                       catalog="python_ingest.sources.postgres.shapes:catalog",
                       verify="python_ingest.verify.postgres:PgVerify",
                       status="python_ingest.sources.postgres.status:PgStatus",
-                      scaffold=SCAFFOLD),
+                      scaffold=SCAFFOLD,
+                      direct="python_ingest.steps.bootstrap:direct_bootstrap"),
 }
 
 
