@@ -10,6 +10,7 @@ from typing import Any
 
 from python_ingest.cli.common import AddCommand, add_history_flag
 from python_ingest.config import Settings, SourceConfig
+from python_ingest.exceptions import SluiceError
 
 
 def cmd_tap(args: argparse.Namespace, settings: Settings) -> int:
@@ -71,6 +72,9 @@ def cmd_bootstrap(args: argparse.Namespace, settings: Settings) -> int:
     from python_ingest.kafka import broker
     from python_ingest.sources.tap import kinds
 
+    if args.reload and not args.direct:
+        raise SluiceError("--reload goes with --direct: it replaces the job's lake "
+                          "(`sluice bootstrap SOURCE TABLE --direct --reload`)")
     source = settings.source(args.source)
     if settings.broker.embedded and broker.start(settings):
         print(f"started the embedded broker on {settings.broker.bootstrap_servers}")
@@ -86,11 +90,12 @@ def _direct(args: argparse.Namespace, settings: Settings, source: SourceConfig) 
     from python_ingest.cli.progress import printer
     from python_ingest.runtime.session import build_session
     from python_ingest.sources.tap import kinds
+    from python_ingest.steps.bootstrap import direct_bootstrap
 
-    direct_bootstrap = kinds.direct(source)  # an error if the kind has none
+    kinds.direct(source)  # an error if the kind has none, before Spark starts
     spark = build_session(settings)
     direct_bootstrap(spark, settings, source, args.table, args.chunk_rows, args.wave,
-                     printer(sys.stdout))
+                     printer(sys.stdout), reload=args.reload)
     return 0
 
 
@@ -123,6 +128,10 @@ def add_tap_commands(add: AddCommand) -> None:
     boot.add_argument("--direct", action="store_true",
                       help="load the table straight into its job's lake: chunks read by Spark "
                            "tasks, the converter and suite applied, the lake written as all "
-                           "inserts, the index built in bulk (MariaDB/MySQL; docs/bootstrap.md)")
+                           "inserts, the index built in bulk (MariaDB, MySQL and PostgreSQL; "
+                           "docs/bootstrap.md)")
+    boot.add_argument("--reload", action="store_true",
+                      help="with --direct: replace a lake that holds rows (the lake and its "
+                           "index dropped and loaded again; raw and error tables kept)")
     boot.add_argument("--wave", type=int, help="with --direct: chunks landed per raw batch "
                                                "(default: twice the Spark cores)")

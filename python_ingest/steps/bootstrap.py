@@ -41,19 +41,13 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.changelog.schema import JSON_KEYS, RAW_ERROR_COLUMNS, ChangelogSchema
 from python_ingest.config import JobConfig, Settings, SourceConfig
 from python_ingest.exceptions import SluiceError
+from python_ingest.runtime.catalog import drop_scratch
 from python_ingest.runtime.faults import fault_point
 from python_ingest.runtime.session import active, for_job
-from python_ingest.sources.binlog.bootstrap import Chunk, chunk_bounds, prepare
-from python_ingest.sources.binlog.bulk_read import (
-    CHUNK_DDL,
-    BulkRead,
-    chunk_count_rows,
-    chunk_rows,
-    read_chunks,
-)
-from python_ingest.sources.binlog.jdbc_read import JdbcRead, chunk_frame, jvm_unfit
 from python_ingest.sources.binlog.position import BinlogPosition
 from python_ingest.sources.kafka.reader import ReadSpec
+from python_ingest.sources.tap import kinds
+from python_ingest.sources.tap.chunks import CHUNK_DDL, Chunk, Road, chunk_rows
 from python_ingest.steps.batch import create_lake, why_not
 from python_ingest.steps.bulk import finish, lake_holds_rows
 from python_ingest.steps.dbt import Dbt
@@ -96,11 +90,12 @@ class Plan:
     p0: BinlogPosition | int  # a binlog position, or a PostgreSQL snapshot's LSN
     p0_gtid: str | None
     chunks: tuple[Chunk, ...]
+    first: int = 0  # the first raw batch the bootstrap lands: the finish starts there
 
     def to_json(self) -> str:
         p0 = self.p0 if isinstance(self.p0, int) else [self.p0.file, self.p0.pos]
         return json.dumps({"id": self.id, "table": self.table, "p0": p0,
-                           "p0_gtid": self.p0_gtid,
+                           "p0_gtid": self.p0_gtid, "first": self.first,
                            "chunks": base64.b64encode(pickle.dumps(self.chunks)).decode()})
 
     @classmethod
@@ -109,40 +104,8 @@ class Plan:
         p0 = data["p0"] if isinstance(data["p0"], int) else \
             BinlogPosition(data["p0"][0], int(data["p0"][1]))
         return cls(data["id"], data["table"], p0, data["p0_gtid"],
-                   tuple(pickle.loads(base64.b64decode(data["chunks"]))))
-
-
-@dataclass(frozen=True)
-class Road:
-    """What a source kind gives the direct bootstrap: ``prepare`` (the table checked and
-    registered, the tap's store locked, P0; the result has ``conn``, ``table``, ``root``,
-    ``generation``, ``p0``, ``p0_gtid``, ``hand_over()`` and ``close()``), ``chunk_bounds``,
-    ``estimate`` (rows, for the ETA), ``jvm_unfit`` (why a wave is not one Spark JDBC read,
-    None: it is), and the Python read: ``work`` (what a task needs) and ``read_chunks`` (the
-    ``mapInArrow`` body)."""
-
-    prepare: Callable[..., Any]
-    chunk_bounds: Callable[..., list[Chunk]]
-    estimate: Callable[..., int]
-    jvm_unfit: Callable[..., str | None]
-    work: Callable[..., Any]
-    read_chunks: Callable[..., Any]
-
-
-def _binlog_work(prepared: Any, source: SourceConfig, spec: ReadSpec,
-                 bootstrap_servers: str) -> BulkRead:
-    return BulkRead(source, prepared.table, spec, str(prepared.root), bootstrap_servers,
-                    prepared.generation)
-
-
-def road(source: SourceConfig) -> Road:
-    """The direct bootstrap's parts for ``source``'s kind."""
-    if source.kind == "postgres":
-        from python_ingest.sources.postgres import direct as pg
-
-        return Road(pg.prepare, pg.chunk_bounds, pg.estimate, pg.jvm_unfit, pg.work,
-                    pg.read_chunks)
-    return Road(prepare, chunk_bounds, chunk_count_rows, jvm_unfit, _binlog_work, read_chunks)
+                   tuple(pickle.loads(base64.b64decode(data["chunks"]))),
+                   int(data.get("first", 0)))
 
 
 @dataclass(frozen=True)
@@ -194,6 +157,28 @@ def one_row_per_key(shape: Any, encoding: str) -> bool:
         or all(shape.spec(c).kind in ("long", "ulong") for c in key.columns)
 
 
+def start_over(spark: SparkSession, job: JobConfig, tables: JobTables, dbt: Dbt,
+               progress: Callable[[str], None]) -> None:
+    """``--reload``: the job's lake and the tables derived from it dropped, the lake last (a
+    kill in between leaves a lake with rows: the same command starts over again). The raw
+    table, its checkpoint (Kafka positions, batch ids) and the error tables stay: every change
+    the job read is older than every chunk, which is read after the job's lease is taken."""
+    if why_not(spark, job, tables, dbt) is not None:
+        raise SluiceError(f"--reload replaces the lake of a job on the batch path; job "
+                          f"{job.name} takes the step tables' path "
+                          f"({why_not(spark, job, tables, dbt)}): start it over instead (drop "
+                          "its raw, staging, lake and index tables) and bootstrap again")
+    history = f"{tables.lake}__history"
+    if table_exists(spark, history):
+        raise SluiceError(f"--reload would cut the history of {tables.lake}: its history "
+                          f"table {history} records every version so far. Drop {history} "
+                          "first if a new history from the reload on is what you want")
+    for table in (tables.index, tables.tombstones, tables.valid, tables.staging, tables.lake):
+        if table and table_exists(spark, table):
+            drop_scratch(spark, table)
+    progress(f"bootstrap: {tables.lake} and its index dropped for the reload")
+
+
 def landed_chunks(spark: SparkSession, raw: str, plan_id: str) -> set[int]:
     """The chunks of plan ``plan_id`` whose rows a raw commit holds."""
     done: set[int] = set()
@@ -208,14 +193,14 @@ def landed_chunks(spark: SparkSession, raw: str, plan_id: str) -> set[int]:
 def direct_bootstrap(spark: SparkSession, settings: Settings, source: SourceConfig,
                      qualified: str, chunk_rows_: int | None = None, wave: int | None = None,
                      progress: Callable[[str], None] = print,
-                     dbt: Dbt | None = None) -> DirectResult:
+                     dbt: Dbt | None = None, reload: bool = False) -> DirectResult:
     """Load ``db.table`` of ``source`` straight into its job's lake, then hand over to the
-    tap (the module doc)."""
+    tap (the module doc). ``reload``: a lake that holds rows is replaced (``start_over``)."""
     started = time.monotonic()
     size = chunk_rows_ or source.bootstrap_chunk_rows
     on_source = replace(settings, broker=replace(settings.broker,  # the source's cluster
                                                  bootstrap_servers=settings.kafka_for(source)))
-    parts = road(source)
+    parts: Road = kinds.direct(source)
     prepared = parts.prepare(on_source, source, qualified)
     try:
         table = prepared.table
@@ -231,15 +216,21 @@ def direct_bootstrap(spark: SparkSession, settings: Settings, source: SourceConf
             plan = Plan.from_json(path.read_text()) if path.is_file() else None
             if plan is None:
                 if lake_holds_rows(session, tables):
-                    raise SluiceError(
-                        f"{tables.lake} holds rows: a direct bootstrap loads an empty lake. "
-                        "Bootstrap through Kafka (without --direct), or start the job over "
-                        "(drop its raw, staging, lake and index tables)")
+                    if not reload:
+                        raise SluiceError(
+                            f"{tables.lake} holds rows: a direct bootstrap loads an empty lake. "
+                            "Replace them with --reload, bootstrap through Kafka (without "
+                            "--direct), or start the job over (drop its raw, staging, lake "
+                            "and index tables)")
+                    start_over(session, job, tables, dbt, progress)
                 # a seed chunk only where the step tables' path must create the job's tables
                 seed = None if table_exists(session, tables.lake) \
                     or why_not(session, job, tables, dbt) is None else min(SEED_ROWS, size)
+                raw = read_checkpoint(session, tables.raw) \
+                    if table_exists(session, tables.raw) else None
                 plan = Plan(uuid.uuid4().hex, qualified, prepared.p0, prepared.p0_gtid,
-                            tuple(parts.chunk_bounds(prepared.conn, table.shape, size, seed)))
+                            tuple(parts.chunk_bounds(prepared.conn, table.shape, size, seed)),
+                            (raw.batch_id if raw else 0) + 1)
                 _save_plan(path, plan)
             else:
                 progress(f"bootstrap {qualified}: resuming {plan.id[:8]} from P0 {plan.p0}")
@@ -298,15 +289,17 @@ class _Loader:
             self._seed(left.pop(0))
         for at in range(0, len(left), self.wave):
             self._land([c.index for c in left[at:at + self.wave]])
-        lake_done = step_checkpoint(spark, tables.lake or "", MERGE_STEP)
+        # raw batches landed before the plan (a reload's, or a run killed before its merge)
+        # hold changes older than every chunk: the chunks' rows replace them
+        first = max(step_checkpoint(spark, tables.lake or "", MERGE_STEP) + 1, self.plan.first)
         raw = read_checkpoint(spark, tables.raw)
         newest = raw.batch_id if raw else 0
-        if newest > lake_done:
-            self.progress(f"bootstrap {self.plan.table}: raw batches {lake_done + 1}..{newest}"
+        if newest >= first:
+            self.progress(f"bootstrap {self.plan.table}: raw batches {first}..{newest}"
                           f" to {tables.lake} in bulk (converter, suite, index, lake)...")
             counts = finish(spark, self.dbt, self.job, tables,
                             suite_path(self.dbt.project, tables.staging_model),
-                            expectation_pages(self.settings, self.job.name), lake_done + 1, newest,
+                            expectation_pages(self.settings, self.job.name), first, newest,
                             self.plan.id,
                             unique_keys=one_row_per_key(self.prepared.table.shape,
                                                         self.schema.row_key_encoding))
@@ -343,9 +336,8 @@ class _Loader:
                 yield batch
 
         if self.jvm:
-            frame = chunk_frame(spark, JdbcRead(self.source, self.prepared.table, spec,
-                                                self.prepared.generation,
-                                                spec.ingested_at_us // 1000), chunks)
+            assert self.parts.jvm_frame is not None
+            frame = self.parts.jvm_frame(spark, self.source, self.prepared, spec, chunks)
         else:
             tasks = spark.createDataFrame(spark.sparkContext.parallelize(
                 chunk_rows(chunks), len(chunks)), CHUNK_DDL)

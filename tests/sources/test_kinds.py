@@ -5,6 +5,7 @@ sluice.yml has every part, each implementing its hook; an unknown kind names the
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 
 import pytest
 
@@ -52,8 +53,14 @@ def test_a_registered_kind_is_looked_up() -> None:
 
 def test_the_optional_direct_bootstrap_is_looked_up_too() -> None:
     from python_ingest.config.sources import parse_source
+    from python_ingest.sources.tap.chunks import Road
 
-    assert callable(kinds.direct(parse_source("shop", {"kind": "mysql"})))
-    with pytest.raises(SluiceError, match=r"shop \(postgres\).*kinds only so far: mariadb, "
-                                          r"mysql; bootstrap it through Kafka"):
-        kinds.direct(parse_source("shop", {"kind": "postgres"}))
+    for kind in ("mysql", "mariadb", "postgres"):
+        assert isinstance(kinds.direct(parse_source("shop", {"kind": kind})), Road)
+    try:
+        kinds.register("pg_copy", replace(kinds.KINDS["postgres"], direct=""))
+        with pytest.raises(SluiceError, match=r"kinds only so far: mariadb, mysql, postgres; "
+                                              r"bootstrap it through Kafka"):
+            kinds.direct(replace(parse_source("shop", {"kind": "postgres"}), kind="pg_copy"))
+    finally:
+        del kinds.KINDS["pg_copy"]

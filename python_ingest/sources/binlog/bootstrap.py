@@ -47,22 +47,13 @@ from python_ingest.sources.binlog.position import (
     BinlogPosition,
 )
 from python_ingest.sources.tap import keys
+from python_ingest.sources.tap.chunks import Chunk, Key
 from python_ingest.sources.tap.core import registry_root, topic_for
 from python_ingest.sources.tap.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
 from python_ingest.sources.tap.registry import ROW, Registry, TableShape
 
 log = logging.getLogger(__name__)
-Key = tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Keys in (after, upto]; None means unbounded on that side."""
-
-    index: int
-    after: Key | None
-    upto: Key | None
 
 
 @dataclass(frozen=True)

@@ -22,20 +22,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import SourceConfig
-from python_ingest.exceptions import SluiceError
-from python_ingest.kafka.client import MessageBatch
 from python_ingest.sources.binlog import server
-from python_ingest.sources.binlog.bootstrap import Chunk, chunk_predicate, snapshot_position
+from python_ingest.sources.binlog.bootstrap import (
+    chunk_bounds,
+    chunk_predicate,
+    prepare,
+    snapshot_position,
+)
 from python_ingest.sources.binlog.columns import select_sql
 from python_ingest.sources.binlog.events import Envelope, TappedTable, snapshot_change
-from python_ingest.sources.kafka.reader import ReadSpec, decode_messages
+from python_ingest.sources.binlog.jdbc_read import JdbcRead, chunk_frame, jvm_unfit
+from python_ingest.sources.kafka.reader import ReadSpec
+from python_ingest.sources.tap.chunks import Chunk, Collected, Road, decoded, send_errors
 from python_ingest.sources.tap.errors import ErrorSink, publish
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 ROWS_PER_BATCH = 20_000  # rows decoded into one Arrow batch
-CHUNK_DDL = "chunk int, bounds binary"  # a task's input: the chunk's index and its pickle
+
 
 
 @dataclass(frozen=True)
@@ -50,34 +55,11 @@ class BulkRead:
     generation: int  # the tap's ref key generation on this server (position.py)
 
 
-def chunk_rows(chunks: Iterable[Chunk]) -> list[tuple[int, bytes]]:
-    """The tasks' input rows (``CHUNK_DDL``)."""
-    return [(c.index, pickle.dumps(c)) for c in chunks]
-
-
 def read_chunks(work: BulkRead, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: each input chunk's rows as raw rows."""
     for batch in batches:
         for row in batch.to_pylist():
             yield from read_one(work, pickle.loads(row["bounds"]))
-
-
-class Collected:
-    """Stands for the producer: keeps what would have been sent."""
-
-    def __init__(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.other: list[tuple[str, bytes, bytes]] = []  # error records
-        self.topic = ""
-
-    def send(self, topic: str, key: bytes, value: bytes) -> int:
-        if topic == self.topic:
-            self.keys.append(key)
-            self.values.append(value)
-        else:
-            self.other.append((topic, key, value))
-        return 0
 
 
 def _select(table: TappedTable, chunk: Chunk) -> tuple[str, list[Any]]:
@@ -126,33 +108,6 @@ def read_one(work: BulkRead, chunk: Chunk) -> Iterator[pa.RecordBatch]:
         send_errors(work.bootstrap_servers, collected.other)
 
 
-def decoded(spec: ReadSpec, qualified: str, chunk: Chunk, collected: Collected, offset: int,
-            now_ms: int) -> Iterator[pa.RecordBatch]:
-    """The rows ``collected`` holds, decoded by the ingestion's decoder as raw rows."""
-    if not collected.keys:
-        return
-    count = len(collected.keys)
-    batch = MessageBatch(collected.keys, collected.values, list(range(offset, offset + count)),
-                         [now_ms] * count)
-    raw, errors = decode_messages(spec, chunk.index, batch)
-    if errors:  # what the tap encoded, the job's schema must read: a mismatch is a bug
-        raise SluiceError(f"bootstrap of {qualified}: {len(errors)} rows of "
-                          f"chunk {chunk.index} do not decode with the job's schema: "
-                          f"{errors[0]}")
-    if raw is not None and raw.num_rows:
-        yield raw
-
-
-def send_errors(bootstrap_servers: str, records: list[tuple[str, bytes, bytes]]) -> None:
-    """The chunk's error records to the source's error topic, as the tap sends them."""
-    from python_ingest.sources.tap.producer import ChangelogProducer
-
-    producer = ChangelogProducer(bootstrap_servers)
-    for topic, key, value in records:
-        producer.send(topic, key, value)
-    producer.flush()
-
-
 def chunk_count_rows(conn: Any, table: TappedTable) -> int:
     """The table's row count as the server estimates it (for the ETA; not exact)."""
     with conn.cursor() as cur:
@@ -161,3 +116,19 @@ def chunk_count_rows(conn: Any, table: TappedTable) -> int:
                     (table.shape.db, table.shape.table))
         row = cur.fetchone()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+def work(prepared: Any, source: SourceConfig, spec: ReadSpec, bootstrap_servers: str
+         ) -> BulkRead:
+    return BulkRead(source, prepared.table, spec, str(prepared.root), bootstrap_servers,
+                    prepared.generation)
+
+
+def jvm_frame(spark: Any, source: SourceConfig, prepared: Any, spec: ReadSpec,
+              chunks: list[Chunk]) -> Any:
+    """A wave's chunks as one Spark JDBC read (jdbc_read.py)."""
+    return chunk_frame(spark, JdbcRead(source, prepared.table, spec, prepared.generation,
+                                       spec.ingested_at_us // 1000), chunks)
+
+
+ROAD = Road(prepare, chunk_bounds, chunk_count_rows, work, read_chunks, jvm_unfit, jvm_frame)

@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any
 from python_ingest.changelog.keys import EMPTY_KEY
 from python_ingest.config import SourceConfig
 from python_ingest.sources.binlog import server
-from python_ingest.sources.binlog.bootstrap import Chunk, chunk_predicate
+from python_ingest.sources.binlog.bootstrap import chunk_predicate
 from python_ingest.sources.binlog.events import TappedTable
 from python_ingest.sources.binlog.position import GENERATION_SHIFT, OFFSET_BITS
 from python_ingest.sources.binlog.values import ZERO_DAY
 from python_ingest.sources.kafka.reader import ReadSpec
+from python_ingest.sources.tap.chunks import Chunk
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -39,8 +39,6 @@ from python_ingest.config import Settings, SourceConfig
 from python_ingest.config.source_kinds import PostgresOptions
 from python_ingest.exceptions import SluiceError, TapError
 from python_ingest.kafka import broker as broker_mod
-from python_ingest.sources.binlog.bootstrap import Chunk
-from python_ingest.sources.binlog.bulk_read import Collected, decoded, send_errors
 from python_ingest.sources.kafka.reader import ReadSpec
 from python_ingest.sources.postgres import events, server
 from python_ingest.sources.postgres.events import PgTable
@@ -54,6 +52,7 @@ from python_ingest.sources.postgres.snapshot import hand_over_checkpoint
 from python_ingest.sources.postgres.tap import SOURCE
 from python_ingest.sources.tap import keys
 from python_ingest.sources.tap.changes import Envelope
+from python_ingest.sources.tap.chunks import Chunk, Collected, Road, decoded, send_errors
 from python_ingest.sources.tap.core import registry_root, topic_for
 from python_ingest.sources.tap.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.tap.producer import Encoder
@@ -301,3 +300,6 @@ def read_one(job: PgBulkRead, chunk: Chunk) -> Iterator[pa.RecordBatch]:
     yield from decoded(job.spec, shape.qualified, chunk, collected, offset, now_ms)
     if collected.other:
         send_errors(job.bootstrap_servers, collected.other)
+
+
+ROAD = Road(prepare, chunk_bounds, estimate, work, read_chunks, jvm_unfit)

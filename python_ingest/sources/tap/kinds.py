@@ -85,8 +85,9 @@ class Parts:
     """One kind's parts, each ``module:attribute``: ``tap`` a TapCore subclass, built as
     ``(settings, source, stop)``; ``bootstrap`` a Bootstrap; ``catalog`` a function returning
     its Catalog; ``verify`` a verify/kinds.py SourceVerify subclass; ``status`` a SourceStatus
-    subclass; ``scaffold`` a Scaffold. Optional: ``direct``, ``sluice bootstrap --direct`` (a
-    table read straight into its lake by Spark tasks; empty: the kind has none)."""
+    subclass; ``scaffold`` a Scaffold. Optional: ``direct``, a tap/chunks.py Road: the
+    kind's side of ``sluice bootstrap --direct`` (a table read straight into its lake by
+    Spark tasks, steps/bootstrap.py; empty: the kind has none)."""
 
     tap: str
     bootstrap: str
@@ -105,7 +106,7 @@ BINLOG = Parts(tap="python_ingest.sources.binlog.tap:Tap",  # MariaDB and MySQL
                verify="python_ingest.verify.binlog:BinlogVerify",
                status="python_ingest.sources.tap.kinds:NoStatus",
                scaffold=SCAFFOLD,
-               direct="python_ingest.steps.bootstrap:direct_bootstrap")
+               direct="python_ingest.sources.binlog.bulk_read:ROAD")
 
 KINDS: dict[str, Parts] = {
     "mariadb": BINLOG,
@@ -116,7 +117,7 @@ KINDS: dict[str, Parts] = {
                       verify="python_ingest.verify.postgres:PgVerify",
                       status="python_ingest.sources.postgres.status:PgStatus",
                       scaffold=SCAFFOLD,
-                      direct="python_ingest.steps.bootstrap:direct_bootstrap"),
+                      direct="python_ingest.sources.postgres.direct:ROAD"),
 }
 
 
@@ -177,8 +178,8 @@ def catalog(source: SourceConfig) -> Catalog:
 
 
 def direct(source: SourceConfig) -> Any:
-    """``sluice bootstrap --direct`` of ``source``'s kind; an error naming the kinds that have
-    one when its kind has none."""
+    """``source``'s kind's side of ``sluice bootstrap --direct`` (a tap/chunks.py Road); an
+    error naming the kinds that have one when its kind has none."""
     name = parts_of(source.kind).direct
     if not name:
         having = ", ".join(sorted(k for k, p in KINDS.items() if p.direct)) or "none"

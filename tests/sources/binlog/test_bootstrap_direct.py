@@ -34,13 +34,14 @@ pytestmark = pytest.mark.bootstrap
 CHUNK = {"chunk_rows_": 25, "wave": 3}  # about six chunks, a seed and two waves
 
 
-def _direct(env: Any, spark: Any, table: str = "docs") -> Any:
+def _direct(env: Any, spark: Any, table: str = "docs", reload: bool = False) -> Any:
     from python_ingest.steps.bootstrap import direct_bootstrap
 
     settings = env.settings()
     lines: list[str] = []
     result = direct_bootstrap(spark, settings, settings.source(env.source),
-                              f"{env.database}.{table}", progress=lines.append, **CHUNK)
+                              f"{env.database}.{table}", progress=lines.append, reload=reload,
+                              **CHUNK)
     assert any("rows/s" in line and "chunks" in line for line in lines), lines
     assert any("chunks read in the JVM" in line for line in lines), lines  # not in Python
     return result
@@ -72,6 +73,39 @@ def test_direct_bootstrap_lands_the_table_then_the_stream_follows(tap_env, spark
         with pytest.raises(SluiceError, match="holds rows"):  # a second one: not over rows
             _direct(env, spark)
         DocsWorkload(conn, seed=62, first_id=10_000).run(100)
+        env.tap_until_end()
+    run_pipeline(spark, env)
+    assert assert_lake_equals_source(spark, env, "docs", json_columns=("attrs",)) > 100
+    _index_agrees(spark, env)
+
+
+def test_a_reload_replaces_a_lake_that_drifted_from_its_table(tap_env, spark) -> None:
+    """--reload: rows of the lake deleted and changed behind the job's back, and stream
+    batches merged since the first bootstrap; the reload drops the lake and its index and
+    loads them again from the raw batches it lands (none of the older ones): lake and index
+    equal the table, and the stream goes on from the raw table's Kafka positions after it."""
+    env = tap_env
+    with _filled(env, 300) as conn:
+        _direct(env, spark)
+        DocsWorkload(conn, seed=65, first_id=40_000).run(40)
+        env.tap_until_end()
+        run_pipeline(spark, env)
+        job = job_of(env, "docs")
+        spark.sql(f"delete from lake.{job} where doc_id % 7 = 0")
+        spark.sql(f"update lake.{job} set title = 'drifted' where doc_id % 11 = 0")
+        with pytest.raises(AssertionError):
+            assert_lake_equals_source(spark, env, "docs", json_columns=("attrs",))
+        raw_before = spark.sql(f"select max(_batch_id) from raw.{job}").collect()[0][0]
+        DocsWorkload(conn, seed=66, first_id=45_000).run(30)  # in the topic, not merged yet
+        env.tap_until_end()
+        result = _direct(env, spark, reload=True)
+        assert result.rows == env.sql("SELECT COUNT(*) FROM docs")[0][0]
+        assert assert_lake_equals_source(spark, env, "docs", json_columns=("attrs",)) > 100
+        _index_agrees(spark, env)
+        landed = spark.sql(f"select min(_batch_id) from raw.{job} where _source like "
+                           "'%bootstrap%'" f" and _batch_id > {raw_before}").collect()[0][0]
+        assert landed == raw_before + 1  # the raw table's batches go on, none replaced
+        DocsWorkload(conn, seed=67, first_id=50_000).run(30)
         env.tap_until_end()
     run_pipeline(spark, env)
     assert assert_lake_equals_source(spark, env, "docs", json_columns=("attrs",)) > 100
@@ -165,8 +199,8 @@ def test_a_table_without_a_job_is_refused(tap_env, spark) -> None:
 
 
 def test_a_plan_keeps_its_chunks_and_position() -> None:
-    from python_ingest.sources.binlog.bootstrap import Chunk
     from python_ingest.sources.binlog.position import BinlogPosition
+    from python_ingest.sources.tap.chunks import Chunk
     from python_ingest.steps.bootstrap import Plan
 
     chunks = (Chunk(0, None, (1, "a|b")), Chunk(1, (1, "a|b"), (date(2024, 1, 2), b"\x00")),

@@ -6,6 +6,7 @@ handed over to the tap; the lake ends equal to the table value for value
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +26,30 @@ from tests.steps.helpers import assert_index_agrees
 
 pytestmark = [pytest.mark.bootstrap, pytest.mark.postgres_source]
 ROWS = 600
+
+
+@pytest.fixture(autouse=True)
+def _fresh_jobs(spark: Any, request: pytest.FixtureRequest) -> Iterator[None]:
+    """The jobs' tables dropped before and after each test: every test's tables are
+    ``public.*``, so their jobs' names (and tables) are the same in every test of the
+    session's warehouse (tests/sources/postgres/test_to_lake.py's too)."""
+    def drop() -> None:
+        from python_ingest.runtime.catalog import drop_scratch
+        from python_ingest.tables.formats import table_exists
+        from python_ingest.tables.names import JobModels, JobTables
+
+        for session in sessions:
+            for job in ("public_notes", "public_orders", "public_loose"):
+                for table in JobTables(job, JobModels(f"stg_{job}", job)).all():
+                    if table and table_exists(session, table):
+                        drop_scratch(session, table)
+
+    sessions = [spark]
+    if "format_spark" in request.fixturenames:
+        sessions.append(request.getfixturevalue("format_spark"))
+    drop()
+    yield
+    drop()
 
 
 def _direct(env: Any, spark: Any, table: str = "notes", **options: Any) -> Any:

@@ -1,0 +1,105 @@
+"""A bootstrap's key-ordered chunks and the read that turns a chunk's rows into raw rows
+without Kafka in between (the direct bootstrap, issue #62; docs/bootstrap.md): what every
+source kind's chunk reader shares (binlog/bulk_read.py, postgres/direct.py)."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from python_ingest.exceptions import SluiceError
+from python_ingest.kafka.client import MessageBatch
+from python_ingest.sources.kafka.reader import ReadSpec, decode_messages
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+Key = tuple[Any, ...]
+CHUNK_DDL = "chunk int, bounds binary"  # a task's input: the chunk's index and its pickle
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Keys in (after, upto]; None means unbounded on that side."""
+
+    index: int
+    after: Key | None
+    upto: Key | None
+
+
+@dataclass(frozen=True)
+class Road:
+    """A source kind's side of ``sluice bootstrap --direct`` (steps/bootstrap.py; the kind's
+    ``direct`` part, tap/kinds.py):
+
+    - ``prepare(settings, source, table)``: the table checked and registered, the tap's
+      checkpoint store locked, the hand-over position noted; returns an object with ``conn``
+      (for the next two), ``table`` (``shape``, ``topic``), ``root``, ``generation``,
+      ``p0``, ``p0_gtid``, ``hand_over() -> str`` and ``close()``;
+    - ``chunk_bounds(conn, shape, chunk_rows, first_rows)``: key-ordered ``Chunk``s;
+    - ``estimate(conn, table)``: the table's rows, for the ETA;
+    - ``work(prepared, source, spec, bootstrap_servers)``: what a Spark task needs to read
+      chunks (pickled), and ``read_chunks(work, batches)``: the ``mapInArrow`` body turning
+      ``CHUNK_DDL`` rows into raw rows;
+    - ``jvm_unfit(source, table, conn)``: why a wave is not one Spark JDBC read (None: it
+      is, by ``jvm_frame(spark, source, prepared, spec, chunks)``)."""
+
+    prepare: Callable[..., Any]
+    chunk_bounds: Callable[..., list[Chunk]]
+    estimate: Callable[..., int]
+    work: Callable[..., Any]
+    read_chunks: Callable[..., Any]
+    jvm_unfit: Callable[..., str | None]
+    jvm_frame: Callable[..., Any] | None = None
+
+
+def chunk_rows(chunks: Iterable[Chunk]) -> list[tuple[int, bytes]]:
+    """The tasks' input rows (``CHUNK_DDL``)."""
+    return [(c.index, pickle.dumps(c)) for c in chunks]
+
+
+class Collected:
+    """Stands for the producer: keeps what would have been sent."""
+
+    def __init__(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.other: list[tuple[str, bytes, bytes]] = []  # error records
+        self.topic = ""
+
+    def send(self, topic: str, key: bytes, value: bytes) -> int:
+        if topic == self.topic:
+            self.keys.append(key)
+            self.values.append(value)
+        else:
+            self.other.append((topic, key, value))
+        return 0
+
+
+def decoded(spec: ReadSpec, qualified: str, chunk: Chunk, collected: Collected, offset: int,
+            now_ms: int) -> Iterator[pa.RecordBatch]:
+    """The rows ``collected`` holds, decoded by the ingestion's decoder as raw rows."""
+    if not collected.keys:
+        return
+    count = len(collected.keys)
+    batch = MessageBatch(collected.keys, collected.values, list(range(offset, offset + count)),
+                         [now_ms] * count)
+    raw, errors = decode_messages(spec, chunk.index, batch)
+    if errors:  # what the tap encoded, the job's schema must read: a mismatch is a bug
+        raise SluiceError(f"bootstrap of {qualified}: {len(errors)} rows of "
+                          f"chunk {chunk.index} do not decode with the job's schema: "
+                          f"{errors[0]}")
+    if raw is not None and raw.num_rows:
+        yield raw
+
+
+def send_errors(bootstrap_servers: str, records: list[tuple[str, bytes, bytes]]) -> None:
+    """The chunk's error records to the source's error topic, as the tap sends them."""
+    from python_ingest.sources.tap.producer import ChangelogProducer
+
+    producer = ChangelogProducer(bootstrap_servers)
+    for topic, key, value in records:
+        producer.send(topic, key, value)
+    producer.flush()
