@@ -78,7 +78,7 @@ def finish(spark: SparkSession, dbt: Dbt, job: JobConfig, tables: JobTables, sui
     converted = spark.sql(sql)
     ensure_table(spark, tables.errors, ERROR_COLUMNS)
     parts = split(spark, converted, suite, report_dir, f"bootstrap-{first}-{last}",
-                  tables.staging, tables.valid, tables.errors)
+                  tables.staging, tables.valid, tables.errors, persist=False)
     try:
         check_held(job.name)
         parts.commit_errors(spark, tables.errors, last)

@@ -134,3 +134,38 @@ def test_the_suite_is_judged_on_the_rows_the_fork_judges() -> None:
     assert judged[1] == suite[1] and judged[2] == suite[2]  # sluice's columns, the table
     assert judged[3]["kwargs"]["row_condition"].startswith("(fare > 1) AND NOT `_is_deleted`")
     assert suite[0]["kwargs"] == {"column": "city"}  # the suite itself is left alone
+
+
+def test_split_without_the_cache_routes_the_same_rows_and_caches_when_it_must(
+        spark: Any, tmp_path: Path) -> None:
+    """``persist=False`` (the direct bootstrap's pass): the same counts, valid and error rows
+    as the cached split; the rows are cached anyway under a uniqueness rule (a window), or a
+    nondeterministic converter (each reader would judge other values)."""
+    from python_ingest.steps.fork.split import split
+
+    suite = tmp_path / "suite.json"
+    not_null = {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "city"}}
+    batch = spark.range(200).selectExpr(
+        "cast(id as string) as _row_key", "id as _ref_key", "cast(1 as bigint) as _batch_id",
+        "cast(0 as int) as _kafka_partition", "id as _kafka_offset",
+        "cast(null as array<string>) as _changed_columns", "false as _is_deleted",
+        "if(id % 7 = 0, null, 'x') as city")
+
+    def run(frame: Any, expectations: list[dict[str, Any]], persist: bool) -> tuple[Any, ...]:
+        suite.write_text(json.dumps({"name": "s", "expectations": expectations}))
+        parts = split(spark, frame, suite, None, "b", "staging.s", "staging.s__valid",
+                      "errors.s", persist=persist)
+        try:
+            return (parts.rows, parts.error_count, sorted(r[0] for r in parts.valid.collect()),
+                    sorted(r[0] for r in parts.errors.select("_row_key").collect()),
+                    len(parts._persisted))
+        finally:
+            parts.release()
+
+    cached, fresh = run(batch, [not_null], True), run(batch, [not_null], False)
+    assert cached[:4] == fresh[:4] and cached[1] == 29 and len(cached[2]) == 171
+    assert (cached[4], fresh[4]) == (1, 0)
+    unique = {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "city"}}
+    assert run(batch, [not_null, unique], False)[4] == 1
+    assert run(batch.selectExpr("*", "rand() as r"),
+               [not_null], False)[4] == 1

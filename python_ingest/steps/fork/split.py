@@ -146,15 +146,25 @@ class Split:
         self._persisted.clear()
 
 
+def _deterministic(frame: DataFrame) -> bool:
+    """Whether every expression of ``frame``'s plan gives the same rows when run again."""
+    return bool(frame._jdf.queryExecution().analyzed().deterministic())
+
+
 def split(spark: SparkSession, batch: DataFrame, suite_file: Path, report_dir: Path | None,
           run_name: str, staging: str, valid_table: str, error_table: str,
-          per_batch: bool = False) -> Split:
+          per_batch: bool = False, persist: bool = True) -> Split:
     """Judge ``batch`` (converted rows) by the suite in one Spark pass: each row tagged with
     the expectations it failed (steps/fork/expectations.py), the counts in one aggregate, the
     failing rows made error rows by the executors (nothing collected on the driver).
     ``per_batch``: the same aggregate says which batches have valid rows, and which of them
     valid partial updates (the merge's look-up of current rows). No report page is prepared
-    when ``report_dir`` is None (``reports: false``)."""
+    when ``report_dir`` is None (``reports: false``). ``persist=False``: the tagged rows are
+    computed again by each reader (the counts, the error rows, the valid rows' writers)
+    instead of cached, for a pass over many rows whose readers each need a few columns (the
+    direct bootstrap's: caching 10M wide rows cost more than its writes, docs/bootstrap.md);
+    still cached when computing them again costs more or could differ (a uniqueness rule's
+    window, Great Expectations' own validation, a nondeterministic converter)."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -189,7 +199,10 @@ def split(spark: SparkSession, batch: DataFrame, suite_file: Path, report_dir: P
                  else F.array().cast("array<string>")),
         lambda x: x.isNotNull())))
     tagged = tagged.withColumn("__sluice_failed", failures)
-    tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+    cached = persist or bool(compiled.fallback) or not _deterministic(tagged) \
+        or any(r.kind == "expect_column_values_to_be_unique" for r in compiled.rules)
+    if cached:
+        tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
     figures = [F.count(F.lit(1)).alias("rows"),
                F.count_if(F.size("__sluice_failed") > 0).alias("errors")]
     for r in compiled.rules:
@@ -231,7 +244,8 @@ def split(spark: SparkSession, batch: DataFrame, suite_file: Path, report_dir: P
                    report_dir, run_name, staging, valid_table, error_table) \
         if suite_file.is_file() and report_dir is not None else None
     return Split(valid, errors, int(counted["rows"]), int(counted["errors"]), quality, docs,
-                 [tagged], [int(b) for b in counted["batches"]] if per_batch else [],
+                 [tagged] if cached else [],
+                 [int(b) for b in counted["batches"]] if per_batch else [],
                  {int(b) for b in counted["partial"]} if per_batch else set())
 
 
