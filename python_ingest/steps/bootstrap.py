@@ -46,6 +46,7 @@ from python_ingest.runtime.faults import fault_point
 from python_ingest.runtime.session import active, for_job
 from python_ingest.sources.binlog.position import BinlogPosition
 from python_ingest.sources.kafka.reader import ReadSpec
+from python_ingest.sources.postgres.position import lsn_text
 from python_ingest.sources.tap import kinds
 from python_ingest.sources.tap.chunks import CHUNK_DDL, Chunk, Road, chunk_rows
 from python_ingest.steps.batch import create_lake, why_not
@@ -233,7 +234,8 @@ def direct_bootstrap(spark: SparkSession, settings: Settings, source: SourceConf
                             (raw.batch_id if raw else 0) + 1)
                 _save_plan(path, plan)
             else:
-                progress(f"bootstrap {qualified}: resuming {plan.id[:8]} from P0 {plan.p0}")
+                p0 = lsn_text(plan.p0) if isinstance(plan.p0, int) else plan.p0
+                progress(f"bootstrap {qualified}: resuming {plan.id[:8]} from P0 {p0}")
             prepared = replace(prepared, p0=plan.p0, p0_gtid=plan.p0_gtid)
             estimate = parts.estimate(prepared.conn, table)
             loader = _Loader(session, settings, job, tables, source, parts, prepared, plan, dbt,
