@@ -165,3 +165,22 @@ def test_pg_direct_bootstrap_refuses_a_table_without_a_key(pg_env, spark) -> Non
     scaffold(env)
     with pytest.raises(SluiceError, match="no primary or unique key"):
         _direct(env, spark, "loose")
+
+
+def test_pg_direct_bootstrap_refuses_while_the_tap_runs(pg_env, spark) -> None:
+    """The tap holds its checkpoint store's lock: the bootstrap says to stop it, before any
+    slot, topic or table is made."""
+    from python_ingest.sources.postgres.position import PgCheckpointStore
+
+    env = pg_env
+    _filled(env)
+    settings = env.settings()
+    store = PgCheckpointStore(settings.path(settings.state_dir), env.source)
+    assert store.try_lock()
+    try:
+        with pytest.raises(SluiceError, match="is running .*stop it during the bootstrap"):
+            _direct(env, spark)
+    finally:
+        store.release()
+    assert env.sql("SELECT count(*) FROM pg_replication_slots WHERE database = %s",
+                   params=(env.database,))[0][0] == 0
