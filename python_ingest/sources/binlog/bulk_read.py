@@ -18,7 +18,6 @@ import pickle
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from python_ingest.config import SourceConfig
@@ -33,8 +32,7 @@ from python_ingest.sources.binlog.columns import select_sql
 from python_ingest.sources.binlog.events import Envelope, TappedTable, snapshot_change
 from python_ingest.sources.binlog.jdbc_read import JdbcRead, chunk_frame, jvm_unfit
 from python_ingest.sources.kafka.reader import ReadSpec
-from python_ingest.sources.tap.chunks import Chunk, Collected, Road, decoded, send_errors
-from python_ingest.sources.tap.errors import ErrorSink, publish
+from python_ingest.sources.tap.chunks import Chunk, Road, published_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,40 +70,32 @@ def _select(table: TappedTable, chunk: Chunk) -> tuple[str, list[Any]]:
 
 def read_one(work: BulkRead, chunk: Chunk) -> Iterator[pa.RecordBatch]:
     """One chunk in its own consistent snapshot, as raw rows."""
-    import pymysql
-
     table, source = work.table, work.source
     shape = table.shape
-    collected = Collected()
-    collected.topic = table.topic
-    sink = ErrorSink(collected, source, Path(work.registry))  # type: ignore[arg-type]
-    conn = server.connect(source, autocommit=False)
-    offset = 0
-    copies: dict[str, int] = {}
-    try:
-        position = snapshot_position(conn, source.kind)
-        now_ms = int(datetime.now(UTC).timestamp() * 1000)
-        env = Envelope(f"{source.kind}-bootstrap", now_ms, source.data_center)
-        ref = position.ref_key(work.generation)
-        sql, params = _select(table, chunk)
-        with conn.cursor(pymysql.cursors.SSDictCursor) as cur:
-            cur.execute(sql, params)
-            for ordinal, raw in enumerate(cur):
-                change = snapshot_change(table, raw, ref, env, ordinal, copies)
-                publish(collected, table.topic, table.encoder, change,  # type: ignore[arg-type]
-                        shape.key.columns, sink, shape.qualified, (position.file, position.pos),
-                        env)
-                if len(collected.keys) >= ROWS_PER_BATCH:
-                    yield from decoded(work.spec, shape.qualified, chunk, collected, offset,
-                                       now_ms)
-                    offset += len(collected.keys)
-                    collected.keys, collected.values = [], []
-        conn.rollback()
-    finally:
-        conn.close()
-    yield from decoded(work.spec, shape.qualified, chunk, collected, offset, now_ms)
-    if collected.other:
-        send_errors(work.bootstrap_servers, collected.other)
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+
+    def changes() -> Iterator[tuple[Any, Any, Any]]:
+        import pymysql
+
+        conn = server.connect(source, autocommit=False)
+        copies: dict[str, int] = {}
+        try:
+            position = snapshot_position(conn, source.kind)
+            env = Envelope(f"{source.kind}-bootstrap", now_ms, source.data_center)
+            ref = position.ref_key(work.generation)
+            sql, params = _select(table, chunk)
+            with conn.cursor(pymysql.cursors.SSDictCursor) as cur:
+                cur.execute(sql, params)
+                for ordinal, raw in enumerate(cur):
+                    yield (snapshot_change(table, raw, ref, env, ordinal, copies),
+                           (position.file, position.pos), env)
+            conn.rollback()
+        finally:
+            conn.close()
+
+    yield from published_rows(work.spec, source, work.registry, work.bootstrap_servers,
+                              table.topic, table.encoder, shape.key.columns, shape.qualified,
+                              chunk, now_ms, changes(), ROWS_PER_BATCH)
 
 
 def chunk_count_rows(conn: Any, table: TappedTable) -> int:

@@ -48,13 +48,12 @@ from python_ingest.sources.postgres.position import (
     lsn_text,
 )
 from python_ingest.sources.postgres.shapes import table_shape
-from python_ingest.sources.postgres.snapshot import hand_over_checkpoint
+from python_ingest.sources.postgres.snapshot import hand_over_checkpoint, locked_store
 from python_ingest.sources.postgres.tap import SOURCE
-from python_ingest.sources.tap import keys
 from python_ingest.sources.tap.changes import Envelope
-from python_ingest.sources.tap.chunks import Chunk, Collected, Road, decoded, send_errors
+from python_ingest.sources.tap.chunks import Chunk, Road, published_rows
 from python_ingest.sources.tap.core import registry_root, topic_for
-from python_ingest.sources.tap.errors import ErrorSink, check_topic_limit, error_topic, publish
+from python_ingest.sources.tap.errors import check_topic_limit, error_topic
 from python_ingest.sources.tap.producer import Encoder
 from python_ingest.sources.tap.registry import ROW, Registry
 
@@ -121,12 +120,7 @@ def prepare(settings: Settings, source: SourceConfig, qualified: str) -> PgPrepa
     schema, _, name = qualified.partition(".")
     if not name:
         raise SluiceError(f"name the table as <schema>.<table>, got {qualified!r}")
-    keys.check_setting(source)
-    store = PgCheckpointStore(settings.path(settings.state_dir), source.name)
-    if not store.try_lock():
-        raise TapError(f"the tap of source '{source.name}' is running (lock "
-                       f"{store.lock_path}): stop it during the bootstrap; it resumes after, "
-                       "from where the bootstrap hands over (docs/postgres-source.md)")
+    store = locked_store(settings, source)
     conn = repl = None
     try:
         conn = server.connect(source)
@@ -259,47 +253,39 @@ def read_one(job: PgBulkRead, chunk: Chunk) -> Iterator[pa.RecordBatch]:
     """One chunk under the exported snapshot, as raw rows."""
     table, source = job.table, job.source
     shape = table.shape
-    collected = Collected()
-    collected.topic = table.topic
-    sink = ErrorSink(collected, source, Path(job.registry))  # type: ignore[arg-type]
-    ref = (job.point << REF_SHIFT) - 1
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
-    env = Envelope(f"{SOURCE}-bootstrap", now_ms, source.data_center)
-    conn = server.connect(source)
-    offset = 0
-    try:
-        server.raw_text(conn)
-        conn.autocommit = False
-        with conn.cursor() as cur:
-            cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                cur.execute("SET TRANSACTION SNAPSHOT %s", (job.snapshot,))
-            except Exception as exc:
-                raise SluiceError(f"bootstrap of {shape.qualified}: the exported snapshot "
-                                  f"{job.snapshot} is gone ({str(exc).strip()}): the "
-                                  "bootstrap's driver ended; run the same command again, it "
-                                  "resumes by chunk") from exc
-        where, params = chunk_predicate(shape.key.columns, chunk)
-        copies: dict[str, int] = {}
-        with conn.cursor(name=f"sluice_chunk_{chunk.index}") as cur:
-            cur.itersize = FETCH_ROWS
-            cur.execute(f"SELECT {job.select} FROM {server.quoted(shape.db, shape.table)} "
-                        f"WHERE {where}", params)
-            for ordinal, texts in enumerate(cur):
-                change = events.snapshot(table, list(texts), ref, env, ordinal, copies)
-                publish(collected, table.topic, table.encoder, change,  # type: ignore[arg-type]
-                        shape.key.columns, sink, shape.qualified, None, env)
-                if len(collected.keys) >= FETCH_ROWS * 4:
-                    yield from decoded(job.spec, shape.qualified, chunk, collected, offset,
-                                       now_ms)
-                    offset += len(collected.keys)
-                    collected.keys, collected.values = [], []
-        conn.rollback()
-    finally:
-        conn.close()
-    yield from decoded(job.spec, shape.qualified, chunk, collected, offset, now_ms)
-    if collected.other:
-        send_errors(job.bootstrap_servers, collected.other)
+
+    def changes() -> Iterator[tuple[Any, Any, Any]]:
+        ref = (job.point << REF_SHIFT) - 1
+        env = Envelope(f"{SOURCE}-bootstrap", now_ms, source.data_center)
+        conn = server.connect(source)
+        try:
+            server.raw_text(conn)
+            conn.autocommit = False
+            with conn.cursor() as cur:
+                cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                try:
+                    cur.execute("SET TRANSACTION SNAPSHOT %s", (job.snapshot,))
+                except Exception as exc:
+                    raise SluiceError(f"bootstrap of {shape.qualified}: the exported snapshot "
+                                      f"{job.snapshot} is gone ({str(exc).strip()}): the "
+                                      "bootstrap's driver ended; run the same command again, "
+                                      "it resumes by chunk") from exc
+            where, params = chunk_predicate(shape.key.columns, chunk)
+            copies: dict[str, int] = {}
+            with conn.cursor(name=f"sluice_chunk_{chunk.index}") as cur:
+                cur.itersize = FETCH_ROWS
+                cur.execute(f"SELECT {job.select} FROM {server.quoted(shape.db, shape.table)} "
+                            f"WHERE {where}", params)
+                for ordinal, texts in enumerate(cur):
+                    yield events.snapshot(table, list(texts), ref, env, ordinal, copies), None, env
+            conn.rollback()
+        finally:
+            conn.close()
+
+    yield from published_rows(job.spec, source, job.registry, job.bootstrap_servers,
+                              table.topic, table.encoder, shape.key.columns, shape.qualified,
+                              chunk, now_ms, changes(), FETCH_ROWS * 4)
 
 
 ROAD = Road(prepare, chunk_bounds, estimate, work, read_chunks, jvm_unfit)

@@ -107,12 +107,7 @@ def bootstrap_tables(settings: Settings, source: SourceConfig, spec: str,
     say = progress or (lambda line: None)
     workers = workers or source.bootstrap_workers
     chunk_rows = chunk_rows or source.bootstrap_chunk_rows
-    keys.check_setting(source)
-    store = PgCheckpointStore(settings.path(settings.state_dir), source.name)
-    if not store.try_lock():
-        raise TapError(f"the tap of source '{source.name}' is running (lock "
-                       f"{store.lock_path}): stop it during the bootstrap; it resumes after, "
-                       "from where the snapshot hands over (docs/postgres-source.md)")
+    store = locked_store(settings, source)
     conn = server.connect(source)
     repl = None
     try:
@@ -147,6 +142,18 @@ def bootstrap_tables(settings: Settings, source: SourceConfig, spec: str,
             repl.close()  # a temporary slot goes with it
         conn.close()
         store.release()
+
+
+def locked_store(settings: Settings, source: SourceConfig) -> PgCheckpointStore:
+    """The source's key settings checked and the tap's checkpoint store locked for a
+    bootstrap (``release`` it when done); an error saying to stop the tap while it runs."""
+    keys.check_setting(source)
+    store = PgCheckpointStore(settings.path(settings.state_dir), source.name)
+    if not store.try_lock():
+        raise TapError(f"the tap of source '{source.name}' is running (lock "
+                       f"{store.lock_path}): stop it during the bootstrap; it resumes after, "
+                       "from where the bootstrap hands over (docs/postgres-source.md)")
+    return store
 
 
 def hand_over_checkpoint(store: PgCheckpointStore, own_slot: str, wanted: list[tuple[str, str]],

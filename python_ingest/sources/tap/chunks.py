@@ -7,11 +7,14 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from python_ingest.config import SourceConfig
 from python_ingest.exceptions import SluiceError
 from python_ingest.kafka.client import MessageBatch
 from python_ingest.sources.kafka.reader import ReadSpec, decode_messages
+from python_ingest.sources.tap.errors import ErrorSink, publish
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -103,3 +106,27 @@ def send_errors(bootstrap_servers: str, records: list[tuple[str, bytes, bytes]])
     for topic, key, value in records:
         producer.send(topic, key, value)
     producer.flush()
+
+
+def published_rows(spec: ReadSpec, source: SourceConfig, registry: str, bootstrap_servers: str,
+                   topic: str, encoder: Any, key_columns: tuple[str, ...], qualified: str,
+                   chunk: Chunk, now_ms: int, changes: Iterable[tuple[Any, Any, Any]],
+                   rows_per_batch: int) -> Iterator[pa.RecordBatch]:
+    """A chunk's ``changes`` (each a change, its source position and envelope) published as
+    the tap publishes them (``publish``: a value that cannot be encoded left out, its error
+    record to the source's error topic, ``registry`` the source's registry root) into memory,
+    and handed on as raw rows, ``rows_per_batch`` at a time."""
+    collected = Collected()
+    collected.topic = topic
+    sink = ErrorSink(collected, source, Path(registry))  # type: ignore[arg-type]
+    offset = 0
+    for change, position, envelope in changes:
+        publish(collected, topic, encoder, change, key_columns, sink,  # type: ignore[arg-type]
+                qualified, position, envelope)
+        if len(collected.keys) >= rows_per_batch:
+            yield from decoded(spec, qualified, chunk, collected, offset, now_ms)
+            offset += len(collected.keys)
+            collected.keys, collected.values = [], []
+    yield from decoded(spec, qualified, chunk, collected, offset, now_ms)
+    if collected.other:
+        send_errors(bootstrap_servers, collected.other)
