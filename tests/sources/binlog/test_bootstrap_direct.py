@@ -207,6 +207,11 @@ def test_a_plan_keeps_its_chunks_and_position() -> None:
               Chunk(2, (Decimal("1.50"), "é"), None))
     plan = Plan("id", "db.t", BinlogPosition("binlog.000007", 1234), "0-1-9", chunks)
     assert Plan.from_json(plan.to_json()) == plan
+    lsn = Plan("id", "public.t", 0x1_6B37_4D48, None, chunks, first=12)  # PostgreSQL's P0
+    assert Plan.from_json(lsn.to_json()) == lsn
+    older = json.loads(plan.to_json())
+    del older["first"]  # a plan file written before --reload: the finish starts where it did
+    assert Plan.from_json(json.dumps(older)).first == 0
 
 
 def test_the_lake_write_skips_combining_only_for_one_row_per_key() -> None:

@@ -131,8 +131,9 @@ def test_pg_direct_bootstrap_under_concurrent_writes_ends_equal(pg_env, format_s
 def test_pg_killed_direct_bootstrap_resumes_by_chunk(pg_env, spark) -> None:
     """The real CLI SIGKILLed after its first wave's raw commit (the tap's slot new: created
     by the bootstrap), changes made, then killed after the index's commit; the third run
-    reads the chunks left under a newer snapshot and finishes: every key landed once, and
-    after the stream the lake equals the table."""
+    reads the chunks left under a newer snapshot and finishes: every key landed once. The
+    stream's first run after it is killed mid-batch too; after the next, the lake equals the
+    table."""
     env = pg_env
     _filled(env)
     args = ("bootstrap", env.source, "public.notes", "--direct", "--chunk-rows", "90",
@@ -152,6 +153,11 @@ def test_pg_killed_direct_bootstrap_resumes_by_chunk(pg_env, spark) -> None:
     finally:
         workload.close()
     env.tap_until_end()
+    # the first run after it killed mid-batch (the raw and index tables committed, the lake
+    # not), then run again here
+    killed = sluice_cmd(env.config, "run", job_of(env, "notes"),
+                        env={"SLUICE_FAULT": "merge_after_index"})
+    assert killed.returncode == -9, killed.stdout + killed.stderr
     run_pipeline(spark, env)
     assert assert_lake_equals_source(spark, env, "notes", json_columns=("attrs",)) >= ROWS - 60
     _index_agrees(spark, env)
