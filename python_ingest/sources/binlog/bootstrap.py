@@ -47,7 +47,7 @@ from python_ingest.sources.binlog.position import (
     BinlogPosition,
 )
 from python_ingest.sources.tap import keys
-from python_ingest.sources.tap.chunks import Chunk, Key
+from python_ingest.sources.tap.chunks import Chunk, Key, chunkable
 from python_ingest.sources.tap.core import registry_root, topic_for
 from python_ingest.sources.tap.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
@@ -84,8 +84,8 @@ def chunk_bounds(conn: Any, shape: TableShape, chunk_rows: int,
                  first_rows: int | None = None) -> list[Chunk]:
     """Key-ordered chunks of about ``chunk_rows`` rows each (index-only probes), the first of
     ``first_rows`` when given; one chunk for a table without key columns (full-row identity,
-    changelog)."""
-    if not shape.key.columns:
+    changelog) or whose key may be NULL (``key_columns`` naming a nullable column)."""
+    if not chunkable(shape):
         return [Chunk(0, None, None)]
     key = shape.key.columns
     cols = ", ".join(server.quote(c) for c in key)

@@ -51,7 +51,7 @@ from python_ingest.sources.postgres.shapes import table_shape
 from python_ingest.sources.postgres.snapshot import hand_over_checkpoint, locked_store
 from python_ingest.sources.postgres.tap import SOURCE
 from python_ingest.sources.tap.changes import Envelope
-from python_ingest.sources.tap.chunks import Chunk, Road, published_rows
+from python_ingest.sources.tap.chunks import Chunk, Road, chunkable, published_rows
 from python_ingest.sources.tap.core import registry_root, topic_for
 from python_ingest.sources.tap.errors import check_topic_limit, error_topic
 from python_ingest.sources.tap.producer import Encoder
@@ -177,7 +177,10 @@ def _quote(column: str) -> str:
 def chunk_bounds(conn: Any, shape: Any, chunk_rows: int, first_rows: int | None = None
                  ) -> list[Chunk]:
     """Key-ordered chunks of about ``chunk_rows`` rows each (index-only probes on the key's
-    index; the key values as the server's text), the first of ``first_rows`` when given."""
+    index; the key values as the server's text), the first of ``first_rows`` when given; one
+    chunk when the key may be NULL (tap/chunks.py ``chunkable``)."""
+    if not chunkable(shape):
+        return [Chunk(0, None, None)]
     cols = ", ".join(_quote(c) for c in shape.key.columns)
     table = server.quoted(shape.db, shape.table)
     bounds: list[tuple[Any, ...]] = []

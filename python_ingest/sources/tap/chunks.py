@@ -58,6 +58,14 @@ class Road:
     jvm_frame: Callable[..., Any] | None = None
 
 
+def chunkable(shape: Any) -> bool:
+    """Whether ``shape``'s rows can be cut into key ranges: key columns none of which may be
+    NULL. A NULL compares as unknown, so a row whose key holds one would be in no range (a
+    ``key_columns`` entry may name a nullable column): such a table is read as one chunk."""
+    return bool(shape.key.columns) and not any(shape.spec(c).nullable
+                                               for c in shape.key.columns)
+
+
 def chunk_rows(chunks: Iterable[Chunk]) -> list[tuple[int, bytes]]:
     """The tasks' input rows (``CHUNK_DDL``)."""
     return [(c.index, pickle.dumps(c)) for c in chunks]
