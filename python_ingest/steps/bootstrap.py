@@ -48,7 +48,7 @@ from python_ingest.sources.binlog.position import BinlogPosition
 from python_ingest.sources.kafka.reader import ReadSpec
 from python_ingest.sources.postgres.position import lsn_text
 from python_ingest.sources.tap import kinds
-from python_ingest.sources.tap.chunks import CHUNK_DDL, Chunk, Road, chunk_rows
+from python_ingest.sources.tap.chunks import CHUNK_DDL, Chunk, Road, chunk_rows, read_chunks
 from python_ingest.steps.batch import create_lake, why_not
 from python_ingest.steps.bulk import finish, lake_holds_rows
 from python_ingest.steps.dbt import Dbt
@@ -164,11 +164,12 @@ def start_over(spark: SparkSession, job: JobConfig, tables: JobTables, dbt: Dbt,
     kill in between leaves a lake with rows: the same command starts over again). The raw
     table, its checkpoint (Kafka positions, batch ids) and the error tables stay: every change
     the job read is older than every chunk, which is read after the job's lease is taken."""
-    if why_not(spark, job, tables, dbt) is not None:
+    why = why_not(spark, job, tables, dbt)
+    if why is not None:
         raise SluiceError(f"--reload replaces the lake of a job on the batch path; job "
-                          f"{job.name} takes the step tables' path "
-                          f"({why_not(spark, job, tables, dbt)}): start it over instead (drop "
-                          "its raw, staging, lake and index tables) and bootstrap again")
+                          f"{job.name} takes the step tables' path ({why}): start it over "
+                          "instead (drop its raw, staging, lake and index tables) and "
+                          "bootstrap again")
     history = f"{tables.lake}__history"
     if table_exists(spark, history):
         raise SluiceError(f"--reload would cut the history of {tables.lake}: its history "
@@ -328,12 +329,12 @@ class _Loader:
                         int(datetime.now(UTC).timestamp() * 1_000_000))
         work = self.parts.work(self.prepared, self.source, spec,
                                self.settings.kafka_for(self.source))
-        read = self.parts.read_chunks
+        read_one = self.parts.read_one
         chunks = [c for c in self.plan.chunks if c.index in set(indices)]
         counted = spark.sparkContext.accumulator(0)
 
         def body(batches: Any) -> Any:
-            for batch in read(work, batches):
+            for batch in read_chunks(read_one, work, batches):
                 counted.add(batch.num_rows)
                 yield batch
 

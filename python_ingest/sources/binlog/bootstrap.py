@@ -47,7 +47,7 @@ from python_ingest.sources.binlog.position import (
     BinlogPosition,
 )
 from python_ingest.sources.tap import keys
-from python_ingest.sources.tap.chunks import Chunk, Key, chunkable
+from python_ingest.sources.tap.chunks import Chunk, Key, chunkable, key_ranges
 from python_ingest.sources.tap.core import registry_root, topic_for
 from python_ingest.sources.tap.errors import ErrorSink, check_topic_limit, error_topic, publish
 from python_ingest.sources.tap.producer import ChangelogProducer, Encoder
@@ -90,19 +90,14 @@ def chunk_bounds(conn: Any, shape: TableShape, chunk_rows: int,
     key = shape.key.columns
     cols = ", ".join(server.quote(c) for c in key)
     table = f"{server.quote(shape.db)}.{server.quote(shape.table)}"
-    bounds: list[Key] = []
+
+    def probe(after: Key | None, size: int) -> tuple[str, list[Any]]:
+        where, params = ("1=1", []) if after is None else _greater(key, after)
+        return (f"SELECT {cols} FROM {table} WHERE {where} ORDER BY {cols} "
+                f"LIMIT 1 OFFSET {size - 1}", params)
+
     with conn.cursor() as cur:
-        while True:
-            where, params = ("1=1", []) if not bounds else _greater(key, bounds[-1])
-            size = first_rows if first_rows and not bounds else chunk_rows
-            cur.execute(f"SELECT {cols} FROM {table} WHERE {where} ORDER BY {cols} "
-                        f"LIMIT 1 OFFSET {size - 1}", params)
-            row = cur.fetchone()
-            if row is None:
-                break
-            bounds.append(tuple(row))
-    edges: list[Key | None] = [None, *bounds, None]
-    return [Chunk(i, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+        return key_ranges(cur, probe, chunk_rows, first_rows)
 
 
 # ---- one chunk, in a worker process -------------------------------------------------------

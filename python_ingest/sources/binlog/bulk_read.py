@@ -14,8 +14,7 @@ messages would have become after a trip through Kafka: the same columns, keys an
 
 from __future__ import annotations
 
-import pickle
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
 ROWS_PER_BATCH = 20_000  # rows decoded into one Arrow batch
 
 
-
 @dataclass(frozen=True)
 class BulkRead:
     """What a Spark task needs to read chunks into raw rows (pickled to the executors)."""
@@ -51,13 +49,6 @@ class BulkRead:
     registry: str  # the source's registry root (its error records' schema)
     bootstrap_servers: str  # where the error records go
     generation: int  # the tap's ref key generation on this server (position.py)
-
-
-def read_chunks(work: BulkRead, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: each input chunk's rows as raw rows."""
-    for batch in batches:
-        for row in batch.to_pylist():
-            yield from read_one(work, pickle.loads(row["bounds"]))
 
 
 def _select(table: TappedTable, chunk: Chunk) -> tuple[str, list[Any]]:
@@ -121,4 +112,4 @@ def jvm_frame(spark: Any, source: SourceConfig, prepared: Any, spec: ReadSpec,
                                        spec.ingested_at_us // 1000), chunks)
 
 
-ROAD = Road(prepare, chunk_bounds, chunk_count_rows, work, read_chunks, jvm_unfit, jvm_frame)
+ROAD = Road(prepare, chunk_bounds, chunk_count_rows, work, read_one, jvm_unfit, jvm_frame)

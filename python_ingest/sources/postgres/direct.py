@@ -9,7 +9,7 @@
     chunks    key-ordered ranges of the table's primary or unique key (index-only probes),
               not ctid ranges: a row keeps its key across snapshots, not its ctid, and a
               resumed bootstrap reads its other chunks under a newer snapshot.
-    read      each chunk by a Spark task (``read_chunks``, ``mapInArrow``): its own
+    read      each chunk by a Spark task (``read_one``, ``mapInArrow``): its own
               connection, ``SET TRANSACTION SNAPSHOT`` to the exported one, the rows as the
               Kafka road publishes them (``events.snapshot``, ``publish``) decoded by the
               ingestion's decoder, every row with the ref key ``(P << 18) - 1`` of the
@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +50,14 @@ from python_ingest.sources.postgres.shapes import table_shape
 from python_ingest.sources.postgres.snapshot import hand_over_checkpoint, locked_store
 from python_ingest.sources.postgres.tap import SOURCE
 from python_ingest.sources.tap.changes import Envelope
-from python_ingest.sources.tap.chunks import Chunk, Road, chunkable, published_rows
+from python_ingest.sources.tap.chunks import (
+    Chunk,
+    Key,
+    Road,
+    chunkable,
+    key_ranges,
+    published_rows,
+)
 from python_ingest.sources.tap.core import registry_root, topic_for
 from python_ingest.sources.tap.errors import check_topic_limit, error_topic
 from python_ingest.sources.tap.producer import Encoder
@@ -94,9 +100,7 @@ class PgPrepared:
     repl: Any
     slot: dict[str, Any] | None  # the tap's slot before this process, None: created here
     select: str = ""
-    generation: int = 0
-    p0_gtid: str | None = None
-    locked: bool = True
+    p0_gtid: str | None = None  # binlog sources' only
 
     def hand_over(self) -> str:
         own = self.source.of(PostgresOptions).slot_name
@@ -183,20 +187,14 @@ def chunk_bounds(conn: Any, shape: Any, chunk_rows: int, first_rows: int | None 
         return [Chunk(0, None, None)]
     cols = ", ".join(_quote(c) for c in shape.key.columns)
     table = server.quoted(shape.db, shape.table)
-    bounds: list[tuple[Any, ...]] = []
+
+    def probe(after: Key | None, size: int) -> tuple[str, list[Any]]:
+        where, params = ("", []) if after is None else (f"WHERE ({cols}) > %s", [after])
+        return (f"SELECT {cols} FROM {table} {where} ORDER BY {cols} "
+                f"LIMIT 1 OFFSET {size - 1}", params)
+
     with conn.cursor() as cur:
-        while True:
-            where, params = ("", []) if not bounds else (f"WHERE ({cols}) > %s",
-                                                          [tuple(bounds[-1])])
-            size = first_rows if first_rows and not bounds else chunk_rows
-            cur.execute(f"SELECT {cols} FROM {table} {where} ORDER BY {cols} "
-                        f"LIMIT 1 OFFSET {size - 1}", params)
-            row = cur.fetchone()
-            if row is None:
-                break
-            bounds.append(tuple(row))
-    edges: list[tuple[Any, ...] | None] = [None, *bounds, None]
-    return [Chunk(i, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+        return key_ranges(cur, probe, chunk_rows, first_rows)
 
 
 def chunk_predicate(columns: tuple[str, ...], chunk: Chunk) -> tuple[str, list[Any]]:
@@ -245,13 +243,6 @@ def work(prepared: PgPrepared, source: SourceConfig, spec: ReadSpec, bootstrap_s
                       str(prepared.root), bootstrap_servers, prepared.exported, prepared.point)
 
 
-def read_chunks(job: PgBulkRead, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: each input chunk's rows as raw rows."""
-    for batch in batches:
-        for row in batch.to_pylist():
-            yield from read_one(job, pickle.loads(row["bounds"]))
-
-
 def read_one(job: PgBulkRead, chunk: Chunk) -> Iterator[pa.RecordBatch]:
     """One chunk under the exported snapshot, as raw rows."""
     table, source = job.table, job.source
@@ -291,4 +282,4 @@ def read_one(job: PgBulkRead, chunk: Chunk) -> Iterator[pa.RecordBatch]:
                               chunk, now_ms, changes(), FETCH_ROWS * 4)
 
 
-ROAD = Road(prepare, chunk_bounds, estimate, work, read_chunks, jvm_unfit)
+ROAD = Road(prepare, chunk_bounds, estimate, work, read_one, jvm_unfit)

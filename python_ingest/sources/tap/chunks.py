@@ -39,13 +39,14 @@ class Road:
 
     - ``prepare(settings, source, table)``: the table checked and registered, the tap's
       checkpoint store locked, the hand-over position noted; returns an object with ``conn``
-      (for the next two), ``table`` (``shape``, ``topic``), ``root``, ``generation``,
-      ``p0``, ``p0_gtid``, ``hand_over() -> str`` and ``close()``;
-    - ``chunk_bounds(conn, shape, chunk_rows, first_rows)``: key-ordered ``Chunk``s;
+      (for the next two), ``table`` (``shape``, ``topic``), ``p0``, ``p0_gtid``,
+      ``hand_over() -> str`` and ``close()``;
+    - ``chunk_bounds(conn, shape, chunk_rows, first_rows)``: key-ordered ``Chunk``s
+      (``key_ranges``);
     - ``estimate(conn, table)``: the table's rows, for the ETA;
     - ``work(prepared, source, spec, bootstrap_servers)``: what a Spark task needs to read
-      chunks (pickled), and ``read_chunks(work, batches)``: the ``mapInArrow`` body turning
-      ``CHUNK_DDL`` rows into raw rows;
+      chunks (pickled), and ``read_one(work, chunk)``: one chunk's raw rows, in a task
+      (``read_chunks`` runs it over the task's ``CHUNK_DDL`` rows);
     - ``jvm_unfit(source, table, conn)``: why a wave is not one Spark JDBC read (None: it
       is, by ``jvm_frame(spark, source, prepared, spec, chunks)``)."""
 
@@ -53,7 +54,7 @@ class Road:
     chunk_bounds: Callable[..., list[Chunk]]
     estimate: Callable[..., int]
     work: Callable[..., Any]
-    read_chunks: Callable[..., Any]
+    read_one: Callable[..., Iterator[pa.RecordBatch]]
     jvm_unfit: Callable[..., str | None]
     jvm_frame: Callable[..., Any] | None = None
 
@@ -66,9 +67,35 @@ def chunkable(shape: Any) -> bool:
                                                for c in shape.key.columns)
 
 
+def key_ranges(cur: Any, probe: Callable[[Key | None, int], tuple[str, list[Any]]],
+               chunk_rows: int, first_rows: int | None = None) -> list[Chunk]:
+    """Chunks between the keys ``probe`` finds: ``probe(after, size)`` is the SQL (and its
+    parameters) of the key ``size`` rows after ``after`` in key order (None: from the first
+    row), no row when fewer are left; the first chunk of ``first_rows`` when given."""
+    bounds: list[Key] = []
+    while True:
+        size = first_rows if first_rows and not bounds else chunk_rows
+        sql, params = probe(bounds[-1] if bounds else None, size)
+        cur.execute(sql, params)
+        row = cur.fetchone()
+        if row is None:
+            break
+        bounds.append(tuple(row))
+    edges: list[Key | None] = [None, *bounds, None]
+    return [Chunk(i, edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+
 def chunk_rows(chunks: Iterable[Chunk]) -> list[tuple[int, bytes]]:
     """The tasks' input rows (``CHUNK_DDL``)."""
     return [(c.index, pickle.dumps(c)) for c in chunks]
+
+
+def read_chunks(read_one: Callable[[Any, Chunk], Iterator[pa.RecordBatch]], work: Any,
+                batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: the raw rows of each chunk a task's ``CHUNK_DDL`` rows name."""
+    for batch in batches:
+        for row in batch.to_pylist():
+            yield from read_one(work, pickle.loads(row["bounds"]))
 
 
 class Collected:
