@@ -284,3 +284,29 @@ def test_a_key_that_may_be_null_is_read_as_one_chunk(tap_env) -> None:
         cur.execute("ALTER TABLE kn MODIFY b INT NOT NULL")
         shape = server.table_shape(conn, env.database, "kn", settings.source(env.source), None)
         assert len(chunk_bounds(conn, shape, 10)) == 11  # NOT NULL: cut into key ranges
+
+
+def test_the_python_read_lands_a_table_the_jvm_read_does_not_take(tap_env, spark) -> None:
+    """A composite key with a text column and a TIME column: the chunks are read by Python
+    tasks (bulk_read.py, the tap's own encoding), cut by the composite key; every row lands
+    once and the lake equals the table."""
+    from python_ingest.steps.bootstrap import direct_bootstrap
+
+    env = tap_env
+    make_project(env.tmp)
+    env.sql("CREATE TABLE spots (region VARCHAR(8) NOT NULL, id INT NOT NULL, at TIME(3), "
+            "note TEXT, PRIMARY KEY (region, id))",
+            "INSERT INTO spots SELECT ELT(1 + seq % 3, 'north', 'south', 'é-east'), seq, "
+            "SEC_TO_TIME(seq * 37.125 - 3000), IF(seq % 5 = 0, NULL, CONCAT('n', seq)) "
+            "FROM seq_1_to_240")
+    scaffold(env)
+    settings = env.settings()
+    lines: list[str] = []
+    result = direct_bootstrap(spark, settings, settings.source(env.source),
+                              f"{env.database}.spots", progress=lines.append, **CHUNK)
+    assert any("chunks read by Python tasks" in line for line in lines), lines
+    assert result.chunks >= 5 and result.rows == 240
+    job = job_of(env, "spots")
+    landed = spark.sql(f"select count(*), count(distinct _row_key) from raw.{job}").collect()[0]
+    assert tuple(landed) == (240, 240)
+    assert assert_lake_equals_source(spark, env, "spots") == 240
